@@ -1,0 +1,5 @@
+import sys
+
+from torchlint.cli import main
+
+sys.exit(main())

@@ -1,0 +1,129 @@
+"""Which files a run lints.
+
+Folders are walked recursively for `*.py` and `*.pyi` (`*.ipynb` too when
+notebooks are enabled); the config's `exclude`/`extend-exclude` globs and, inside
+a git repository, `.gitignore` files prune the walk. Paths named on the command
+line are always linted, as in ruff and flake8, unless `force_exclude` is set
+(pre-commit passes every staged file explicitly).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, List, Optional, Tuple
+
+import pathspec
+
+from torchlint.config import Config
+
+SOURCE_SUFFIXES = (".py", ".pyi")
+
+
+class MissingPath(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class _Ignore:
+    base: str
+    spec: pathspec.PathSpec
+
+    def matches(self, path: str, is_dir: bool) -> bool:
+        relative = os.path.relpath(path, self.base).replace(os.sep, "/")
+        if relative.startswith(".."):
+            return False
+        return self.spec.match_file(relative + "/" if is_dir else relative)
+
+
+def _git_root(directory: str) -> Optional[str]:
+    current = os.path.abspath(directory)
+    while True:
+        if os.path.exists(os.path.join(current, ".git")):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+
+
+def _gitignore(directory: str) -> Optional[_Ignore]:
+    path = os.path.join(directory, ".gitignore")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return _Ignore(directory, pathspec.PathSpec.from_lines("gitwildmatch", handle))
+    except OSError:
+        return None
+    except Exception:  # a malformed pattern in someone's .gitignore must not stop the run
+        return None
+
+
+def _gitignores_above(path: str) -> List[_Ignore]:
+    """The .gitignore files of `path`'s ancestor folders inside its git repository, outermost first."""
+    absolute = os.path.abspath(path)
+    root = _git_root(os.path.dirname(absolute))
+    if root is None:
+        return []
+    found = []
+    current = absolute
+    while current != root:
+        current = os.path.dirname(current)
+        ignore = _gitignore(current)
+        if ignore:
+            found.append(ignore)
+    return list(reversed(found))
+
+
+def _ignored(path: str, is_dir: bool, config: Config, ignores: List[_Ignore]) -> bool:
+    absolute = os.path.abspath(path)
+    return config.is_excluded(path, is_dir) or any(ignore.matches(absolute, is_dir) for ignore in ignores)
+
+
+def discover(
+    paths: List[str],
+    config: Config,
+    suffixes: Tuple[str, ...] = SOURCE_SUFFIXES,
+    respect_gitignore: bool = True,
+    force_exclude: bool = False,
+) -> Iterator[Tuple[str, str]]:
+    """Yield (path on disk, name to report) for every file to lint, each once, in a stable order."""
+    seen = set()
+    for given in paths:
+        if not os.path.lexists(given):
+            raise MissingPath(given)
+        is_dir = os.path.isdir(given)
+        ignores = _gitignores_above(given) if respect_gitignore else []
+        if force_exclude and _ignored(given, is_dir, config, ignores):
+            continue
+        in_repository = respect_gitignore and _git_root(given) is not None
+        found = _walk(given, config, suffixes, ignores, in_repository) if is_dir else [given]
+        for path in found:
+            key = os.path.realpath(path)
+            if key not in seen:
+                seen.add(key)
+                yield path, os.path.normpath(path)
+
+
+def _walk(directory: str, config: Config, suffixes, ignores: List[_Ignore], use_gitignore: bool) -> Iterator[str]:
+    if use_gitignore:
+        own = _gitignore(directory)
+        if own:
+            ignores = ignores + [own]
+    try:
+        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+            is_file = entry.is_file()
+        except OSError:
+            continue
+        path = entry.path
+        if _ignored(path, is_dir, config, ignores):
+            continue
+        if is_dir:
+            yield from _walk(path, config, suffixes, ignores, use_gitignore)
+        elif is_file and entry.name.endswith(suffixes):
+            yield path

@@ -1,0 +1,104 @@
+"""The module's own call graph, with the facts each function establishes.
+
+Built during the single walk: every call of a function defined in the same
+module is recorded with where it happens, and fact recognizers (see
+`torchlint.engine.facts`) note what each function does ("backward",
+"clears-grad", "starts-workers", ...), keeping the node that showed it. Rules
+consult the graph in `finish()`, when it is complete, to see one or more calls
+deep without walking the tree again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+MODULE = "<module>"
+
+
+@dataclass(frozen=True)
+class CallSite:
+    node: cst.Call
+    callee: str
+    # The enclosing nodes at the call, outermost first (the call itself last).
+    stack: Tuple[cst.CSTNode, ...]
+
+
+@dataclass
+class FunctionFacts:
+    key: str
+    node: Optional[cst.CSTNode]
+    calls: List[CallSite] = field(default_factory=list)
+    facts: Dict[str, List[cst.CSTNode]] = field(default_factory=dict)
+
+
+class CallGraph:
+    def __init__(self):
+        self.functions: Dict[str, FunctionFacts] = {MODULE: FunctionFacts(MODULE, None)}
+        self._keys: Dict[int, str] = {}
+
+    # ------------------------------------------------------------ building
+
+    def key_of(self, function: cst.FunctionDef, stack: Sequence[cst.CSTNode]) -> str:
+        """`Class.method` for methods, the bare name for other functions (nested ones included)."""
+        key = self._keys.get(id(function))
+        if key is None:
+            owner = next((node for node in reversed(stack[:-1]) if isinstance(node, (cst.FunctionDef, cst.ClassDef))), None)
+            key = f"{owner.name.value}.{function.name.value}" if isinstance(owner, cst.ClassDef) else function.name.value
+            self._keys[id(function)] = key
+            self.functions.setdefault(key, FunctionFacts(key, function))
+        return key
+
+    def current(self, stack: Sequence[cst.CSTNode]) -> FunctionFacts:
+        """The function whose body holds the innermost point of `stack` (or the module)."""
+        for index in range(len(stack) - 1, -1, -1):
+            node = stack[index]
+            if isinstance(node, cst.FunctionDef) and index != len(stack) - 1:
+                return self.functions[self.key_of(node, stack[: index + 1])]
+        return self.functions[MODULE]
+
+    def add_fact(self, name: str, node: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> None:
+        self.current(stack).facts.setdefault(name, []).append(node)
+
+    def add_call(self, call: cst.Call, callee: str, stack: Sequence[cst.CSTNode]) -> None:
+        self.current(stack).calls.append(CallSite(call, callee, tuple(stack)))
+
+    # ------------------------------------------------------------ queries
+
+    def callee_key(self, call: cst.Call, stack: Sequence[cst.CSTNode]) -> Optional[str]:
+        """The key of the same-module function `call` invokes: `f(...)` or `self.m(...)`."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            return func.value
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
+            for node in reversed(stack):
+                if isinstance(node, cst.ClassDef):
+                    return f"{node.name.value}.{func.attr.value}"
+        return None
+
+    def facts_of(self, key: str, fact: str, depth: int = 1) -> List[cst.CSTNode]:
+        """Nodes showing `fact` in function `key` or in functions it calls, up to `depth` calls deep."""
+        found = []
+        for function in self.reachable(key, depth):
+            found.extend(function.facts.get(fact, ()))
+        return found
+
+    def reachable(self, key: str, depth: int = 1) -> Iterator[FunctionFacts]:
+        """`key` and the same-module functions it calls, breadth first, each once."""
+        seen = set()
+        frontier = [key]
+        for _ in range(depth + 1):
+            next_frontier = []
+            for current in frontier:
+                function = self.functions.get(current)
+                if function is None or current in seen:
+                    continue
+                seen.add(current)
+                yield function
+                next_frontier.extend(site.callee for site in function.calls)
+            frontier = next_frontier
+
+    def call_sites(self, callee: str) -> List[CallSite]:
+        return [site for function in self.functions.values() for site in function.calls if site.callee == callee]

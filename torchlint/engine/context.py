@@ -1,0 +1,99 @@
+"""What every rule sees of the file being linted: one object per file, shared by all rules."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, List, Optional, Sequence
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from torchlint.engine.callgraph import CallGraph
+from torchlint.engine.scopes import Scopes, dotted_name
+from torchlint.finding import Edit, Finding, Fix, Location
+
+if TYPE_CHECKING:
+    from torchlint.config import Config
+    from torchlint.rules.base import Rule
+
+
+class FileContext:
+    def __init__(self, filename: str, text: str, module: cst.Module, config: "Config"):
+        self.filename = filename
+        self.text = text
+        self.module = module
+        self.config = config
+        # The nodes enclosing the one being visited, outermost first; the visited node is last.
+        self.stack: List[cst.CSTNode] = []
+        self.scopes = Scopes()
+        self.callgraph = CallGraph()
+        self.findings: List[Finding] = []
+        self._positions = None
+
+    # ------------------------------------------------------------ names
+
+    def qualified_name(self, node: cst.CSTNode, stack: Optional[Sequence[cst.CSTNode]] = None) -> Optional[str]:
+        """`torch.nn.functional.cross_entropy` for `F.cross_entropy` when the file did `import torch.nn.functional as F`.
+
+        None when the chain does not start at an imported name (a local variable
+        named `torch` is not torch).
+        """
+        dotted = dotted_name(node)
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        base = self.scopes.resolve(head, self.stack if stack is None else stack)
+        if base is None:
+            return None
+        return f"{base}.{rest}" if rest else base
+
+    def assigned_values(self, node: cst.CSTNode, stack: Optional[Sequence[cst.CSTNode]] = None) -> List[cst.BaseExpression]:
+        """Values assigned to a variable (`x = ...`) or an instance attribute (`self.x = ...`) in its scope."""
+        stack = self.stack if stack is None else stack
+        if isinstance(node, cst.Name):
+            scope = self.scopes.binding_scope(node.value, stack)
+            return scope.assignments.get(node.value, []) if scope else []
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+            for owner in reversed(stack):
+                if isinstance(owner, cst.ClassDef):
+                    return self.scopes.scope_of(owner).attributes.get(node.attr.value, [])
+        return []
+
+    def enclosing(self, *types, stack: Optional[Sequence[cst.CSTNode]] = None) -> Optional[cst.CSTNode]:
+        """The innermost ancestor (not the visited node itself) of one of `types`."""
+        stack = self.stack if stack is None else stack
+        for node in reversed(stack[:-1]):
+            if isinstance(node, types):
+                return node
+        return None
+
+    # ------------------------------------------------------------ source
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+    def _range(self, node: cst.CSTNode):
+        # Positions cost a full code-generation pass: paid only by files that report something.
+        if self._positions is None:
+            self._positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        return self._positions[node]
+
+    def location(self, node: cst.CSTNode):
+        code_range = self._range(node)
+        return (
+            Location(code_range.start.line, code_range.start.column + 1),
+            Location(code_range.end.line, code_range.end.column + 1),
+        )
+
+    def replace(self, node: cst.CSTNode, content: str) -> Edit:
+        start, end = self.location(node)
+        return Edit(content, start, end)
+
+    def insert_before(self, node: cst.CSTNode, content: str) -> Edit:
+        start, _ = self.location(node)
+        return Edit(content, start, start)
+
+    # ------------------------------------------------------------ reporting
+
+    def report(self, rule: "Rule", node: cst.CSTNode, message: str, fix: Optional[Fix] = None) -> None:
+        start, end = self.location(node)
+        self.findings.append(Finding(rule.code, rule.name, message, self.filename, start, end, fix))

@@ -1,0 +1,163 @@
+"""Lint one file: read once, parse once, walk once with every selected rule, apply noqa.
+
+A file that cannot be read, decoded or parsed becomes a TL000 finding; a rule
+that raises becomes an "internal error" finding of that rule and the file's
+other rules carry on. Nothing here raises for bad input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple, Type
+
+import libcst as cst
+
+from torchlint import source as sources
+from torchlint.engine import noqa
+from torchlint.engine.context import FileContext
+from torchlint.engine.facts import RECOGNIZERS
+from torchlint.finding import Finding, Location
+from torchlint.rules import rules_by_code
+from torchlint.rules.base import Rule
+from torchlint.rules.syntax.parse_error import ParseError
+
+if TYPE_CHECKING:
+    from torchlint.config import Config
+
+
+@dataclass
+class FileResult:
+    filename: str
+    findings: List[Finding]
+    # The decoded file, when it could be read: fixes are applied to it.
+    source: Optional[sources.Source] = None
+
+
+def parse_error(filename: str, message: str, row: int = 1, column: int = 1) -> Finding:
+    location = Location(row, column)
+    return Finding(ParseError.code, ParseError.name, message, filename, location, location)
+
+
+def lint_file(path: str, config: "Config", filename: Optional[str] = None) -> FileResult:
+    filename = filename or path
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as error:
+        return _unreadable(filename, config, f"cannot read file: {error.strerror or error}")
+    return lint_bytes(data, filename, config)
+
+
+def lint_bytes(data: bytes, filename: str, config: "Config") -> FileResult:
+    try:
+        source = sources.decode(data)
+    except sources.SourceError as error:
+        return _unreadable(filename, config, error.message, error.row, error.column)
+    return FileResult(filename, lint_text(source.text, filename, config), source)
+
+
+def _unreadable(filename: str, config: "Config", message: str, row: int = 1, column: int = 1) -> FileResult:
+    selected = ParseError.code in config.codes_for(filename)
+    return FileResult(filename, [parse_error(filename, message, row, column)] if selected else [])
+
+
+def lint_text(text: str, filename: str, config: "Config", codes: Optional[FrozenSet[str]] = None) -> List[Finding]:
+    codes = config.codes_for(filename) if codes is None else codes
+    try:
+        module = cst.parse_module(text)
+    except cst.ParserSyntaxError as error:
+        findings = [parse_error(filename, f"syntax error: {_first_line(error.message)}", error.raw_line, error.raw_column + 1)]
+        return findings if ParseError.code in codes else []
+    except RecursionError:
+        return [parse_error(filename, "the file is nested too deeply to parse")] if ParseError.code in codes else []
+    ctx = FileContext(filename, text, module, config)
+    rules = [rules_by_code()[code](ctx) for code in sorted(codes) if code in rules_by_code() and code != ParseError.code]
+    walker = _Walker(ctx, rules)
+    try:
+        module.visit(walker)
+        for rule in rules:
+            if not rule.crashed:
+                walker.guarded(rule, rule.finish)
+    except RecursionError:
+        ctx.findings = [parse_error(filename, "the file is nested too deeply to analyse")]
+        if ParseError.code not in codes:
+            return []
+    findings = noqa.apply(ctx.findings, text)
+    return sorted(set(findings), key=Finding.sort_key)
+
+
+def _first_line(message: str) -> str:
+    return message.strip().splitlines()[0] if message.strip() else "cannot parse"
+
+
+@lru_cache(maxsize=None)
+def _handler_names(rule_class: Type[Rule]) -> Tuple[Tuple[str, type, str], ...]:
+    """(method name, node type, "visit"/"leave") for each visitor method a rule defines."""
+    handlers = []
+    for attribute in dir(rule_class):
+        kind, _, node_name = attribute.partition("_")
+        if kind in ("visit", "leave") and node_name and hasattr(cst, node_name):
+            handlers.append((attribute, getattr(cst, node_name), kind))
+    return tuple(handlers)
+
+
+class _Walker(cst.CSTVisitor):
+    """One walk over the module that feeds the call graph and every rule."""
+
+    def __init__(self, ctx: FileContext, rules: Sequence[Rule]):
+        self.ctx = ctx
+        self.visits: Dict[type, list] = {}
+        self.leaves: Dict[type, list] = {}
+        for rule in rules:
+            for attribute, node_type, kind in _handler_names(type(rule)):
+                table = self.visits if kind == "visit" else self.leaves
+                table.setdefault(node_type, []).append((rule, getattr(rule, attribute)))
+
+    def guarded(self, rule: Rule, method, *args) -> None:
+        try:
+            method(*args)
+        except RecursionError:
+            raise
+        except Exception as error:  # a rule's bug must not hide other rules' findings
+            rule.crashed = True
+            self.ctx.findings.append(_internal_error(self.ctx, rule, error, args[0] if args else None))
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        ctx = self.ctx
+        ctx.stack.append(node)
+        node_type = type(node)
+        for recognizer in RECOGNIZERS.get(node_type, ()):
+            fact = recognizer(node, ctx)
+            if fact:
+                ctx.callgraph.add_fact(fact, node, ctx.stack)
+        if node_type is cst.Call:
+            callee = ctx.callgraph.callee_key(node, ctx.stack)
+            if callee:
+                ctx.callgraph.add_call(node, callee, ctx.stack)
+        for rule, method in self.visits.get(node_type, ()):
+            if not rule.crashed:
+                self.guarded(rule, method, node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        for rule, method in self.leaves.get(type(original_node), ()):
+            if not rule.crashed:
+                self.guarded(rule, method, original_node)
+        self.ctx.stack.pop()
+
+
+def _internal_error(ctx: FileContext, rule: Rule, error: Exception, node: Optional[cst.CSTNode]) -> Finding:
+    start = end = Location(1, 1)
+    if node is not None:
+        try:
+            start, end = ctx.location(node)
+        except Exception:  # the position pass failing must not mask the original error
+            pass
+    message = f"internal error in {rule.code} ({rule.name}): {type(error).__name__}: {error}; please report this bug"
+    return Finding(rule.code, rule.name, message, ctx.filename, start, end)
+
+
+def lint_paths(paths: Iterable[Tuple[str, str]], config: "Config") -> List[FileResult]:
+    """Lint (path on disk, name to report) pairs in order."""
+    return [lint_file(path, config, filename) for path, filename in paths]

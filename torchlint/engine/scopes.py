@@ -1,0 +1,215 @@
+"""A light name resolver: what each name in a scope is bound to.
+
+libcst's QualifiedNameProvider and ScopeProvider analyse the whole module up
+front, which costs many times the parse. Rules only ask about a few names, so
+each scope (module, function, lambda, class) is scanned on first use and cached.
+
+Python's rules, kept: a name assigned anywhere in a function is local to all of
+it; class bodies do not enclose their methods; an import binds a module path,
+anything else binds a local value that is never the module (`torch = None`
+after no import is a variable, not torch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+import libcst as cst
+
+ScopeNode = (cst.Module, cst.FunctionDef, cst.Lambda, cst.ClassDef)
+
+
+@dataclass
+class Scope:
+    node: cst.CSTNode
+    # local name -> dotted path of what an import bound to it ("torch.nn.functional")
+    imports: Dict[str, str] = field(default_factory=dict)
+    # names bound by anything but an import (assignments, parameters, defs, loops, ...)
+    variables: set = field(default_factory=set)
+    # simple `name = value` assignments, in source order
+    assignments: Dict[str, List[cst.BaseExpression]] = field(default_factory=dict)
+    # for classes: `self.name = value` in any method
+    attributes: Dict[str, List[cst.BaseExpression]] = field(default_factory=dict)
+
+
+def dotted_name(node: cst.CSTNode) -> Optional[str]:
+    """`a.b.c` for a Name/Attribute chain, else None."""
+    parts = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+class _BindingCollector(cst.CSTVisitor):
+    """Collects one scope's bindings without entering nested scopes."""
+
+    def __init__(self, scope: Scope):
+        self.scope = scope
+
+    def _bind(self, target: cst.CSTNode, value: Optional[cst.BaseExpression] = None) -> None:
+        if isinstance(target, cst.Name):
+            self.scope.variables.add(target.value)
+            if value is not None:
+                self.scope.assignments.setdefault(target.value, []).append(value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bind(element.value)
+        elif isinstance(target, cst.StarredElement):
+            self._bind(target.value)
+
+    # Nested scopes: only their own name is bound here.
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self._bind(node.name)
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self._bind(node.name)
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def _comprehension(self, node) -> bool:
+        # Comprehension targets live in their own scope; only the first iterable is evaluated here.
+        node.for_in.iter.visit(self)
+        return False
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehension
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            full = dotted_name(alias.name)
+            if alias.asname is not None:
+                self.scope.imports[alias.asname.name.value] = full
+            else:
+                top = full.split(".")[0]
+                self.scope.imports[top] = top
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if isinstance(node.names, cst.ImportStar):
+            return
+        module = "." * len(node.relative) + (dotted_name(node.module) if node.module else "")
+        for alias in node.names:
+            name = alias.name.value if isinstance(alias.name, cst.Name) else dotted_name(alias.name)
+            local = alias.asname.name.value if alias.asname is not None else name
+            self.scope.imports[local] = f"{module}.{name}" if module and not module.endswith(".") else module + name
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._bind(target.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._bind(node.target, node.value)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._bind(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._bind(node.target)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._bind(node.asname.name)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._bind(node.target, node.value)
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        if node.name is not None:
+            self._bind(node.name.name)
+
+    def visit_Global(self, node: cst.Global) -> None:
+        self.scope.variables.difference_update(item.name.value for item in node.names)
+
+    visit_Nonlocal = visit_Global
+
+
+class _AttributeCollector(cst.CSTVisitor):
+    """`self.x = value` in a method body (the instance attributes a class sets)."""
+
+    def __init__(self, scope: Scope, self_name: str):
+        self.scope = scope
+        self.self_name = self_name
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            attribute = target.target
+            if (
+                isinstance(attribute, cst.Attribute)
+                and isinstance(attribute.value, cst.Name)
+                and attribute.value.value == self.self_name
+            ):
+                self.scope.attributes.setdefault(attribute.attr.value, []).append(node.value)
+
+
+class Scopes:
+    """Per-file cache of scanned scopes."""
+
+    def __init__(self):
+        self._scopes: Dict[int, Scope] = {}
+
+    def scope_of(self, node: cst.CSTNode) -> Scope:
+        scope = self._scopes.get(id(node))
+        if scope is None:
+            scope = self._scopes[id(node)] = self._scan(node)
+        return scope
+
+    def _scan(self, node: cst.CSTNode) -> Scope:
+        scope = Scope(node)
+        collector = _BindingCollector(scope)
+        if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            for param in _parameters(node.params):
+                scope.variables.add(param.name.value)
+            node.body.visit(collector)
+        elif isinstance(node, cst.ClassDef):
+            node.body.visit(collector)
+            for statement in node.body.body:
+                if isinstance(statement, cst.FunctionDef):
+                    params = _parameters(statement.params)
+                    if params:
+                        statement.body.visit(_AttributeCollector(scope, params[0].name.value))
+        else:
+            for statement in node.body:
+                statement.visit(collector)
+        return scope
+
+    def chain(self, stack: Sequence[cst.CSTNode]) -> List[Scope]:
+        """Scopes visible at the innermost point of `stack`, innermost first."""
+        chain = []
+        innermost = True
+        for node in reversed(stack):
+            if isinstance(node, ScopeNode):
+                # A class body is visible only to code directly in it, not to its methods.
+                if isinstance(node, cst.ClassDef) and not innermost:
+                    continue
+                chain.append(self.scope_of(node))
+                innermost = False
+        return chain
+
+    def resolve(self, name: str, stack: Sequence[cst.CSTNode]) -> Optional[str]:
+        """The dotted path an import bound to `name`, or None for a variable or an unknown name."""
+        for scope in self.chain(stack):
+            if name in scope.imports:
+                return scope.imports[name]
+            if name in scope.variables:
+                return None
+        return None
+
+    def binding_scope(self, name: str, stack: Sequence[cst.CSTNode]) -> Optional[Scope]:
+        for scope in self.chain(stack):
+            if name in scope.imports or name in scope.variables:
+                return scope
+        return None
+
+
+def _parameters(params: cst.Parameters) -> list:
+    found = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            found.append(star)
+    return found

@@ -1,0 +1,94 @@
+"""What a rule found: plain data, kept apart from how reporters show it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
+
+DOCS_URL = "https://github.com/torchlint/torchlint/blob/main/docs/rules/{code}.md"
+
+
+@dataclass(frozen=True, order=True)
+class Location:
+    """A 1-based row and a 1-based column counted in characters."""
+
+    row: int
+    column: int
+
+    def as_json(self) -> dict:
+        return {"row": self.row, "column": self.column}
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the text from `location` up to (not including) `end_location` by `content`."""
+
+    content: str
+    location: Location
+    end_location: Location
+
+    def as_json(self) -> dict:
+        return {
+            "content": self.content,
+            "location": self.location.as_json(),
+            "end_location": self.end_location.as_json(),
+        }
+
+
+@dataclass(frozen=True)
+class Fix:
+    applicability: str  # "safe" or "unsafe"
+    message: str
+    edits: Tuple[Edit, ...]
+
+    @classmethod
+    def safe(cls, message: str, *edits: Edit) -> "Fix":
+        return cls("safe", message, tuple(edits))
+
+    @classmethod
+    def unsafe(cls, message: str, *edits: Edit) -> "Fix":
+        return cls("unsafe", message, tuple(edits))
+
+    def as_json(self) -> dict:
+        return {
+            "applicability": self.applicability,
+            "message": self.message,
+            "edits": [edit.as_json() for edit in self.edits],
+        }
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    name: str
+    message: str
+    filename: str
+    location: Location
+    end_location: Location
+    fix: Optional[Fix] = None
+    # Notebook cell (1-based) the location refers to; None for plain source files.
+    cell: Optional[int] = None
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def url(self) -> str:
+        return DOCS_URL.format(code=self.code)
+
+    def sort_key(self) -> tuple:
+        return (self.filename, self.cell or 0, self.location, self.code, self.end_location)
+
+    def as_json(self) -> dict:
+        data = {
+            "code": self.code,
+            "name": self.name,
+            "message": self.message,
+            "filename": self.filename,
+            "location": self.location.as_json(),
+            "end_location": self.end_location.as_json(),
+            "fix": self.fix.as_json() if self.fix else None,
+            "url": self.url,
+        }
+        if self.cell is not None:
+            data["cell"] = self.cell
+        data.update(self.extra)
+        return data

@@ -1,0 +1,92 @@
+"""The shape every rule shares.
+
+A rule is one class in one file: its code, kebab name and message, the visitor
+methods that find the problem, the fix it offers, and two snippets (`example`,
+`use_instead`) that the test suite lints and the docs show. The class docstring
+holds the prose sections of the rule's page.
+
+Visitor methods are libcst-style: `visit_Call(self, node)`, `leave_For(self, node)`.
+The engine walks each file once and calls every selected rule's methods from that
+single walk; `self.ctx` (a `FileContext`) gives the shared facts: imports,
+enclosing nodes, assigned values, the module's call graph. `finish()` runs after
+the walk, when the call graph is complete.
+"""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+from typing import TYPE_CHECKING, ClassVar, Optional
+
+import libcst as cst
+
+if TYPE_CHECKING:
+    from torchlint.engine.context import FileContext
+    from torchlint.finding import Fix
+
+SECTION_ORDER = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety", "Options")
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]
+    message: ClassVar[str]
+    # Rules that are right only for some projects stay out of the default selection.
+    opt_in: ClassVar[bool] = False
+    # One word for the rules table: "none", "safe", "unsafe", or "safe or unsafe" (the docstring explains).
+    fix_safety: ClassVar[str] = "none"
+    # Flagged code; each flagged line ends with `# expect: CODE:COLUMN`. Linted by the tests.
+    example: ClassVar[str] = ""
+    # The corrected code; the tests require it to produce no finding of this rule.
+    use_instead: ClassVar[str] = ""
+
+    def __init__(self, ctx: "FileContext"):
+        self.ctx = ctx
+        self.crashed = False
+
+    def report(self, node: cst.CSTNode, message: Optional[str] = None, fix: Optional["Fix"] = None) -> None:
+        self.ctx.report(self, node, message or self.message, fix)
+
+    def finish(self) -> None:
+        """Called once after the walk; rules that decide from whole-module facts report here."""
+
+    @classmethod
+    def family(cls) -> str:
+        return cls.__module__.split(".")[2]
+
+    @classmethod
+    def sections(cls) -> dict:
+        """The rule page's sections, from the docstring's `## Heading` blocks and the examples."""
+        found = {}
+        heading = None
+        for line in inspect.cleandoc(cls.__doc__ or "").splitlines():
+            if line.startswith("## "):
+                heading = line[3:].strip()
+                found[heading] = []
+            elif heading is not None:
+                found[heading].append(line)
+        sections = {heading: "\n".join(lines).strip() for heading, lines in found.items()}
+        if cls.example:
+            sections["Example"] = _python_block(strip_expectations(cls.example))
+        if cls.use_instead:
+            sections["Use instead"] = _python_block(cls.use_instead)
+        return {heading: sections[heading] for heading in SECTION_ORDER if sections.get(heading)}
+
+    @classmethod
+    def documentation(cls) -> str:
+        parts = [f"# {cls.code} {cls.name}", ""]
+        if cls.opt_in:
+            parts += ["Not in the default selection: enable it with `extend-select`.", ""]
+        for heading, body in cls.sections().items():
+            parts += [f"## {heading}", "", body, ""]
+        return "\n".join(parts).rstrip() + "\n"
+
+
+def strip_expectations(code: str) -> str:
+    from torchlint.engine.expectations import EXPECT_COMMENT
+
+    return "\n".join(EXPECT_COMMENT.sub("", line).rstrip() for line in textwrap.dedent(code).strip("\n").splitlines()) + "\n"
+
+
+def _python_block(code: str) -> str:
+    return "```python\n" + textwrap.dedent(code).strip("\n") + "\n```"

@@ -1,0 +1,193 @@
+"""The torch vocabulary rules share: what counts as a grad-disabled region, a
+DataLoader, a loss, an optimizer; literal values of arguments.
+
+Everything here takes a `FileContext` so names are resolved through the file's
+imports (`import torch as T`, `from torch.utils.data import DataLoader as DL`).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import TYPE_CHECKING, Optional, Sequence
+
+import libcst as cst
+
+if TYPE_CHECKING:
+    from torchlint.engine.context import FileContext
+
+_MISSING = object()
+
+GRAD_DISABLING = frozenset({
+    "torch.no_grad", "torch.inference_mode",
+    "torch.autograd.no_grad", "torch.autograd.inference_mode",
+    "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode",
+})
+GRAD_ENABLING = frozenset({"torch.enable_grad", "torch.autograd.enable_grad", "torch.autograd.grad_mode.enable_grad"})
+SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled", "torch.autograd.grad_mode.set_grad_enabled"})
+DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+CLASS_INDEX_LOSS_MODULES = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.NLLLoss", "torch.nn.modules.loss.CrossEntropyLoss", "torch.nn.modules.loss.NLLLoss"})
+CLASS_INDEX_LOSS_FUNCTIONS = frozenset({"torch.nn.functional.cross_entropy", "torch.nn.functional.nll_loss"})
+FLOAT_DTYPES = frozenset({
+    "torch.float", "torch.float32", "torch.double", "torch.float64", "torch.half", "torch.float16", "torch.bfloat16",
+})
+
+
+def keyword(call: cst.Call, name: str) -> Optional[cst.Arg]:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+def has_star_kwargs(call: cst.Call) -> bool:
+    return any(arg.star == "**" for arg in call.args)
+
+
+def positional(call: cst.Call, index: int) -> Optional[cst.Arg]:
+    args = [arg for arg in call.args if arg.keyword is None and not arg.star]
+    return args[index] if index < len(args) else None
+
+
+def literal(node: Optional[cst.CSTNode], default=_MISSING):
+    """The value of a literal expression (numbers, strings, True/False/None, tuples of those), else `default`."""
+    if node is None:
+        return default
+    try:
+        return ast.literal_eval(cst.Module([]).code_for_node(node))
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return default
+
+
+def is_missing(value) -> bool:
+    return value is _MISSING
+
+
+def method_name(call: cst.Call) -> Optional[str]:
+    """`m` for a call `receiver.m(...)`."""
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def receiver(call: cst.Call) -> Optional[cst.BaseExpression]:
+    return call.func.value if isinstance(call.func, cst.Attribute) else None
+
+
+# ------------------------------------------------------------------ grad mode
+
+
+def grad_mode_of(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> Optional[bool]:
+    """False for a grad-disabling context/decorator expression, True for a grad-enabling one, else None."""
+    target = expr.func if isinstance(expr, cst.Call) else expr
+    name = ctx.qualified_name(target, stack)
+    if name in GRAD_DISABLING:
+        if name.endswith("inference_mode") and isinstance(expr, cst.Call):
+            mode = positional(expr, 0) or keyword(expr, "mode")
+            if mode is not None and literal(mode.value) is False:
+                return None
+        return False
+    if name in GRAD_ENABLING:
+        return True
+    if name in SET_GRAD_ENABLED and isinstance(expr, cst.Call):
+        mode = positional(expr, 0) or keyword(expr, "mode")
+        value = literal(mode.value) if mode is not None else _MISSING
+        if value is True or value is False:
+            return value
+    return None
+
+
+def grad_enabled_at(stack: Sequence[cst.CSTNode], ctx: "FileContext") -> Optional[bool]:
+    """Grad mode at the innermost point of `stack` as far as the code shows: False, True, or None if unknown.
+
+    The innermost `with` region or decorated function decides; a function body is
+    not inside the regions around its definition, so the search stops there.
+    """
+    for index in range(len(stack) - 1, -1, -1):
+        node = stack[index]
+        if isinstance(node, cst.With) and index + 1 < len(stack) and stack[index + 1] is node.body:
+            for item in reversed(node.items):
+                mode = grad_mode_of(item.item, ctx, stack[: index + 1])
+                if mode is not None:
+                    return mode
+        elif isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            if isinstance(node, cst.FunctionDef) and index + 1 < len(stack) and stack[index + 1] is node.body:
+                for decorator in node.decorators:
+                    mode = grad_mode_of(decorator.decorator, ctx, stack[:index])
+                    if mode is not None:
+                        return mode
+            return None
+    return None
+
+
+# ------------------------------------------------------------------ data loading
+
+
+def is_dataloader_call(node: cst.CSTNode, ctx: "FileContext", stack=None) -> bool:
+    return isinstance(node, cst.Call) and ctx.qualified_name(node.func, stack) in DATALOADER
+
+
+def workers_of(call: cst.Call):
+    """`num_workers` of a DataLoader call: an int, None when absent (the default, 0), or `_MISSING` if not literal."""
+    arg = keyword(call, "num_workers")
+    if arg is None:
+        # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, ...)
+        arg = positional(call, 5)
+    if arg is None:
+        return None if not has_star_kwargs(call) else _MISSING
+    return literal(arg.value)
+
+
+def may_start_workers(call: cst.Call) -> bool:
+    """A DataLoader call whose `num_workers` is not literally 0 or absent."""
+    workers = workers_of(call)
+    return workers is not None and workers != 0
+
+
+# ------------------------------------------------------------------ optimizers and losses
+
+_OPTIMIZER_NAME = re.compile(r"^(optimizer|optim|opt|.*_optimizer|.*_optim|.*_opt|optimizer_.*|.*optimizer)$")
+_SCHEDULER_NAME = re.compile(r".*sched.*")
+
+
+def terminal_name(expr: cst.BaseExpression) -> Optional[str]:
+    """`opt` for `opt`, `self.opt`, `trainer.opt`."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    return None
+
+
+def built_from(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> Optional[str]:
+    """Qualified name of the constructor a variable (or `self.attr`) was last assigned from, if known."""
+    for value in reversed(ctx.assigned_values(expr, stack)):
+        if isinstance(value, cst.Call):
+            name = ctx.qualified_name(value.func, stack)
+            if name:
+                return name
+    return None
+
+
+def is_optimizer(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bool:
+    origin = built_from(expr, ctx, stack)
+    if origin is not None and origin.startswith("torch.optim."):
+        return not origin.startswith("torch.optim.lr_scheduler.")
+    name = terminal_name(expr)
+    return bool(name) and not _SCHEDULER_NAME.match(name.lower()) and bool(_OPTIMIZER_NAME.match(name.lower()))
+
+
+def is_scheduler(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bool:
+    origin = built_from(expr, ctx, stack)
+    if origin is not None and origin.startswith("torch.optim."):
+        return origin.startswith("torch.optim.lr_scheduler.")
+    name = terminal_name(expr)
+    return bool(name) and bool(_SCHEDULER_NAME.match(name.lower()))
+
+
+def is_class_index_loss(call: cst.Call, ctx: "FileContext", stack=None) -> bool:
+    """A call of `F.cross_entropy`/`F.nll_loss`, or of a criterion built from CrossEntropyLoss/NLLLoss."""
+    name = ctx.qualified_name(call.func, stack)
+    if name in CLASS_INDEX_LOSS_FUNCTIONS:
+        return True
+    if isinstance(call.func, cst.Call):  # nn.CrossEntropyLoss()(logits, target)
+        return ctx.qualified_name(call.func.func, stack) in CLASS_INDEX_LOSS_MODULES
+    return built_from(call.func, ctx, stack) in CLASS_INDEX_LOSS_MODULES

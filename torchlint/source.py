@@ -1,0 +1,71 @@
+"""Reading a file once and decoding it the way Python would (PEP 263, BOM).
+
+The decoded text keeps the file's own line endings so that positions and fixes
+refer to the bytes on disk; what is needed to write it back unchanged (encoding,
+BOM) travels with it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import re
+import tokenize
+from dataclasses import dataclass
+
+
+class SourceError(Exception):
+    """The file cannot be turned into text; carries a 1-based row and column."""
+
+    def __init__(self, message: str, row: int = 1, column: int = 1):
+        super().__init__(message)
+        self.message = message
+        self.row = row
+        self.column = column
+
+
+@dataclass(frozen=True)
+class Source:
+    text: str
+    encoding: str
+    bom: bool
+
+    def encode(self, text: str) -> bytes:
+        data = text.encode(self.encoding)
+        return codecs.BOM_UTF8 + data if self.bom else data
+
+
+def decode(data: bytes) -> Source:
+    """Decode source bytes per PEP 263; raise SourceError with the offending position."""
+    if b"\x00" in data:
+        row, column = _position_of(data, data.index(b"\x00"))
+        raise SourceError("source contains a NUL byte", row, column)
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as error:
+        raise SourceError(f"invalid encoding declaration: {error}", 1, 1) from None
+    bom = encoding == "utf-8-sig"
+    if bom:
+        data = data[len(codecs.BOM_UTF8):]
+        encoding = "utf-8"
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as error:
+        row, column = _position_of(data, error.start)
+        raise SourceError(f"not valid {encoding} text: {error.reason} (byte 0x{data[error.start]:02x})", row, column) from None
+    return Source(text=text, encoding=encoding, bom=bom)
+
+
+def _position_of(data: bytes, offset: int) -> tuple:
+    lines = data[:offset].splitlines(keepends=True) or [b""]
+    if lines[-1].endswith((b"\n", b"\r")):
+        lines.append(b"")
+    return len(lines), len(lines[-1]) + 1
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def split_lines(text: str) -> list:
+    """Lines as Python and libcst count them (str.splitlines also breaks on form feeds and others)."""
+    return _LINE_BREAK.split(text)
