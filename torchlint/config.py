@@ -228,7 +228,7 @@ def _spec(patterns: List[str], where: str) -> pathspec.PathSpec:
         if not isinstance(pattern, str):
             raise ConfigError(f"{where}: expected glob strings, got {pattern!r}")
     try:
-        return pathspec.PathSpec.from_lines("gitwildmatch", patterns)
+        return pathspec.GitIgnoreSpec.from_lines(patterns)
     except Exception as error:  # pathspec raises several types for malformed globs
         raise ConfigError(f"{where}: bad glob: {error}") from None
 

@@ -52,7 +52,7 @@ def _gitignore(directory: str) -> Optional[_Ignore]:
     path = os.path.join(directory, ".gitignore")
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
-            return _Ignore(directory, pathspec.PathSpec.from_lines("gitwildmatch", handle))
+            return _Ignore(directory, pathspec.GitIgnoreSpec.from_lines(handle))
     except OSError:
         return None
     except Exception:  # a malformed pattern in someone's .gitignore must not stop the run

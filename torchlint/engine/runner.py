@@ -7,6 +7,7 @@ other rules carry on. Nothing here raises for bad input.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple, Type
@@ -67,8 +68,7 @@ def lint_text(text: str, filename: str, config: "Config", codes: Optional[Frozen
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as error:
-        findings = [parse_error(filename, f"syntax error: {_first_line(error.message)}", error.raw_line, error.raw_column + 1)]
-        return findings if ParseError.code in codes else []
+        return [_syntax_error(text, filename, error)] if ParseError.code in codes else []
     except RecursionError:
         return [parse_error(filename, "the file is nested too deeply to parse")] if ParseError.code in codes else []
     ctx = FileContext(filename, text, module, config)
@@ -87,8 +87,17 @@ def lint_text(text: str, filename: str, config: "Config", codes: Optional[Frozen
     return sorted(set(findings), key=Finding.sort_key)
 
 
-def _first_line(message: str) -> str:
-    return message.strip().splitlines()[0] if message.strip() else "cannot parse"
+def _syntax_error(text: str, filename: str, error: cst.ParserSyntaxError) -> Finding:
+    """Python's own parser places syntax errors better than libcst's and words them as users know them."""
+    try:
+        compile(text, filename, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as python_error:
+        if python_error.lineno:
+            return parse_error(filename, f"SyntaxError: {python_error.msg}", python_error.lineno, max(python_error.offset or 1, 1))
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    message = error.message.strip().splitlines()[0] if error.message.strip() else "cannot parse"
+    return parse_error(filename, f"SyntaxError: {message}", error.raw_line, error.raw_column + 1)
 
 
 @lru_cache(maxsize=None)
