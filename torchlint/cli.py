@@ -7,6 +7,7 @@ internal error.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections import Counter
@@ -22,6 +23,8 @@ from torchlint.reporters import REPORTERS
 from torchlint.rules import all_rules, rules_by_code
 
 COMMANDS = ("check", "rule")
+# Commands that live with their feature; each module has `register(subparsers)` setting `handler`.
+FEATURE_COMMANDS: tuple = ()
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
@@ -59,9 +62,15 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--force-exclude", action="store_true", help="apply excludes to paths named on the command line too")
     check.add_argument("--no-respect-gitignore", action="store_true", help="lint files that .gitignore excludes")
 
+    check.set_defaults(handler=run_check)
+
     rule = commands.add_parser("rule", help="explain a rule, or list them all with --all")
     rule.add_argument("code", nargs="?", help="a code (TL101) or a name (backward-under-no-grad)")
     rule.add_argument("--all", action="store_true", help="list every rule")
+    rule.set_defaults(handler=run_rule)
+
+    for module in FEATURE_COMMANDS:
+        importlib.import_module(module).register(commands)
     return parser
 
 
@@ -74,9 +83,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        if args.command == "rule":
-            return run_rule(args)
-        return run_check(args)
+        return args.handler(args)
     except (ConfigError, UsageError) as error:
         print(f"torchlint: error: {error}", file=sys.stderr)
         return EXIT_ERROR
