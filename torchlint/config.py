@@ -155,7 +155,8 @@ def load(config_path: Optional[Path], start: Path, overrides: Optional[dict] = N
     if config_path is not None and not config_path.is_file():
         raise ConfigError(f"{config_path}: config file not found")
     table = load_table(path) if path else {}
-    root = path.parent.resolve() if path else start.resolve()
+    # Without a config file, globs are relative to where torchlint runs, as in ruff.
+    root = path.parent.resolve() if path else Path.cwd().resolve()
     where = str(path) if path else "command line"
     for key, value in table.items():
         expected = _KEYS.get(key)
@@ -169,7 +170,7 @@ def load(config_path: Optional[Path], start: Path, overrides: Optional[dict] = N
             continue
         # Command-line extensions add to the file's lists; everything else replaces.
         merged[key] = merged.get(key, []) + value if key in ("extend-select", "extend-ignore") else value
-    return build(merged, root=root, path=path, where=where, torch_requirement_from=root)
+    return build(merged, root=root, path=path, where=where, torch_requirement_from=start.resolve())
 
 
 def _table_name(path: Optional[Path]) -> str:

@@ -10,12 +10,16 @@ deep without walking the tree again.
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
+from torchlint.engine.scopes import scope_nodes_of
+
 MODULE = "<module>"
+_BUILTINS = frozenset(dir(builtins))
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,10 @@ class CallGraph:
     # ------------------------------------------------------------ building
 
     def key_of(self, function: cst.FunctionDef, stack: Sequence[cst.CSTNode]) -> str:
-        """`Class.method` for methods, the bare name for other functions (nested ones included)."""
+        """`Class.method` for methods, the bare name for other functions (nested ones included).
+
+        `stack` holds the nodes enclosing `function` (outermost first), ending with it.
+        """
         key = self._keys.get(id(function))
         if key is None:
             owner = next((node for node in reversed(stack[:-1]) if isinstance(node, (cst.FunctionDef, cst.ClassDef))), None)
@@ -51,19 +58,26 @@ class CallGraph:
             self.functions.setdefault(key, FunctionFacts(key, function))
         return key
 
-    def current(self, stack: Sequence[cst.CSTNode]) -> FunctionFacts:
-        """The function whose body holds the innermost point of `stack` (or the module)."""
-        for index in range(len(stack) - 1, -1, -1):
-            node = stack[index]
-            if isinstance(node, cst.FunctionDef) and index != len(stack) - 1:
-                return self.functions[self.key_of(node, stack[: index + 1])]
+    def current(self, nodes: Sequence[cst.CSTNode], node: Optional[cst.CSTNode] = None) -> FunctionFacts:
+        """The function whose body holds `node` (default: the last of `nodes`), or the module.
+
+        `nodes` are the enclosing nodes, outermost first: a whole stack or only its
+        scope nodes. A def's own decorators and defaults belong outside it.
+        """
+        scope_nodes = scope_nodes_of(nodes)
+        if node is None and nodes:
+            node = nodes[-1]
+        for index in range(len(scope_nodes) - 1, -1, -1):
+            function = scope_nodes[index]
+            if isinstance(function, cst.FunctionDef) and function is not node:
+                return self.functions[self.key_of(function, scope_nodes[: index + 1])]
         return self.functions[MODULE]
 
-    def add_fact(self, name: str, node: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> None:
-        self.current(stack).facts.setdefault(name, []).append(node)
+    def add_fact(self, name: str, node: cst.CSTNode, scope_nodes: Sequence[cst.CSTNode]) -> None:
+        self.current(scope_nodes, node).facts.setdefault(name, []).append(node)
 
-    def add_call(self, call: cst.Call, callee: str, stack: Sequence[cst.CSTNode]) -> None:
-        self.current(stack).calls.append(CallSite(call, callee, tuple(stack)))
+    def add_call(self, call: cst.Call, callee: str, stack: Sequence[cst.CSTNode], scope_nodes: Sequence[cst.CSTNode]) -> None:
+        self.current(scope_nodes, call).calls.append(CallSite(call, callee, tuple(stack)))
 
     # ------------------------------------------------------------ queries
 
@@ -71,7 +85,7 @@ class CallGraph:
         """The key of the same-module function `call` invokes: `f(...)` or `self.m(...)`."""
         func = call.func
         if isinstance(func, cst.Name):
-            return func.value
+            return None if func.value in _BUILTINS else func.value
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
             for node in reversed(stack):
                 if isinstance(node, cst.ClassDef):

@@ -8,7 +8,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchlint.engine.callgraph import CallGraph
-from torchlint.engine.scopes import Scopes, dotted_name
+from torchlint.engine.scopes import Scopes, dotted_name, scope_nodes_of
 from torchlint.finding import Edit, Finding, Fix, Location
 
 if TYPE_CHECKING:
@@ -24,6 +24,8 @@ class FileContext:
         self.config = config
         # The nodes enclosing the one being visited, outermost first; the visited node is last.
         self.stack: List[cst.CSTNode] = []
+        # The module, functions, lambdas and classes among `stack`, kept by the walker.
+        self.scope_nodes: List[cst.CSTNode] = []
         self.scopes = Scopes()
         self.callgraph = CallGraph()
         self.findings: List[Finding] = []
@@ -41,22 +43,25 @@ class FileContext:
         if dotted is None:
             return None
         head, _, rest = dotted.partition(".")
-        base = self.scopes.resolve(head, self.stack if stack is None else stack)
+        base = self.scopes.resolve(head, self._scope_nodes(stack))
         if base is None:
             return None
         return f"{base}.{rest}" if rest else base
 
     def assigned_values(self, node: cst.CSTNode, stack: Optional[Sequence[cst.CSTNode]] = None) -> List[cst.BaseExpression]:
         """Values assigned to a variable (`x = ...`) or an instance attribute (`self.x = ...`) in its scope."""
-        stack = self.stack if stack is None else stack
+        scope_nodes = self._scope_nodes(stack)
         if isinstance(node, cst.Name):
-            scope = self.scopes.binding_scope(node.value, stack)
+            scope = self.scopes.binding_scope(node.value, scope_nodes)
             return scope.assignments.get(node.value, []) if scope else []
         if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
-            for owner in reversed(stack):
+            for owner in reversed(scope_nodes):
                 if isinstance(owner, cst.ClassDef):
                     return self.scopes.scope_of(owner).attributes.get(node.attr.value, [])
         return []
+
+    def _scope_nodes(self, stack: Optional[Sequence[cst.CSTNode]]) -> Sequence[cst.CSTNode]:
+        return self.scope_nodes if stack is None else scope_nodes_of(stack)
 
     def enclosing(self, *types, stack: Optional[Sequence[cst.CSTNode]] = None) -> Optional[cst.CSTNode]:
         """The innermost ancestor (not the visited node itself) of one of `types`."""

@@ -8,6 +8,7 @@ other rules carry on. Nothing here raises for bad input.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple, Type
@@ -18,6 +19,7 @@ from torchlint import source as sources
 from torchlint.engine import noqa
 from torchlint.engine.context import FileContext
 from torchlint.engine.facts import RECOGNIZERS
+from torchlint.engine.scopes import ScopeNode
 from torchlint.finding import Finding, Location
 from torchlint.rules import rules_by_code
 from torchlint.rules.base import Rule
@@ -65,6 +67,9 @@ def _unreadable(filename: str, config: "Config", message: str, row: int = 1, col
 
 def lint_text(text: str, filename: str, config: "Config", codes: Optional[FrozenSet[str]] = None) -> List[Finding]:
     codes = config.codes_for(filename) if codes is None else codes
+    refused = _python_refuses(text, filename) if _deeply_nested(text) else None
+    if refused is not None:
+        return [refused] if ParseError.code in codes else []
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as error:
@@ -87,15 +92,45 @@ def lint_text(text: str, filename: str, config: "Config", codes: Optional[Frozen
     return sorted(set(findings), key=Finding.sort_key)
 
 
-def _syntax_error(text: str, filename: str, error: cst.ParserSyntaxError) -> Finding:
-    """Python's own parser places syntax errors better than libcst's and words them as users know them."""
+_BRACKETS = re.compile(r"[()\[\]{}]")
+_LONG_LINE = re.compile(r"[^\r\n]{2000}")
+_SAFE_DEPTH = 100
+
+
+def _deeply_nested(text: str) -> bool:
+    """A cheap look for code that may be nested deeper than libcst's native parser survives.
+
+    libcst's parser crashes the process (not a Python exception) on a few thousand
+    nested brackets or chained operators, and takes seconds well before that; such
+    text is first checked by CPython's parser, which refuses it cleanly.
+    """
+    if _LONG_LINE.search(text):
+        return True
+    depth = 0
+    for bracket in _BRACKETS.findall(text):
+        depth += 1 if bracket in "([{" else -1
+        if depth > _SAFE_DEPTH:
+            return True
+    return False
+
+
+def _python_refuses(text: str, filename: str) -> Optional[Finding]:
     try:
         compile(text, filename, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-    except SyntaxError as python_error:
-        if python_error.lineno:
-            return parse_error(filename, f"SyntaxError: {python_error.msg}", python_error.lineno, max(python_error.offset or 1, 1))
-    except (ValueError, RecursionError, MemoryError):
-        pass
+    except SyntaxError as error:
+        return parse_error(filename, f"SyntaxError: {error.msg}", error.lineno or 1, max(error.offset or 1, 1))
+    except (RecursionError, MemoryError):
+        return parse_error(filename, "the file is nested too deeply to parse")
+    except ValueError as error:
+        return parse_error(filename, f"cannot parse: {error}")
+    return None
+
+
+def _syntax_error(text: str, filename: str, error: cst.ParserSyntaxError) -> Finding:
+    """Python's own parser places syntax errors better than libcst's and words them as users know them."""
+    refused = _python_refuses(text, filename)
+    if refused is not None:
+        return refused
     message = error.message.strip().splitlines()[0] if error.message.strip() else "cannot parse"
     return parse_error(filename, f"SyntaxError: {message}", error.raw_line, error.raw_column + 1)
 
@@ -109,6 +144,9 @@ def _handler_names(rule_class: Type[Rule]) -> Tuple[Tuple[str, type, str], ...]:
         if kind in ("visit", "leave") and node_name and hasattr(cst, node_name):
             handlers.append((attribute, getattr(cst, node_name), kind))
     return tuple(handlers)
+
+
+_SCOPE_TYPES = frozenset(ScopeNode)
 
 
 class _Walker(cst.CSTVisitor):
@@ -136,14 +174,16 @@ class _Walker(cst.CSTVisitor):
         ctx = self.ctx
         ctx.stack.append(node)
         node_type = type(node)
+        if node_type in _SCOPE_TYPES:
+            ctx.scope_nodes.append(node)
         for recognizer in RECOGNIZERS.get(node_type, ()):
             fact = recognizer(node, ctx)
             if fact:
-                ctx.callgraph.add_fact(fact, node, ctx.stack)
+                ctx.callgraph.add_fact(fact, node, ctx.scope_nodes)
         if node_type is cst.Call:
             callee = ctx.callgraph.callee_key(node, ctx.stack)
             if callee:
-                ctx.callgraph.add_call(node, callee, ctx.stack)
+                ctx.callgraph.add_call(node, callee, ctx.stack, ctx.scope_nodes)
         for rule, method in self.visits.get(node_type, ()):
             if not rule.crashed:
                 self.guarded(rule, method, node)
@@ -154,6 +194,8 @@ class _Walker(cst.CSTVisitor):
             if not rule.crashed:
                 self.guarded(rule, method, original_node)
         self.ctx.stack.pop()
+        if type(original_node) in _SCOPE_TYPES:
+            self.ctx.scope_nodes.pop()
 
 
 def _internal_error(ctx: FileContext, rule: Rule, error: Exception, node: Optional[cst.CSTNode]) -> Finding:

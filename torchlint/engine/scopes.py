@@ -178,33 +178,39 @@ class Scopes:
                 statement.visit(collector)
         return scope
 
-    def chain(self, stack: Sequence[cst.CSTNode]) -> List[Scope]:
-        """Scopes visible at the innermost point of `stack`, innermost first."""
+    def chain(self, nodes: Sequence[cst.CSTNode]) -> List[Scope]:
+        """Scopes visible at the innermost of `nodes` (enclosing nodes, outermost first), innermost first.
+
+        `nodes` may be a whole stack or only its scope nodes (`FileContext.scope_nodes`, cheaper).
+        """
+        scope_nodes = scope_nodes_of(nodes)
         chain = []
-        innermost = True
-        for node in reversed(stack):
-            if isinstance(node, ScopeNode):
-                # A class body is visible only to code directly in it, not to its methods.
-                if isinstance(node, cst.ClassDef) and not innermost:
-                    continue
-                chain.append(self.scope_of(node))
-                innermost = False
+        for index in range(len(scope_nodes) - 1, -1, -1):
+            node = scope_nodes[index]
+            # A class body is visible only to code directly in it, not to its methods.
+            if isinstance(node, cst.ClassDef) and index != len(scope_nodes) - 1:
+                continue
+            chain.append(self.scope_of(node))
         return chain
 
-    def resolve(self, name: str, stack: Sequence[cst.CSTNode]) -> Optional[str]:
+    def resolve(self, name: str, scope_nodes: Sequence[cst.CSTNode]) -> Optional[str]:
         """The dotted path an import bound to `name`, or None for a variable or an unknown name."""
-        for scope in self.chain(stack):
+        for scope in self.chain(scope_nodes):
             if name in scope.imports:
                 return scope.imports[name]
             if name in scope.variables:
                 return None
         return None
 
-    def binding_scope(self, name: str, stack: Sequence[cst.CSTNode]) -> Optional[Scope]:
-        for scope in self.chain(stack):
+    def binding_scope(self, name: str, scope_nodes: Sequence[cst.CSTNode]) -> Optional[Scope]:
+        for scope in self.chain(scope_nodes):
             if name in scope.imports or name in scope.variables:
                 return scope
         return None
+
+
+def scope_nodes_of(stack: Sequence[cst.CSTNode]) -> List[cst.CSTNode]:
+    return [node for node in stack if isinstance(node, ScopeNode)]
 
 
 def _parameters(params: cst.Parameters) -> list:

@@ -1,0 +1,137 @@
+"""The engine's shared pieces: name resolution, suppression, crash isolation, one walk."""
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from conftest import lint, make_config
+from torchlint.engine import runner
+from torchlint.engine.context import FileContext
+from torchlint.engine.scopes import scope_nodes_of
+from torchlint.rules.base import Rule
+
+
+def context_at(code: str, marker: str):
+    """A FileContext whose stack ends at the first Name node spelled `marker`."""
+    module = cst.parse_module(textwrap.dedent(code))
+    ctx = FileContext("t.py", module.code, module, make_config())
+
+    class Finder(cst.CSTVisitor):
+        found = None
+
+        def on_visit(self, node):
+            if self.found is not None:
+                return False
+            ctx.stack.append(node)
+            if isinstance(node, cst.Attribute) and module.code_for_node(node) == marker:
+                self.found = list(ctx.stack)
+                return False
+            return True
+
+        def on_leave(self, node):
+            if self.found is None:
+                ctx.stack.pop()
+
+    finder = Finder()
+    module.visit(finder)
+    ctx.stack = finder.found
+    ctx.scope_nodes = scope_nodes_of(ctx.stack)
+    return ctx, finder.found[-1]
+
+
+@pytest.mark.parametrize(
+    "code, marker, expected",
+    [
+        ("import torch\ntorch.no_grad", "torch.no_grad", "torch.no_grad"),
+        ("import torch as T\nT.no_grad", "T.no_grad", "torch.no_grad"),
+        ("import torch.nn.functional as F\nF.cross_entropy", "F.cross_entropy", "torch.nn.functional.cross_entropy"),
+        ("from torch import nn\nnn.CrossEntropyLoss", "nn.CrossEntropyLoss", "torch.nn.CrossEntropyLoss"),
+        ("import torch.nn\ntorch.nn.Linear", "torch.nn.Linear", "torch.nn.Linear"),
+        ("from torch.cuda import amp\namp.autocast", "amp.autocast", "torch.cuda.amp.autocast"),
+        # A local variable that happens to be called torch is not torch.
+        ("import torch\ndef f(torch):\n    torch.no_grad", "torch.no_grad", None),
+        ("import torch\ndef f():\n    torch.no_grad\n    torch = 3", "torch.no_grad", None),
+        ("torch = object()\ntorch.no_grad", "torch.no_grad", None),
+        # A method does not see its class body's names.
+        ("import torch\nclass A:\n    torch = 1\n    def f(self):\n        torch.no_grad", "torch.no_grad", "torch.no_grad"),
+        # Imports inside functions count where they are.
+        ("def f():\n    import torch as tt\n    tt.no_grad", "tt.no_grad", "torch.no_grad"),
+        ("from . import torch\ntorch.no_grad", "torch.no_grad", ".torch.no_grad"),
+    ],
+)
+def test_qualified_names_follow_imports_and_scopes(code, marker, expected):
+    ctx, node = context_at(code, marker)
+    assert ctx.qualified_name(node) == expected
+
+
+def test_assigned_values_see_instance_attributes():
+    code = """
+    import torch.nn as nn
+    class Trainer:
+        def __init__(self):
+            self.criterion = nn.CrossEntropyLoss()
+        def step(self):
+            self.criterion.forward
+    """
+    ctx, node = context_at(code, "self.criterion.forward")
+    values = ctx.assigned_values(node.value)
+    assert [ctx.code(value) for value in values] == ["nn.CrossEntropyLoss()"]
+
+
+NOQA_SOURCE = """
+from torch.utils.data import DataLoader
+a = DataLoader(ds, persistent_workers=True)  # noqa
+b = DataLoader(ds, persistent_workers=True)  # noqa: TL303
+c = DataLoader(ds, persistent_workers=True)  # noqa: TL101
+d = DataLoader(ds, persistent_workers=True)  # NOQA:TL101,TL303
+e = DataLoader(ds, persistent_workers=True)
+"""
+
+
+def test_line_noqa_silences_only_the_named_codes():
+    rows = [finding.location.row for finding in lint(NOQA_SOURCE, select=["TL303"])]
+    assert rows == [5, 7]
+
+
+@pytest.mark.parametrize("comment, remaining", [("# torchlint: noqa", []), ("# torchlint: noqa: TL303", []), ("# torchlint: noqa: TL101", [3, 4, 5, 7])])
+def test_file_noqa(comment, remaining):
+    rows = [finding.location.row for finding in lint(comment + NOQA_SOURCE.replace("  # noqa", "  # x"), select=["TL303"])]
+    assert rows == remaining
+
+
+def test_a_crashing_rule_becomes_a_finding_and_other_rules_still_run(monkeypatch):
+    from torchlint.rules import rules_by_code
+
+    class Crashing(Rule):
+        code = "TL998"
+        name = "crashing"
+        message = "never"
+
+        def visit_Call(self, node):
+            raise ValueError("boom")
+
+    table = dict(rules_by_code(), TL998=Crashing)
+    monkeypatch.setattr(runner, "rules_by_code", lambda: table)
+    findings = runner.lint_text(
+        "from torch.utils.data import DataLoader\nDataLoader(ds, persistent_workers=True)\n",
+        "t.py",
+        make_config(),
+        codes=frozenset({"TL303", "TL998"}),
+    )
+    assert [(f.code, f.location.row, f.location.column) for f in findings] == [("TL998", 2, 1), ("TL303", 2, 16)]
+    assert findings[0].message.startswith("internal error in TL998 (crashing): ValueError: boom")
+
+
+def test_each_rule_method_is_called_from_one_walk(monkeypatch):
+    walks = []
+    original = cst.Module.visit
+
+    def counting_visit(self, visitor):
+        walks.append(type(visitor).__name__)
+        return original(self, visitor)
+
+    monkeypatch.setattr(cst.Module, "visit", counting_visit)
+    # A file without findings: positions (their own metadata pass) are computed only for reports.
+    assert lint("import torch\nfor batch in loader:\n    x = torch.zeros(3)\n") == []
+    assert walks == ["_Walker"]

@@ -1,0 +1,127 @@
+"""Lint many files: answers from the cache first, the rest in a pool of worker processes.
+
+The run's `Config` is resolved once, in the parent, and handed to each worker once
+by the pool's initializer; a task is only a (path, name) pair. Results come back in
+the order the files were given, so a run's output is the same with one process or
+many. `jobs=1` lints in this process, without a pool.
+
+A result keeps the file's decoded source only when it has findings (the reporters
+quote those lines): a run's memory then grows with its findings, not its files.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from typing import TYPE_CHECKING, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+from torchlint import source as sources
+from torchlint.cache import Cache
+from torchlint.engine.runner import FileResult, lint_bytes, lint_file
+
+if TYPE_CHECKING:
+    from torchlint.config import Config
+
+# Tasks per worker handed out at once: small enough to balance big files, large enough to keep the pipes quiet.
+_CHUNKS_PER_WORKER = 8
+_MAX_CHUNK = 32
+
+_worker_config: Optional["Config"] = None
+
+
+def default_jobs() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def lint_files(
+    files: Iterable[Tuple[str, str]],
+    config: "Config",
+    jobs: Optional[int] = None,
+    cache: Optional[Cache] = None,
+) -> List[FileResult]:
+    """Lint (path on disk, name to report) pairs; `jobs` None or below 1 means one worker per core."""
+    files = list(files)
+    results: List[Optional[FileResult]] = [None] * len(files)
+    pending = []
+    for index, (path, filename) in enumerate(files):
+        results[index] = _from_cache(cache, path, filename, config) if cache is not None else None
+        if results[index] is None:
+            pending.append(index)
+    work = [files[index] for index in pending]
+    linted = _lint_all(work, config, jobs if jobs and jobs > 0 else default_jobs(), keyed=cache is not None)
+    for index, (key, result) in zip(pending, linted):
+        if cache is not None and key is not None:
+            cache.store(result.filename, key, result.findings)
+        results[index] = result
+    if cache is not None:
+        cache.save()
+    return results
+
+
+def _from_cache(cache: Cache, path: str, filename: str, config: "Config") -> Optional[FileResult]:
+    if filename not in cache:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    findings = cache.lookup(filename, cache.key(data, config.codes_for(filename)))
+    if findings is None:
+        return None
+    source = None
+    if findings:
+        try:
+            source = sources.decode(data)
+        except sources.SourceError:
+            pass
+    return FileResult(filename, findings, source)
+
+
+def _lint_all(work: Sequence[Tuple[str, str]], config: "Config", jobs: int, keyed: bool) -> Iterator[Tuple[Optional[bytes], FileResult]]:
+    workers = min(jobs, len(work))
+    if workers <= 1:
+        return (_lint_one(path, filename, config, keyed) for path, filename in work)
+    chunk = max(1, min(_MAX_CHUNK, len(work) // (workers * _CHUNKS_PER_WORKER)))
+    pool = ProcessPoolExecutor(workers, mp_context=_context(), initializer=_start_worker, initargs=(config,))
+    return _drain(pool, pool.map(_work, work, [keyed] * len(work), chunksize=chunk))
+
+
+def _drain(pool: ProcessPoolExecutor, results: Iterator) -> Iterator:
+    with pool:
+        yield from results
+
+
+def _context():
+    # Forking starts workers that already imported torchlint; elsewhere fork is unsafe or absent.
+    if sys.platform.startswith("linux"):
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context()
+
+
+def _start_worker(config: "Config") -> None:
+    global _worker_config
+    _worker_config = config
+
+
+def _work(item: Tuple[str, str], keyed: bool) -> Tuple[Optional[bytes], FileResult]:
+    path, filename = item
+    return _lint_one(path, filename, _worker_config, keyed)
+
+
+def _lint_one(path: str, filename: str, config: "Config", keyed: bool) -> Tuple[Optional[bytes], FileResult]:
+    """The file's cache key (None when not keyed or unreadable) and its result, source kept only with findings."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None, lint_file(path, config, filename)
+    result = lint_bytes(data, filename, config)
+    if not result.findings:
+        result.source = None
+    return (Cache.key(data, config.codes_for(filename)) if keyed else None), result
