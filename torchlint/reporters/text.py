@@ -8,12 +8,14 @@ from torchlint.finding import Finding
 from torchlint.source import split_lines
 
 _BOLD, _RED, _CYAN, _DIM, _RESET = "\x1b[1m", "\x1b[31m", "\x1b[36m", "\x1b[2m", "\x1b[0m"
+# After the code: `[*]` a safe fix (`--fix` applies it), `[~]` an unsafe one (`--unsafe-fixes` too).
+FIX_MARKERS = {"safe": " [*]", "unsafe": " [~]"}
 
 
 def header(finding: Finding, colour: bool = False) -> str:
     row = f"cell {finding.cell}:{finding.location.row}" if finding.cell is not None else str(finding.location.row)
     place = f"{finding.filename}:{row}:{finding.location.column}:"
-    marker = " [*]" if finding.fix is not None and finding.fix.applicability == "safe" else ""
+    marker = FIX_MARKERS.get(finding.fix.applicability, "") if finding.fix is not None else ""
     if colour:
         return f"{_BOLD}{place}{_RESET} {_RED}{_BOLD}{finding.code}{_RESET}{marker} {finding.message}"
     return f"{place} {finding.code}{marker} {finding.message}"

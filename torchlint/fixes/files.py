@@ -1,0 +1,122 @@
+"""Fixing files: read once, fix the decoded text, write back only what is safe to write.
+
+A file is written only if it still holds the bytes that were linted (an editor or
+another tool may have saved it meanwhile) and is writable; the new bytes go to a
+temporary file in the same folder that then replaces the original in one rename,
+with the original's permissions, encoding, BOM and line endings.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, List, Optional
+
+from torchlint import source as sources
+from torchlint.engine.runner import lint_bytes, lint_file, lint_text
+from torchlint.finding import Finding
+from torchlint.fixes.rounds import FixResult, fix_text
+
+if TYPE_CHECKING:
+    from torchlint.config import Config
+
+# Only Python source is fixed in place; other files (notebooks) are linted as usual.
+FIXABLE_SUFFIXES = (".py", ".pyi")
+_WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+
+
+@dataclass
+class FileFix:
+    filename: str
+    # Where to write; None for standard input.
+    path: Optional[str]
+    # The bytes linted; None when the file could not be read.
+    data: Optional[bytes]
+    # The decoded file; None when it could not be decoded (its findings then say why).
+    source: Optional[sources.Source]
+    result: FixResult
+
+    @property
+    def findings(self) -> List[Finding]:
+        return self.result.findings
+
+    @property
+    def changed(self) -> bool:
+        return self.source is not None and self.result.changed
+
+    def output(self) -> bytes:
+        """The file's new bytes: fixed text in the file's own encoding and BOM."""
+        if self.source is None:
+            return self.data or b""
+        return self.source.encode(self.result.text)
+
+
+def _unfixable(filename: str, path: Optional[str], data: Optional[bytes], findings: List[Finding]) -> FileFix:
+    return FileFix(filename, path, data, None, FixResult("", "", findings=findings, original_findings=findings))
+
+
+def fix_bytes(data: bytes, filename: str, config: "Config", unsafe: bool, path: Optional[str] = None) -> FileFix:
+    try:
+        source = sources.decode(data)
+    except sources.SourceError:
+        return _unfixable(filename, path, data, lint_bytes(data, filename, config).findings)
+    result = fix_text(source.text, lambda text: lint_text(text, filename, config), unsafe, filename)
+    return FileFix(filename, path, data, source, result)
+
+
+def fix_file(path: str, filename: str, config: "Config", unsafe: bool) -> FileFix:
+    if not path.endswith(FIXABLE_SUFFIXES):
+        return _unfixable(filename, path, None, lint_file(path, config, filename).findings)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        # lint_file turns the same failure into the file's TL000 finding.
+        return _unfixable(filename, path, None, lint_file(path, config, filename).findings)
+    return fix_bytes(data, filename, config, unsafe, path)
+
+
+def write(fix: FileFix) -> Optional[str]:
+    """Write a changed file in place; the reason it was not written, for the user, or None."""
+    target = os.path.realpath(fix.path)
+    try:
+        status = os.stat(target)
+        # Root passes os.access whatever the mode says: a file nobody may write is read-only for us too.
+        if not status.st_mode & _WRITE_BITS or not os.access(target, os.W_OK):
+            return f"{fix.filename}: the file is read-only; its fixes were not written"
+        with open(target, "rb") as handle:
+            on_disk = handle.read()
+        if on_disk != fix.data:
+            return f"{fix.filename}: the file changed on disk during the run; its fixes were not written (run again)"
+        data = fix.output()
+        _replace(target, data, status)
+    except UnicodeEncodeError as error:
+        return f"{fix.filename}: the fixed text cannot be written in the file's encoding ({error.encoding}); its fixes were not written"
+    except OSError as error:
+        return f"{fix.filename}: cannot write the fixes: {error.strerror or error}"
+    return None
+
+
+def _replace(target: str, data: bytes, status: os.stat_result) -> None:
+    folder, name = os.path.split(target)
+    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".torchlint-tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+            os.fchmod(handle.fileno(), stat.S_IMODE(status.st_mode))
+            if (status.st_uid, status.st_gid) != (os.getuid(), os.getgid()):
+                try:
+                    os.fchown(handle.fileno(), status.st_uid, status.st_gid)
+                except PermissionError:
+                    pass  # only root may give a file away; the file then belongs to whoever fixed it
+        os.replace(temporary, target)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
