@@ -12,9 +12,10 @@ import os
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Optional, TextIO
 
 from torchlint import __version__
+from torchlint import fixes as fixes_io
 from torchlint.config import OUTPUT_FORMATS, Config, ConfigError, load
 from torchlint.discovery import MissingPath, discover
 from torchlint.engine.runner import FileResult, lint_bytes, lint_file
@@ -22,10 +23,12 @@ from torchlint.finding import Finding
 from torchlint.reporters import REPORTERS
 from torchlint.rules import all_rules, rules_by_code
 
-COMMANDS = ("check", "rule")
+COMMANDS = ("check", "rule", "verify")
 # Commands that live with their feature; each module has `register(subparsers)` setting `handler`.
-FEATURE_COMMANDS: tuple = ()
+FEATURE_COMMANDS = ("torchlint.verify.command",)
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+# Formats a person reads, which end with a summary.
+TEXT_FORMATS = ("full", "concise")
 
 
 class UsageError(Exception):
@@ -61,6 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: all cores)")
     check.add_argument("--force-exclude", action="store_true", help="apply excludes to paths named on the command line too")
     check.add_argument("--no-respect-gitignore", action="store_true", help="lint files that .gitignore excludes")
+    fixing = check.add_argument_group("fixes")
+    fixing.add_argument("--fix", action=argparse.BooleanOptionalAction, default=None, help="apply safe fixes in place (config: fix)")
+    fixing.add_argument(
+        "--unsafe-fixes", action=argparse.BooleanOptionalAction, default=None,
+        help="also apply fixes that may change behaviour (config: unsafe-fixes)",
+    )
+    fixing.add_argument("--diff", action="store_true", help="print the diff the fixes would make and write nothing; exit 1 if there is one")
+    fixing.add_argument("--show-fixes", action="store_true", help="list the findings that were fixed")
+    fixing.add_argument("--exit-non-zero-on-fix", action="store_true", help="exit 1 when anything was fixed, even if no finding remains")
 
     check.set_defaults(handler=run_check)
 
@@ -120,6 +132,8 @@ def load_config(args) -> Config:
         "extend-select": args.extend_select,
         "extend-ignore": args.ignore,
         "output-format": args.output_format,
+        "fix": args.fix,
+        "unsafe-fixes": args.unsafe_fixes,
     }
     where = "command line"
     try:
@@ -134,19 +148,36 @@ def run_check(args) -> int:
     if not args.paths:
         raise UsageError("no paths given; try `torchlint .`")
     config = load_config(args)
+    if config.fix or args.diff:
+        return run_fix(args, config)
     results = collect(args, config)
     findings = sorted((finding for result in results for finding in result.findings), key=Finding.sort_key)
     sources = {result.filename: result.source.text for result in results if result.source is not None}
-    output_format = config.output_format or ("full" if sys.stdout.isatty() else "concise")
-    colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ and output_format == "full"
-    out = sys.stdout
+    report(args, config, findings, sources, sys.stdout, summary(findings, config.unsafe_fixes))
+    return EXIT_FINDINGS if findings and not args.exit_zero else EXIT_CLEAN
+
+
+def report(args, config: Config, findings: List[Finding], sources: Dict[str, str], out: TextIO, closing: str) -> None:
+    """The findings in the chosen format, then statistics and, for the text formats, the closing summary."""
+    output_format = _output_format(config)
+    colour = out.isatty() and "NO_COLOR" not in os.environ and output_format == "full"
     out.write(REPORTERS[output_format](findings, sources, colour))
     if args.statistics:
         out.write(statistics(findings))
-    if output_format in ("full", "concise") and not args.quiet:
-        out.write(summary(findings))
+    if output_format in TEXT_FORMATS and not args.quiet:
+        out.write(closing)
     out.flush()
-    return EXIT_FINDINGS if findings and not args.exit_zero else EXIT_CLEAN
+
+
+def _output_format(config: Config) -> str:
+    return config.output_format or ("full" if sys.stdout.isatty() else "concise")
+
+
+def _discover(args, config: Config, paths: List[str]):
+    try:
+        return list(discover(paths, config, respect_gitignore=not args.no_respect_gitignore, force_exclude=args.force_exclude))
+    except MissingPath as error:
+        raise UsageError(f"{error}: no such file or folder") from None
 
 
 def collect(args, config: Config) -> List[FileResult]:
@@ -158,12 +189,93 @@ def collect(args, config: Config) -> List[FileResult]:
             results.append(lint_bytes(sys.stdin.buffer.read(), name, config))
         else:
             files.append(path)
-    try:
-        found = list(discover(files, config, respect_gitignore=not args.no_respect_gitignore, force_exclude=args.force_exclude))
-    except MissingPath as error:
-        raise UsageError(f"{error}: no such file or folder") from None
-    results.extend(lint_file(path, config, filename) for path, filename in found)
+    results.extend(lint_file(path, config, filename) for path, filename in _discover(args, config, files))
     return results
+
+
+# ---------------------------------------------------------------- --fix and --diff
+
+
+def run_fix(args, config: Config) -> int:
+    """Fix every file (or print the diff), then report what remains, as `check` does."""
+    fixes = collect_fixes(args, config)
+    for fix in fixes:
+        for problem in fix.result.problems:
+            print(f"torchlint: {problem}", file=sys.stderr)
+    broken = any(fix.result.broken for fix in fixes)
+    if args.diff:
+        return _print_diffs(args, fixes, broken)
+    # As in ruff, the code read from standard input comes back fixed on standard output, the report on standard error.
+    out = sys.stderr if any(fix.path is None for fix in fixes) else sys.stdout
+    for fix in fixes:
+        if not fix.changed or fix.path is None:
+            continue
+        problem = fixes_io.write(fix)
+        if problem:
+            print(f"torchlint: {problem}", file=sys.stderr)
+            fix.result.revert()
+    _echo_stdin(fixes)
+    fixed = [finding for fix in fixes for finding in fix.result.fixed]
+    findings = sorted((finding for fix in fixes for finding in fix.findings), key=Finding.sort_key)
+    sources = {fix.filename: fix.result.text for fix in fixes if fix.source is not None}
+    if args.show_fixes and fixed:
+        (out if _output_format(config) in TEXT_FORMATS else sys.stderr).write(fixed_listing(fixed))
+    report(args, config, findings, sources, out, fix_summary(len(fixed), findings, config.unsafe_fixes))
+    if broken:
+        return EXIT_ERROR
+    if args.exit_zero:
+        return EXIT_CLEAN
+    return EXIT_FINDINGS if findings or (args.exit_non_zero_on_fix and fixed) else EXIT_CLEAN
+
+
+def collect_fixes(args, config: Config) -> List[fixes_io.FileFix]:
+    fixes = []
+    files = []
+    for path in args.paths:
+        if path == "-":
+            name = args.stdin_filename or "-"
+            fixes.append(fixes_io.fix_bytes(sys.stdin.buffer.read(), name, config, config.unsafe_fixes))
+        else:
+            files.append(path)
+    fixes.extend(fixes_io.fix_file(path, filename, config, config.unsafe_fixes) for path, filename in _discover(args, config, files))
+    return fixes
+
+
+def _echo_stdin(fixes: List[fixes_io.FileFix]) -> None:
+    """Standard input always comes back, fixed or not, so that editors can pipe code through `--fix -`."""
+    for fix in fixes:
+        if fix.path is None:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(fix.output())
+            sys.stdout.buffer.flush()
+
+
+def _print_diffs(args, fixes: List[fixes_io.FileFix], broken: bool) -> int:
+    changed = [fix for fix in fixes if fix.changed]
+    sys.stdout.write("".join(fixes_io.unified_diff(fix.result.original, fix.result.text, fix.filename) for fix in changed))
+    sys.stdout.flush()
+    if not args.quiet:
+        count = sum(len(fix.result.fixed) for fix in changed)
+        remaining = sum(len(fix.findings) for fix in fixes)
+        print(f"Would fix {count} {_noun(count)} ({remaining} would remain).", file=sys.stderr)
+    if broken:
+        return EXIT_ERROR
+    return EXIT_FINDINGS if changed and not args.exit_zero else EXIT_CLEAN
+
+
+def fixed_listing(fixed: List[Finding]) -> str:
+    lines = [f"Fixed {len(fixed)} {_noun(len(fixed))}:"]
+    by_file: Dict[str, Counter] = {}
+    for finding in fixed:
+        by_file.setdefault(finding.filename, Counter())[(finding.code, finding.name)] += 1
+    for filename in sorted(by_file):
+        lines.append(f"- {filename}:")
+        counts = sorted(by_file[filename].items(), key=lambda item: (-item[1], item[0]))
+        lines += [f"    {count} x {code} ({name})" for (code, name), count in counts]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- summaries
 
 
 def statistics(findings: List[Finding]) -> str:
@@ -173,15 +285,34 @@ def statistics(findings: List[Finding]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def summary(findings: List[Finding]) -> str:
+def _noun(count: int) -> str:
+    return "finding" if count == 1 else "findings"
+
+
+def _fixable(findings: List[Finding], unsafe: bool, option: str, unsafe_option: str) -> str:
+    """How many findings a fix run would fix, and how many more with unsafe fixes, in the markers' words."""
+    safe = sum(1 for finding in findings if finding.fix is not None and finding.fix.applicability == "safe")
+    more = sum(1 for finding in findings if finding.fix is not None and finding.fix.applicability == "unsafe")
+    if unsafe:
+        safe, more = safe + more, 0
+    lines = ""
+    if safe:
+        lines += f"\n[*] {safe} fixable with {option}."
+    if more:
+        lines += f"\n[~] {more} more fixable with {unsafe_option}."
+    return lines
+
+
+def summary(findings: List[Finding], unsafe: bool = False) -> str:
     if not findings:
         return "All checks passed!\n"
-    noun = "finding" if len(findings) == 1 else "findings"
-    safe = sum(1 for finding in findings if finding.fix is not None and finding.fix.applicability == "safe")
-    unsafe = sum(1 for finding in findings if finding.fix is not None and finding.fix.applicability == "unsafe")
-    line = f"Found {len(findings)} {noun}."
-    if safe:
-        line += f"\n[*] {safe} fixable with the `--fix` option."
-    if unsafe:
-        line += f"\n{unsafe} more fixable with `--fix --unsafe-fixes`."
-    return line + "\n"
+    line = f"Found {len(findings)} {_noun(len(findings))}."
+    return line + _fixable(findings, unsafe, "the `--fix` option", "`--fix --unsafe-fixes`") + "\n"
+
+
+def fix_summary(fixed: int, remaining: List[Finding], unsafe: bool) -> str:
+    if not fixed and not remaining:
+        return "All checks passed!\n"
+    total = fixed + len(remaining)
+    line = f"Found {total} {_noun(total)} ({fixed} fixed, {len(remaining)} remaining)."
+    return line + _fixable(remaining, unsafe, "another `--fix` run", "`--unsafe-fixes`") + "\n"
