@@ -95,6 +95,11 @@ def grad_mode_of(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> Op
     return None
 
 
+def _is_dynamic_grad_mode(expr: cst.BaseExpression, ctx: "FileContext", stack) -> bool:
+    """`set_grad_enabled(flag)` with a flag only known at runtime: the mode below it is unknown."""
+    return isinstance(expr, cst.Call) and ctx.qualified_name(expr.func, stack) in SET_GRAD_ENABLED
+
+
 def grad_enabled_at(stack: Sequence[cst.CSTNode], ctx: "FileContext") -> Optional[bool]:
     """Grad mode at the innermost point of `stack` as far as the code shows: False, True, or None if unknown.
 
@@ -108,6 +113,8 @@ def grad_enabled_at(stack: Sequence[cst.CSTNode], ctx: "FileContext") -> Optiona
                 mode = grad_mode_of(item.item, ctx, stack[: index + 1])
                 if mode is not None:
                     return mode
+                if _is_dynamic_grad_mode(item.item, ctx, stack[: index + 1]):
+                    return None
         elif isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
             if isinstance(node, cst.FunctionDef) and index + 1 < len(stack) and stack[index + 1] is node.body:
                 for decorator in node.decorators:

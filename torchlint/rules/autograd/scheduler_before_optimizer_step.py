@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import libcst as cst
+
+from torchlint import semantics
+from torchlint.rules.autograd._shared import Loop, LoopIndex
+from torchlint.rules.base import Rule
+
+_PLATEAU = frozenset({"torch.optim.lr_scheduler.ReduceLROnPlateau"})
+
+
+class SchedulerBeforeOptimizerStep(Rule):
+    """
+    ## What it does
+    Flags `<scheduler>.step()` called before `<optimizer>.step()` in the same loop body:
+    the first optimizer step of the loop (in the body, a nested loop, or a function of
+    the module called there) comes after the scheduler's step.
+
+    Not flagged: a scheduler stepped with an argument (`ReduceLROnPlateau` stepped with a
+    validation metric), and a scheduler stepped once per epoch after the inner training
+    loop.
+
+    ## Why is this bad?
+    Since PyTorch 1.1 the scheduler is meant to step after the optimizer. Stepped first,
+    it moves the learning rate before any update uses it, so the first value of the
+    schedule is skipped (a warm-up starts one step in, a step decay happens one epoch
+    early); torch warns once at runtime: `Detected call of lr_scheduler.step() before
+    optimizer.step()`.
+
+    ## Fix safety
+    No fix: move `scheduler.step()` after `optimizer.step()`.
+    """
+
+    code = "TL109"
+    name = "scheduler-before-optimizer-step"
+    message = (
+        "`scheduler.step()` runs before `optimizer.step()` in this loop: the learning rate changes before the first "
+        "update uses it, so the first value of the schedule is skipped (torch warns `Detected call of "
+        "lr_scheduler.step() before optimizer.step()`); call it after `optimizer.step()`"
+    )
+    example = """
+    import torch
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30)
+    for epoch in range(100):
+        scheduler.step()  # expect: TL109:5
+        for x, y in loader:
+            optimizer.zero_grad()
+            criterion(model(x), y).backward()
+            optimizer.step()
+    """
+    use_instead = """
+    import torch
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30)
+    for epoch in range(100):
+        for x, y in loader:
+            optimizer.zero_grad()
+            criterion(model(x), y).backward()
+            optimizer.step()
+        scheduler.step()
+    """
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.loops = LoopIndex(ctx)
+        self.scheduler_steps: List[Tuple[cst.Call, int, Loop]] = []
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.loops.observe(node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        event = self.loops.observe(node)
+        if semantics.method_name(node) != "step" or node.args:
+            return
+        scheduler = semantics.receiver(node)
+        if not semantics.is_scheduler(scheduler, self.ctx) or semantics.built_from(scheduler, self.ctx) in _PLATEAU:
+            return
+        loops = self.loops.enclosing()
+        if loops:
+            self.scheduler_steps.append((node, event.seq, loops[0]))
+
+    def finish(self) -> None:
+        for node, seq, loop in self.scheduler_steps:
+            optimizer_steps = [event.seq for event, _ in self.loops.sites(loop, "optimizer-step")]
+            if optimizer_steps and min(optimizer_steps) > seq:
+                self.report(node)

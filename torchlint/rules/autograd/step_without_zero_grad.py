@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+from typing import Set
+
+import libcst as cst
+
+from torchlint.rules.autograd._shared import LoopIndex
+from torchlint.rules.base import Rule
+
+
+class StepWithoutZeroGrad(Rule):
+    """
+    ## What it does
+    Flags the optimizer's `.step()` in the innermost loop that runs both `.backward()` and
+    `<optimizer>.step()` but never clears gradients in that loop: no `.zero_grad(...)` on
+    any receiver, no `p.grad = None`, no `p.grad.zero_()`. Clearing inside an `if` counts
+    (gradient accumulation is legitimate), and so does clearing in a function of the same
+    module called in the loop. Backward and step may also sit in such a function.
+
+    ## Why is this bad?
+    `backward()` adds into `.grad`; nothing resets it. After k steps each gradient is k
+    times one step's (observed on torch 2.13: `grad == 3 * g1` after three steps), so the
+    updates keep growing and training diverges or crawls, silently.
+
+    `scheduler.step()` is not an optimizer step and is not considered.
+
+    ## Fix safety
+    No fix: where the gradients should be cleared (every step, or every k steps when
+    accumulating) is the author's choice.
+    """
+
+    code = "TL102"
+    name = "step-without-zero-grad"
+    message = (
+        "this loop runs `backward()` and `optimizer.step()` but never clears gradients: `.grad` accumulates, so "
+        "after k steps each gradient is k times one step's; call `optimizer.zero_grad()` in the loop (inside an "
+        "`if` when accumulating gradients)"
+    )
+    example = """
+    import torch
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    optimizer.zero_grad()
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()  # expect: TL102:5
+    """
+    use_instead = """
+    import torch
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+    """
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.loops = LoopIndex(ctx)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.loops.observe(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.loops.observe(node)
+
+    def finish(self) -> None:
+        children = self.loops.children()
+        reported: Set[int] = set()
+        for loop in self.loops.loops.values():
+            if not self.loops.trains(loop) or any(self.loops.trains(child) for child in children.get(id(loop.node), ())):
+                continue
+            if self.loops.sites(loop, "clears-grad"):
+                continue
+            for _, steps in self.loops.sites(loop, "optimizer-step"):
+                for step in steps:
+                    if id(step) not in reported:
+                        reported.add(id(step))
+                        self.report(step)
