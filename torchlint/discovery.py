@@ -1,7 +1,7 @@
 """Which files a run lints.
 
-Folders are walked recursively for `*.py` and `*.pyi` (`*.ipynb` too when
-notebooks are enabled); the config's `exclude`/`extend-exclude` globs and, inside
+Folders are walked recursively for `*.py`, `*.pyi` and `*.ipynb` (Jupyter
+notebooks, see `torchlint.notebook`); the config's `exclude`/`extend-exclude` globs and, inside
 a git repository, `.gitignore` files prune the walk. Paths named on the command
 line are always linted, as in ruff and flake8, unless `force_exclude` is set
 (pre-commit passes every staged file explicitly).
@@ -18,7 +18,7 @@ import pathspec
 
 from torchlint.config import Config
 
-SOURCE_SUFFIXES = (".py", ".pyi")
+SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb")
 
 
 class MissingPath(Exception):

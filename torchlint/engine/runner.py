@@ -53,6 +53,11 @@ def lint_file(path: str, config: "Config", filename: Optional[str] = None) -> Fi
 
 
 def lint_bytes(data: bytes, filename: str, config: "Config") -> FileResult:
+    if filename.endswith(".ipynb"):
+        # Imported here: the notebook module builds on this one.
+        from torchlint.notebook import lint_notebook_bytes
+
+        return lint_notebook_bytes(data, filename, config)
     try:
         source = sources.decode(data)
     except sources.SourceError as error:

@@ -1,0 +1,191 @@
+"""Notebooks: code cells linted as one script, findings placed by cell, fixes written into the cells only."""
+
+import json
+
+import nbformat
+import pytest
+
+from conftest import lint, make_config
+from torchlint.discovery import discover
+from torchlint.notebook import fix_notebook, lint_notebook, lint_notebook_bytes
+from torchlint.reporters import REPORTERS
+from torchlint.rules import all_rules
+from torchlint.rules.base import strip_expectations
+
+BAD_LOADER = "loader = torch.utils.data.DataLoader(ds, persistent_workers=True)"
+COLUMN = BAD_LOADER.index("persistent_workers") + 1
+
+
+def notebook(*cells, language="python", **write_options) -> bytes:
+    """A notebook; a cell is code, or ("markdown", text)."""
+    made = nbformat.v4.new_notebook()
+    made.metadata["kernelspec"] = {"name": "k", "display_name": "K", "language": language}
+    for cell in cells:
+        if isinstance(cell, tuple):
+            made.cells.append(nbformat.v4.new_markdown_cell(cell[1]))
+        else:
+            made.cells.append(nbformat.v4.new_code_cell(cell))
+    return nbformat.writes(made, **write_options).encode("utf-8")
+
+
+def findings(data: bytes, **table):
+    table.setdefault("select", ["ALL"])
+    return lint_notebook_bytes(data, "explore.ipynb", make_config(**table)).findings
+
+
+def placed(data: bytes, **table):
+    return [(f.cell, f.location.row, f.location.column, f.code) for f in findings(data, **table)]
+
+
+def test_findings_name_their_cell_and_row_within_it_counting_markdown_cells(tmp_path):
+    path = tmp_path / "explore.ipynb"
+    path.write_bytes(notebook("import torch", ("markdown", "# Data\nsome text"), "\n\n" + BAD_LOADER))
+    result = lint_notebook(str(path), "explore.ipynb", make_config(select=["ALL"]))
+    assert [(f.cell, f.location.row, f.location.column, f.code) for f in result.findings] == [(3, 3, COLUMN, "TL303")]
+    assert result.findings[0].end_location.row == 3 and result.findings[0].filename == "explore.ipynb"
+
+
+def test_magics_shell_lines_and_help_are_neutralised():
+    data = notebook(
+        "%matplotlib inline\nimport torch\n!pip install torch",
+        "files = !ls\nresult = %timeit -o f()\ntorch.nn.Linear?\n??torch.nn\nfor i in range(3):\n    %time f(i)\n" + BAD_LOADER,
+        "%%time\n" + BAD_LOADER,
+        "!echo continued \\\n   over two lines\n" + BAD_LOADER,
+    )
+    assert placed(data) == [(2, 7, COLUMN, "TL303"), (3, 2, COLUMN, "TL303"), (4, 3, COLUMN, "TL303")]
+
+
+def test_a_percent_that_continues_an_expression_is_python():
+    data = notebook('import torch\nmessage = ("%d items"\n    % count)\n' + BAD_LOADER)
+    assert placed(data) == [(1, 4, COLUMN, "TL303")]
+
+
+def test_top_level_await_is_allowed_as_in_ipython():
+    assert placed(notebook("import torch\nawait asyncio.sleep(0)\n" + BAD_LOADER)) == [(1, 3, COLUMN, "TL303")]
+
+
+def test_cells_in_another_language_are_skipped():
+    assert placed(notebook("%%bash\nloader = DataLoader(ds, persistent_workers=True) if [ 1 ]", "import torch\n" + BAD_LOADER)) == [
+        (2, 2, COLUMN, "TL303"),
+    ]
+
+
+def test_a_cell_with_a_syntax_error_hides_nothing_in_the_others():
+    data = notebook("import torch", "def broken(:\n    pass", BAD_LOADER)
+    assert placed(data) == [(2, 1, 12, "TL000"), (3, 1, COLUMN, "TL303")]
+    assert placed(data, ignore=["TL000"]) == [(3, 1, COLUMN, "TL303")]
+
+
+def test_noqa_works_per_cell_line():
+    data = notebook("import torch\n" + BAD_LOADER + "  # noqa: TL303", "# noqa\n" + BAD_LOADER, BAD_LOADER + "  # noqa: TL101")
+    assert placed(data) == [(2, 2, COLUMN, "TL303"), (3, 1, COLUMN, "TL303")]
+
+
+def test_a_notebook_for_another_kernel_is_not_linted():
+    assert placed(notebook("import torch\n" + BAD_LOADER, language="R")) == []
+
+
+MALFORMED = b'{"nbformat": 4, "nbformat_minor": 5, "metadata": [], "cells": [{"cell_type": "code", "source": 7}]}'
+
+
+@pytest.mark.parametrize(
+    "data", [b"{not json", b'{"cells": 3}', b"\xff\xfe", MALFORMED], ids=["not-json", "not-a-notebook", "not-utf8", "malformed"],
+)
+def test_a_file_that_is_not_a_notebook_is_a_parse_error(data):
+    [finding] = findings(data)
+    assert (finding.code, finding.cell, finding.location.row) == ("TL000", None, 1)
+    assert "not a notebook nbformat can read" in finding.message
+
+
+def test_reporters_show_the_cell():
+    [finding] = findings(notebook("import torch", BAD_LOADER))
+    assert REPORTERS["concise"]([finding], {}, False).startswith(f"explore.ipynb:cell 2:1:{COLUMN}: TL303 ")
+    [as_json] = json.loads(REPORTERS["json"]([finding], {}, False))
+    assert as_json["cell"] == 2 and as_json["location"] == {"row": 1, "column": COLUMN}
+
+
+def test_discovery_finds_notebooks(tmp_path):
+    (tmp_path / "explore.ipynb").write_bytes(notebook("import torch"))
+    (tmp_path / "train.py").write_text("import torch\n")
+    (tmp_path / "notes.txt").write_text("")
+    found = [name for _, name in discover([str(tmp_path)], make_config(select=["ALL"]))]
+    assert [name.rsplit("/", 1)[1] for name in found] == ["explore.ipynb", "train.py"]
+
+
+# ---------------------------------------------------------------- fixing
+
+
+def add_workers(script: str) -> str:
+    return script.replace("persistent_workers=True", "num_workers=2, persistent_workers=True")
+
+
+def test_fix_rewrites_only_the_changed_cell_source():
+    made = nbformat.v4.new_notebook()
+    made.cells = [
+        nbformat.v4.new_code_cell("%matplotlib inline\nimport torch\n" + BAD_LOADER + "\nprint(loader)", execution_count=3),
+        nbformat.v4.new_code_cell("x = 1  # untouched"),
+    ]
+    # The output quotes the code: it must not be rewritten.
+    made.cells[0].outputs = [nbformat.v4.new_output("stream", text=BAD_LOADER + "\n")]
+    made.metadata["custom"] = {"note": "persistent_workers=True"}
+    data = nbformat.writes(made).encode("utf-8")
+    fixed = fix_notebook(data, add_workers)
+    old_line = json.dumps(BAD_LOADER + "\n")
+    new_line = json.dumps(add_workers(BAD_LOADER) + "\n")
+    assert data.count(old_line.encode()) == 2  # in the source and in the output
+    expected = data.replace(f'"source": [\n    "%matplotlib inline\\n",\n    "import torch\\n",\n    {old_line}'.encode(),
+                            f'"source": [\n    "%matplotlib inline\\n",\n    "import torch\\n",\n    {new_line}'.encode())
+    assert expected != data and fixed == expected
+    assert nbformat.reads(fixed.decode(), as_version=4).cells[0].source.endswith("\nprint(loader)")
+
+
+def test_fix_keeps_the_layout_of_each_source():
+    original = {
+        "cells": [
+            {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": BAD_LOADER},
+            {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+             "source": ["# caf\u00e9\n", BAD_LOADER + "\n", "\n"]},
+        ],
+        "metadata": {"kernelspec": {"language": "python", "name": "python3", "display_name": "Python 3"}},
+        "nbformat": 4, "nbformat_minor": 5,
+    }
+    text = json.dumps(original, indent=2, sort_keys=True) + "\n"  # ASCII-escaped, two-space indents: not nbformat's own style
+    fixed = fix_notebook(text.encode(), add_workers).decode()
+    expected = text.replace(json.dumps(BAD_LOADER), json.dumps(add_workers(BAD_LOADER)), 1)
+    expected = expected.replace(json.dumps(BAD_LOADER + "\n"), json.dumps(add_workers(BAD_LOADER) + "\n"))
+    assert fixed == expected != text
+    assert '"# caf\\u00e9\\n"' in fixed
+
+
+def test_fix_leaves_the_bytes_alone_when_nothing_changes():
+    data = notebook("import torch", "%%bash\necho persistent_workers=True", "def broken(persistent_workers=True:\n  pass")
+    assert fix_notebook(data, add_workers) is data
+
+
+@pytest.mark.parametrize("data", [b"{not json", MALFORMED, b'[{"cells": []}]'], ids=["not-json", "malformed", "not-an-object"])
+def test_fix_leaves_what_is_not_a_notebook_alone(data):
+    assert fix_notebook(data, add_workers) is data
+
+
+def test_fix_that_loses_a_cell_marker_writes_nothing():
+    data = notebook("import torch\n" + BAD_LOADER, "x = 1")
+    assert fix_notebook(data, lambda script: script.replace("#%% torchlint cell 2\n", "")) is data
+
+
+def test_fix_through_the_fix_engine():
+    from torchlint.fixes import fix_text
+
+    for rule in all_rules():
+        code = strip_expectations(rule.example)
+        if any(f.fix is not None and f.fix.applicability == "safe" for f in lint(code, select=[rule.code])):
+            break
+    else:
+        pytest.fail("no rule example offers a safe fix")
+    config = make_config(select=[rule.code])
+    data = notebook("%load_ext autoreload", code)
+    before = [f for f in findings(data, select=[rule.code]) if f.fix is not None and f.fix.applicability == "safe"]
+    fixed = fix_notebook(data, lambda script: fix_text(script, lambda text: lint(text, select=[rule.code]), False, "explore.ipynb").text)
+    assert fixed != data
+    after = lint_notebook_bytes(fixed, "explore.ipynb", config).findings
+    assert len([f for f in after if f.fix is not None and f.fix.applicability == "safe"]) < len(before)
+    assert nbformat.reads(fixed.decode(), as_version=4).cells[0].source == "%load_ext autoreload"

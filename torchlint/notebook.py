@@ -1,0 +1,401 @@
+"""Jupyter notebooks: lint the code cells as one script, report by cell, fix in place.
+
+The engine sees one script: each code cell in order, after a marker comment
+line, with IPython syntax neutralised: a line magic (`%time f()`), a shell line
+(`!pip install`), a help line (`torch.nn.Linear?`) and their assignments
+(`files = !ls`) become a `pass` that keeps the line and its indentation. A
+cell magic whose body is Python (`%%time`) only loses its first line; any other
+(`%%bash`, `%%writefile`) and a cell Python cannot compile on its own become
+blank lines, so one bad cell hides nothing in the others, and the latter is
+reported as a TL000 of its own cell. Rows of the script map back to a cell
+(numbered from 1 over all cells, markdown included, as editors count them) and
+a row within it; a `# noqa` works on its cell line as in a file.
+
+Fixing runs the caller's text fixer on the same script and writes back only the
+`source` of the cells whose code changed, in the notebook's own JSON layout:
+every other byte of the file stays as it was.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import json
+import re
+from dataclasses import dataclass, field, replace
+from json.decoder import scanstring
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple, Union
+
+from torchlint.engine.runner import FileResult, lint_text, parse_error
+from torchlint.finding import Edit, Finding, Fix, Location
+from torchlint.rules.syntax.parse_error import ParseError
+
+if TYPE_CHECKING:
+    from torchlint.config import Config
+
+NOTEBOOK_SUFFIX = ".ipynb"
+
+_CELL_MARK = "#%% torchlint cell {}"
+_CELL_MARK_LINE = re.compile(r"#%% torchlint cell (\d+)")
+_MAGIC_MARK = "pass  #%% torchlint magic {}"
+_MAGIC_MARK_LINE = re.compile(r"[ \t]*pass  #%% torchlint magic (\d+)")
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+_INDENT = re.compile(r"[ \t]*")
+_CELL_MAGIC = re.compile(r"[ \t]*%%(\w+)")
+# Cell magics that run their body as Python in the kernel.
+_PYTHON_CELL_MAGICS = frozenset({"capture", "debug", "prun", "python", "python3", "time", "timeit"})
+_LINE_MAGIC = re.compile(r"[ \t]*(?:[%!]|[\w.]+(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*=[ \t]*[%!])")
+_HELP = re.compile(r"[ \t]*(?:\?{1,2}[\w.*]+|[\w.*]+\?{1,2})[ \t]*$")
+_COMPILE_FLAGS = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+
+
+def _lines(text: str) -> List[str]:
+    """Lines with their endings, broken where Python breaks them (not on form feeds)."""
+    return _LINE.findall(text)
+
+
+def _body(line: str) -> Tuple[str, str]:
+    body = line.rstrip("\r\n")
+    return body, line[len(body):]
+
+
+# ---------------------------------------------------------------- the script
+
+
+@dataclass
+class _Cell:
+    number: int
+    source: str
+    # What the engine lints for this cell: magics neutralised, ending with a newline unless empty.
+    script: str
+    # False for a cell magic whose body is another language.
+    python: bool = True
+    compiles: bool = True
+    # The script row of the cell's first line.
+    first_row: int = 0
+
+    @property
+    def frozen(self) -> bool:
+        """Linted as blank lines and never rewritten."""
+        return not (self.python and self.compiles)
+
+
+@dataclass
+class _Script:
+    cells: List[_Cell]
+    # Magic lines by the number in their `pass` stand-in.
+    magics: Dict[int, str] = field(default_factory=dict)
+    text: str = ""
+
+    def locate(self, location: Location, cell: _Cell) -> Location:
+        return Location(max(location.row - cell.first_row + 1, 1), location.column)
+
+    def cell_at(self, row: int) -> _Cell:
+        index = bisect.bisect_right([cell.first_row for cell in self.cells], row) - 1
+        return self.cells[max(index, 0)]
+
+
+def _after(line: str, depth: int, quote: Optional[str]) -> Tuple[int, Optional[str], bool]:
+    """Bracket depth, open string and backslash continuation once `line` is read."""
+    index = 0
+    while index < len(line):
+        char = line[index]
+        if quote:
+            if char == "\\":
+                index += 2
+            elif line.startswith(quote, index):
+                index += len(quote)
+                quote = None
+            else:
+                index += 1
+            continue
+        if char == "#":
+            return depth, None, False
+        if char in "'\"":
+            quote = line[index:index + 3] if line[index:index + 3] in ('"""', "'''") else char
+            index += len(quote)
+            continue
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(depth - 1, 0)
+        index += 1
+    continued = line.rstrip("\r\n").endswith("\\")
+    if quote in ("'", '"') and not continued:
+        quote = None  # an unterminated one-line string: Python reports it
+    return depth, quote, continued
+
+
+def _neutralise(source: str, magics: Dict[int, str]) -> Optional[str]:
+    """The cell as plain Python, or None when its body is not Python at all."""
+    lines = _lines(source)
+    cell_magic = _CELL_MAGIC.match(lines[0]) if lines else None
+    if cell_magic and cell_magic.group(1) not in _PYTHON_CELL_MAGICS:
+        return None
+    out = []
+    depth, quote, continued = 0, None, False
+    magic_indent = None  # set while a magic continues over backslashed lines
+    for index, line in enumerate(lines):
+        body, ending = _body(line)
+        # Only a line that starts a statement can be IPython syntax: `% b` inside brackets is a modulo.
+        starts_statement = depth == 0 and quote is None and not continued
+        is_magic = starts_statement and (
+            (index == 0 and cell_magic is not None) or _LINE_MAGIC.match(body) is not None or _HELP.match(body) is not None
+        )
+        if magic_indent is not None or is_magic:
+            if magic_indent is None:
+                magic_indent = _INDENT.match(body).group()
+            number = len(magics)
+            magics[number] = body
+            out.append(magic_indent + _MAGIC_MARK.format(number) + ending)
+            if not body.endswith("\\"):
+                magic_indent = None
+            continue
+        out.append(line)
+        depth, quote, continued = _after(line, depth, quote)
+    script = "".join(out)
+    return script if not script or script.endswith(("\n", "\r")) else script + "\n"
+
+
+def _compiles(script: str) -> bool:
+    try:
+        compile(script, "<cell>", "exec", flags=_COMPILE_FLAGS, dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+def _build(code_cells: List[Tuple[int, str]]) -> _Script:
+    script = _Script([])
+    parts = []
+    row = 1
+    for number, source in code_cells:
+        neutral = _neutralise(source, script.magics)
+        cell = _Cell(number, source, neutral if neutral is not None else source, python=neutral is not None)
+        cell.compiles = cell.python and _compiles(cell.script)
+        parts.append(_CELL_MARK.format(number) + "\n")
+        cell.first_row = row + 1
+        lines = _lines(cell.script)
+        parts.append("\n" * len(lines) if cell.frozen else cell.script)
+        row = cell.first_row + len(lines)
+        script.cells.append(cell)
+    script.text = "".join(parts)
+    return script
+
+
+def _is_python(metadata: dict) -> bool:
+    languages = [
+        (metadata.get("language_info") or {}).get("name"),
+        (metadata.get("kernelspec") or {}).get("language"),
+    ]
+    return all(not isinstance(language, str) or language.lower() == "python" for language in languages)
+
+
+def _code_cells(cells: list) -> List[Tuple[int, str]]:
+    found = []
+    for number, cell in enumerate(cells, start=1):
+        if cell.get("cell_type") == "code":
+            source = cell.get("source", "")
+            found.append((number, source if isinstance(source, str) else "".join(source)))
+    return found
+
+
+# ---------------------------------------------------------------- linting
+
+
+def lint_notebook(path: str, filename: str, config: "Config") -> FileResult:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as error:
+        return _unreadable(filename, config, f"cannot read file: {error.strerror or error}")
+    return lint_notebook_bytes(data, filename, config)
+
+
+def lint_notebook_bytes(data: bytes, filename: str, config: "Config") -> FileResult:
+    try:
+        import nbformat
+    except ImportError:
+        return _unreadable(filename, config, "linting notebooks needs nbformat: pip install nbformat")
+    try:
+        notebook = nbformat.reads(data.decode("utf-8-sig"), as_version=4, capture_validation_error={})
+        # nbformat reports a malformed structure without raising; reading it is where it shows.
+        python = _is_python(notebook.get("metadata", {}))
+        code_cells = _code_cells(notebook.get("cells", []))
+    except Exception as error:  # nbformat raises many types for files that are not notebooks
+        return _unreadable(filename, config, f"not a notebook nbformat can read: {type(error).__name__}: {error}")
+    if not python:
+        return FileResult(filename, [])
+    script = _build(code_cells)
+    findings = [_in_cell(finding, script) for finding in lint_text(script.text, filename, config)]
+    if ParseError.code in config.codes_for(filename):
+        for cell in script.cells:
+            if cell.python and not cell.compiles:
+                only_parse_errors = lint_text(cell.script, filename, config, codes=frozenset({ParseError.code}))
+                findings += [replace(finding, cell=cell.number) for finding in only_parse_errors]
+    return FileResult(filename, sorted(findings, key=Finding.sort_key))
+
+
+def _unreadable(filename: str, config: "Config", message: str) -> FileResult:
+    selected = ParseError.code in config.codes_for(filename)
+    return FileResult(filename, [parse_error(filename, message)] if selected else [])
+
+
+def _in_cell(finding: Finding, script: _Script) -> Finding:
+    cell = script.cell_at(finding.location.row)
+    fix = finding.fix
+    if fix is not None:
+        edits = tuple(Edit(edit.content, script.locate(edit.location, cell), script.locate(edit.end_location, cell)) for edit in fix.edits)
+        fix = Fix(fix.applicability, fix.message, edits)
+    return replace(
+        finding,
+        location=script.locate(finding.location, cell),
+        end_location=script.locate(finding.end_location, cell),
+        fix=fix,
+        cell=cell.number,
+    )
+
+
+# ---------------------------------------------------------------- fixing
+
+
+def fix_notebook(data: bytes, fix_text: Callable[[str], str]) -> bytes:
+    """The notebook with `fix_text` applied to its code; `data` itself when nothing changed or it cannot be rewritten."""
+    bom = data.startswith(b"\xef\xbb\xbf")
+    try:
+        text = data.decode("utf-8-sig")
+        notebook = json.loads(text)
+        tree, _ = _parse_json(text, 0)
+        cell_nodes = tree.children["cells"].children
+        if notebook.get("nbformat") != 4 or not _is_python(notebook.get("metadata", {})):
+            return data
+        code_cells = _code_cells(notebook["cells"])
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):  # not a notebook this can rewrite
+        return data
+    script = _build(code_cells)
+    pieces = _split(fix_text(script.text), [cell.number for cell in script.cells])
+    if pieces is None:
+        return data
+    replacements = []
+    for cell in script.cells:
+        if cell.frozen:
+            continue
+        source = _restore(pieces[cell.number], script.magics, cell.source)
+        if source != cell.source:
+            node = cell_nodes[cell.number - 1].children["source"]
+            replacements.append((node, _source_json(source, node, text)))
+    if not replacements:
+        return data
+    for node, new in sorted(replacements, key=lambda item: item[0].start, reverse=True):
+        text = text[:node.start] + new + text[node.end:]
+    return (b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8")
+
+
+def _split(text: str, numbers: List[int]) -> Optional[Dict[int, str]]:
+    """Each cell's part of a fixed script; None if a fix moved or removed the cell markers."""
+    order: List[int] = []
+    parts: Dict[int, List[str]] = {}
+    before: List[str] = []  # a fix that inserts at the very top lands in the first cell
+    for line in _lines(text):
+        mark = _CELL_MARK_LINE.fullmatch(line.rstrip("\r\n"))
+        if mark:
+            order.append(int(mark.group(1)))
+            parts[order[-1]] = []
+        else:
+            (parts[order[-1]] if order else before).append(line)
+    if order != numbers:
+        return None
+    if order:
+        parts[order[0]] = before + parts[order[0]]
+    return {number: "".join(lines) for number, lines in parts.items()}
+
+
+def _restore(fixed: str, magics: Dict[int, str], original: str) -> str:
+    out = []
+    for line in _lines(fixed):
+        body, ending = _body(line)
+        magic = _MAGIC_MARK_LINE.fullmatch(body)
+        out.append(magics[int(magic.group(1))] + ending if magic and int(magic.group(1)) in magics else line)
+    source = "".join(out)
+    if not original.endswith(("\n", "\r")) and source.endswith("\n"):
+        source = source[:-1]  # the newline the script added
+    return source
+
+
+# ---------------------------------------------------------------- JSON positions
+
+
+@dataclass
+class _Node:
+    """Where a JSON value lies in the text; objects and arrays keep their members' nodes."""
+
+    start: int
+    end: int
+    children: Union[None, Dict[str, "_Node"], List["_Node"]] = None
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+_SCALAR = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|true|false|null")
+
+
+def _skip(text: str, index: int, expected: Optional[str] = None) -> int:
+    index = _SPACE.match(text, index).end()
+    if expected is not None:
+        if not text.startswith(expected, index):
+            raise ValueError(f"expected {expected!r} at offset {index}")
+        index += 1
+    return index
+
+
+def _parse_json(text: str, index: int) -> Tuple[_Node, int]:
+    start = _skip(text, index)
+    opener = text[start:start + 1]
+    if opener == '"':
+        _, end = scanstring(text, start + 1)
+        return _Node(start, end), end
+    if opener not in ("{", "["):
+        match = _SCALAR.match(text, start)
+        if not match:
+            raise ValueError(f"not JSON at offset {start}")
+        return _Node(start, match.end()), match.end()
+    closer = "}" if opener == "{" else "]"
+    node = _Node(start, start, {} if opener == "{" else [])
+    index = _skip(text, start + 1)
+    if text.startswith(closer, index):
+        node.end = index + 1
+        return node, node.end
+    while True:
+        if opener == "{":
+            key, index = scanstring(text, _skip(text, index, '"'))
+            node.children[key], index = _parse_json(text, _skip(text, index, ":"))
+        else:
+            child, index = _parse_json(text, index)
+            node.children.append(child)
+        index = _skip(text, index)
+        if text.startswith(closer, index):
+            node.end = index + 1
+            return node, node.end
+        index = _skip(text, index, ",")
+
+
+def _source_json(source: str, node: _Node, text: str) -> str:
+    """`source` as JSON in the layout of the value it replaces; lines that did not change keep their bytes."""
+    ensure_ascii = text.isascii()
+    if node.children is None:
+        return json.dumps(source, ensure_ascii=ensure_ascii)
+    lines = source.splitlines(keepends=True)  # how nbformat splits a source into its list
+    if not lines:
+        return "[]"
+    kept = {json.loads(text[child.start:child.end]): text[child.start:child.end] for child in node.children}
+    items = [kept.get(line) or json.dumps(line, ensure_ascii=ensure_ascii) for line in lines]
+    if node.children:
+        opening = text[node.start + 1:node.children[0].start]
+        closing = text[node.children[-1].end:node.end - 1]
+        between = text[node.children[0].end:node.children[1].start] if len(node.children) > 1 else "," + opening
+    else:
+        line_start = text.rfind("\n", 0, node.start) + 1
+        indent = _INDENT.match(text, line_start).group()
+        opening, closing = "\n" + indent + " ", "\n" + indent
+        between = "," + opening
+    return "[" + opening + between.join(items) + closing + "]"

@@ -1,0 +1,140 @@
+"""The `sarif` format: SARIF 2.1.0, as GitHub code scanning and SARIF viewers read it.
+
+One run; the driver lists the rules the results refer to, each with its page
+as help text and its URL. Paths are relative to `%SRCROOT%`, the folder the run
+started in, so that the log means the same on every checkout; a path outside it
+is an absolute file URI. Columns count code points, as torchlint's do, and end
+positions are exclusive in both. Each result carries a fingerprint built from
+its rule, file and line text, so an alert survives edits elsewhere in the file.
+
+A notebook finding's rows count within its cell, which SARIF cannot express:
+its location names the notebook without a region, and the message names the cell.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Dict, List, Mapping
+from urllib.parse import quote
+
+from torchlint import __version__
+from torchlint.finding import DOCS_URL, Finding, Location
+from torchlint.rules import rules_by_code
+from torchlint.rules.syntax.parse_error import ParseError
+from torchlint.source import split_lines
+
+SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+BASE_ID = "%SRCROOT%"
+FINGERPRINT_KEY = "torchlint/v1"
+
+
+def _level(code: str) -> str:
+    return "error" if code == ParseError.code else "warning"
+
+
+def _rule_descriptor(code: str) -> dict:
+    rule = rules_by_code()[code]
+    return {
+        "id": code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.name.replace("-", " ").capitalize()},
+        "fullDescription": {"text": rule.message},
+        "help": {"text": rule.documentation(), "markdown": rule.documentation()},
+        "helpUri": DOCS_URL.format(code=code),
+        "defaultConfiguration": {"level": _level(code)},
+        "properties": {"tags": ["torchlint", rule.family()]},
+    }
+
+
+def _artifact_location(filename: str, base: str) -> dict:
+    absolute = os.path.abspath(filename)
+    try:
+        relative = os.path.relpath(absolute, base)
+    except ValueError:  # another drive, on Windows
+        relative = os.pardir
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return {"uri": Path(absolute).as_uri()}
+    return {"uri": quote(Path(relative).as_posix()), "uriBaseId": BASE_ID}
+
+
+def _region(start: Location, end: Location) -> dict:
+    return {"startLine": start.row, "startColumn": start.column, "endLine": end.row, "endColumn": end.column}
+
+
+def _fixes(finding: Finding, artifact: dict) -> list:
+    if finding.fix is None or finding.cell is not None:
+        return []
+    replacements = [
+        {"deletedRegion": _region(edit.location, edit.end_location), "insertedContent": {"text": edit.content}}
+        for edit in finding.fix.edits
+    ]
+    return [{
+        "description": {"text": f"{finding.fix.message} ({finding.fix.applicability} fix)"},
+        "artifactChanges": [{"artifactLocation": artifact, "replacements": replacements}],
+    }]
+
+
+def _line_text(finding: Finding, lines_by_file: Dict[str, List[str]], sources: Mapping[str, str]) -> str:
+    if finding.cell is not None or finding.filename not in sources:
+        return f"{finding.cell}:{finding.location.row}"
+    if finding.filename not in lines_by_file:
+        lines_by_file[finding.filename] = split_lines(sources[finding.filename])
+    lines = lines_by_file[finding.filename]
+    row = finding.location.row
+    return lines[row - 1].strip() if 0 < row <= len(lines) else ""
+
+
+def render(findings: List[Finding], sources: Mapping[str, str], colour: bool) -> str:
+    base = os.getcwd()
+    codes = sorted({finding.code for finding in findings})
+    rule_index = {code: index for index, code in enumerate(codes)}
+    lines_by_file: Dict[str, List[str]] = {}
+    # The same rule on identical line text twice in a file: the occurrence number keeps the fingerprints apart.
+    occurrences: Counter = Counter()
+    results = []
+    for finding in findings:
+        artifact = _artifact_location(finding.filename, base)
+        physical: dict = {"artifactLocation": artifact}
+        message = finding.message
+        if finding.cell is None:
+            physical["region"] = _region(finding.location, finding.end_location)
+        else:
+            message = f"cell {finding.cell}:{finding.location.row}:{finding.location.column}: {message}"
+        line_key = (finding.code, artifact["uri"], _line_text(finding, lines_by_file, sources))
+        occurrences[line_key] += 1
+        fingerprint = hashlib.sha256("\0".join([*line_key, str(occurrences[line_key])]).encode()).hexdigest()
+        result = {
+            "ruleId": finding.code,
+            "ruleIndex": rule_index[finding.code],
+            "level": _level(finding.code),
+            "message": {"text": message},
+            "locations": [{"physicalLocation": physical}],
+            "partialFingerprints": {FINGERPRINT_KEY: fingerprint},
+        }
+        fixes = _fixes(finding, artifact)
+        if fixes:
+            result["fixes"] = fixes
+        if finding.cell is not None:
+            result["properties"] = {"cell": finding.cell}
+        results.append(result)
+    log = {
+        "$schema": SCHEMA_URI,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "torchlint",
+                "version": __version__,
+                "semanticVersion": __version__,
+                "informationUri": DOCS_URL.split("/blob/")[0],
+                "rules": [_rule_descriptor(code) for code in codes],
+            }},
+            "originalUriBaseIds": {BASE_ID: {"uri": Path(base).as_uri() + "/"}},
+            "columnKind": "unicodeCodePoints",
+            "results": results,
+        }],
+    }
+    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
