@@ -1,0 +1,215 @@
+"""The code a finding points at, seen the way a witness builder needs it.
+
+A `Site` parses the file once, finds the node the finding reports (the deepest
+node whose range is exactly the finding's), and answers the questions builders
+ask: the qualified name of a call through the file's imports, the literal
+keyword arguments of a call, and whether an expression may be executed: every
+call in it must be on the allow-list (torch's own namespaces and methods of
+tensors, modules and optimizers) or a stand-in the witness defines.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from torchlint import semantics
+from torchlint.engine.context import FileContext
+from torchlint.finding import Finding
+
+# Namespaces whose callables may run in a witness. Top-level `torch.*` minus what reads,
+# writes or compiles outside the process.
+ALLOWED_NAMESPACES = ("torch.nn.functional.", "torch.nn.", "torch.utils.data.", "torch.optim.")
+TOP_LEVEL_TORCH = re.compile(r"^torch\.[A-Za-z_][A-Za-z0-9_]*$")
+DENIED = frozenset({"torch.load", "torch.save", "torch.compile", "torch.set_default_device", "torch.from_file"})
+# Methods of tensors, modules, optimizers and loaders that compute in memory only.
+SAFE_METHODS = frozenset({
+    "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "long", "int", "type", "clone", "detach",
+    "requires_grad_", "sum", "mean", "backward", "item", "view", "reshape", "softmax", "log_softmax", "sigmoid",
+    "unsqueeze", "squeeze", "flatten", "permute", "transpose", "contiguous", "numpy", "tolist",
+    "parameters", "zero_grad", "step", "train", "eval", "append", "stack",
+})
+
+
+class ParsedFile:
+    """One file parsed once for all its findings: nodes by exact range, and each node's parent."""
+
+    def __init__(self, ctx: FileContext):
+        self.ctx = ctx
+        self.by_range: Dict[tuple, List[cst.CSTNode]] = {}
+        positions = MetadataWrapper(ctx.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        for node, code_range in positions.items():
+            key = (code_range.start.line, code_range.start.column, code_range.end.line, code_range.end.column)
+            self.by_range.setdefault(key, []).append(node)
+        self.parents: Dict[int, cst.CSTNode] = {}
+        pending = [ctx.module]
+        while pending:
+            node = pending.pop()
+            for child in node.children:
+                self.parents[id(child)] = node
+                pending.append(child)
+
+    @classmethod
+    def parse(cls, filename: str, text: str, config) -> Optional["ParsedFile"]:
+        try:
+            module = cst.parse_module(text)
+        except Exception:  # the linter already reported an unparsable file as TL000
+            return None
+        return cls(FileContext(filename, text, module, config))
+
+    def site(self, finding: Finding, device: str) -> Optional["Site"]:
+        """The finding's node: the deepest node whose range is exactly the finding's."""
+        key = (finding.location.row, finding.location.column - 1, finding.end_location.row, finding.end_location.column - 1)
+        candidates = self.by_range.get(key, [])
+        found = None
+        for node in candidates:
+            if found is None or any(parent is found for parent in self.ancestors(node)):
+                found = node
+        return Site(self, finding, found, device) if found is not None else None
+
+    def ancestors(self, node: cst.CSTNode) -> List[cst.CSTNode]:
+        """Enclosing nodes, innermost first."""
+        chain = []
+        parent = self.parents.get(id(node))
+        while parent is not None:
+            chain.append(parent)
+            parent = self.parents.get(id(parent))
+        return chain
+
+
+class Site:
+    def __init__(self, file: ParsedFile, finding: Finding, node: cst.CSTNode, device: str):
+        self.file = file
+        self.finding = finding
+        self.ctx = file.ctx
+        self.node = node
+        self.device = device
+
+    def ancestors(self, node: cst.CSTNode) -> List[cst.CSTNode]:
+        return self.file.ancestors(node)
+
+    def stack(self, node: cst.CSTNode) -> List[cst.CSTNode]:
+        """The engine's stack for `node`: outermost first, the node last."""
+        return list(reversed(self.ancestors(node))) + [node]
+
+    def enclosing(self, node: cst.CSTNode, *types) -> Optional[cst.CSTNode]:
+        for parent in self.ancestors(node):
+            if isinstance(parent, types):
+                return parent
+        return None
+
+    def qualified_name(self, node: cst.CSTNode) -> Optional[str]:
+        return self.ctx.qualified_name(node, self.stack(node))
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.ctx.code(node).strip()
+
+    # ------------------------------------------------------------ the allow-list
+
+    def is_allowed_callable(self, name: Optional[str]) -> bool:
+        if name is None or name in DENIED:
+            return False
+        return name.startswith(ALLOWED_NAMESPACES) or bool(TOP_LEVEL_TORCH.match(name))
+
+    def blocked_call(self, expr: cst.CSTNode, stand_ins: Sequence[str] = ()) -> Optional[str]:
+        """The first call in `expr` that may not run in a witness (its source), or None when all may."""
+        for call in _calls(expr):
+            if self._call_allowed(call, stand_ins):
+                continue
+            return self.code(call.func)
+        return None
+
+    def _call_allowed(self, call: cst.Call, stand_ins: Sequence[str]) -> bool:
+        if isinstance(call.func, cst.Name) and call.func.value in stand_ins:
+            return True
+        name = self.qualified_name(call.func)
+        if name is not None:
+            return self.is_allowed_callable(name)
+        # A method call on a value (not on an imported module): only in-memory tensor/module methods.
+        return isinstance(call.func, cst.Attribute) and call.func.attr.value in SAFE_METHODS and self.qualified_name(call.func.value) is None
+
+    # ------------------------------------------------------------ arguments
+
+    def literal_arguments(self, call: cst.Call, skip_first: bool = False) -> Tuple[Optional[List[str]], List[str]]:
+        """(source of the literal arguments, kept in order; names of the dropped non-literal keywords).
+
+        None instead of the list when a positional argument (after the first, if
+        skipped) is not a literal or `*args`/`**kwargs` are passed: dropping it would
+        shift the others.
+        """
+        kept, dropped = [], []
+        positional_index = 0
+        for arg in call.args:
+            if arg.star:
+                return None, dropped
+            if arg.keyword is None:
+                positional_index += 1
+                if skip_first and positional_index == 1:
+                    continue
+                if semantics.is_missing(semantics.literal(arg.value)):
+                    return None, dropped
+                kept.append(self.code(arg.value))
+            elif semantics.is_missing(semantics.literal(arg.value)):
+                dropped.append(arg.keyword.value)
+            else:
+                kept.append(f"{arg.keyword.value}={self.code(arg.value)}")
+        return kept, dropped
+
+    def torch_imports(self) -> str:
+        """The file's module-level imports of torch modules, so that its own names resolve in a witness."""
+        lines = []
+        for statement in self.ctx.module.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if isinstance(small, cst.Import) and all(
+                    _dotted(alias.name).split(".")[0] == "torch" for alias in small.names
+                ):
+                    lines.append(self.code(small))
+                elif isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative and (
+                    _dotted(small.module).split(".")[0] == "torch" and not isinstance(small.names, cst.ImportStar)
+                ):
+                    lines.append(self.code(small))
+        return "\n".join(lines) + ("\n" if lines else "")
+
+    def free_names(self, node: cst.CSTNode) -> set:
+        """Names used in `node` that are not imports: values defined elsewhere that a witness lacks."""
+        free = set()
+        pending = [node]
+        while pending:
+            child = pending.pop()
+            pending.extend(child.children)
+            if not isinstance(child, cst.Name) or child.value in ("True", "False", "None"):
+                continue
+            parent = self.ancestors(child)[0] if self.ancestors(child) else None
+            if isinstance(parent, cst.Attribute) and parent.attr is child:
+                continue
+            if isinstance(parent, cst.Arg) and parent.keyword is child:
+                continue
+            if self.qualified_name(child) is None:
+                free.add(child.value)
+        return free
+
+    def calls_in_file(self) -> List[cst.Call]:
+        return list(_calls(self.ctx.module))
+
+
+def is_device_name(name: str) -> bool:
+    """`device`, `dev`, `target_device`: names a stand-in device can replace."""
+    return "dev" in name.lower()
+
+
+def _dotted(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def _calls(root: cst.CSTNode):
+    pending = [root]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, cst.Call):
+            yield node
+        pending.extend(reversed(node.children))

@@ -1,0 +1,285 @@
+"""DataLoader witnesses (TL3xx): construction errors, worker processes and the spawn start method.
+
+Builders rebuild the flagged `DataLoader(...)` call from its literal arguments with a
+stand-in dataset; non-literal keyword arguments are dropped and named in the note.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from torchlint import semantics
+from torchlint.verify.witness import FROM_FINDING, SPAWN_TIMEOUT, Code, witness
+
+
+def _loader_call(site) -> Optional[cst.Call]:
+    node = site.node
+    if isinstance(node, cst.Call) and semantics.is_dataloader_call(node, site.ctx, site.stack(node)):
+        return node
+    call = site.enclosing(node, cst.Call)
+    if call is not None and semantics.is_dataloader_call(call, site.ctx, site.stack(call)):
+        return call
+    return None
+
+
+def _rebuilt_arguments(site, call, drop=()):
+    """(argument source after the dataset, note) or (None, why) when the call cannot be rebuilt."""
+    if call is None:
+        return None, "the flagged code is not a DataLoader call"
+    kept, dropped = site.literal_arguments(call, skip_first=True)
+    if kept is None:
+        return None, "the DataLoader call has a non-literal positional argument or **kwargs"
+    kept = [argument for argument in kept if argument.partition("=")[0] not in drop]
+    note = f"non-literal {', '.join(dropped)} dropped" if dropped else ""
+    return ", ".join(kept), note
+
+
+@witness(
+    "TL303",
+    """
+    import torch
+    from torch.utils.data import DataLoader
+
+    dataset = torch.utils.data.TensorDataset(torch.arange(8.0))
+    error = raised(lambda: DataLoader(dataset, $arguments))
+    if isinstance(error, ValueError) and "persistent_workers" in str(error):
+        confirmed(describe(error) + " (at construction of `DataLoader(dataset, $arguments)`)")
+    not_reproduced("`DataLoader(dataset, $arguments)` constructed: " + describe(error))
+    """,
+    arguments=Code("persistent_workers=True"),
+)
+def persistent_workers_without_workers(site, entry):
+    arguments, note = _rebuilt_arguments(site, _loader_call(site))
+    if arguments is None:
+        return entry.canonical(note, site.device)
+    return entry.witness(FROM_FINDING, note, site.device, arguments=Code(arguments))
+
+
+@witness(
+    "TL301",
+    """
+    import os
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+
+    class Pids(Dataset):
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, index):
+            return os.getpid()
+
+
+    def children():
+        try:
+            import psutil
+        except ImportError:
+            return None
+        return len(psutil.Process().children(recursive=True))
+
+
+    def run(rebuild, epochs=3):
+        pids, alive = set(), []
+        loader = None
+        for epoch in range(epochs):
+            if rebuild or loader is None:
+                loader = DataLoader(Pids(), $arguments)
+            for batch in loader:
+                pids.update(int(pid) for pid in batch)
+            alive.append(children())
+        del loader
+        return len(pids), alive
+
+
+    if __name__ == "__main__":
+        rebuilt, alive = run(rebuild=True)
+        once, _ = run(rebuild=False)
+        if rebuilt > once:
+            confirmed(f"3 epochs: {rebuilt} worker processes started with the DataLoader built inside the loop, {once} when built once (children alive after each epoch: {alive})")
+        not_reproduced(f"3 epochs: {rebuilt} worker processes rebuilt per epoch, {once} built once")
+    """,
+    arguments=Code("batch_size=2, num_workers=2, persistent_workers=True"),
+)
+def persistent_dataloader_in_loop(site, entry):
+    arguments, note = _rebuilt_arguments(site, _loader_call(site), drop=("multiprocessing_context",))
+    if arguments is None:
+        return entry.canonical(note, site.device)
+    if "num_workers=" not in arguments:
+        # The rule flags loaders whose worker count is not a literal 0; two workers stand in for it.
+        arguments = ", ".join(part for part in (arguments, "num_workers=2") if part)
+    return entry.witness(FROM_FINDING, note, site.device, arguments=Code(arguments))
+
+
+@witness(
+    "TL302",
+    """
+    import re
+    import subprocess
+    import sys
+
+    # The unguarded module, written as a file: a spawn child re-imports the main module from its path.
+    UNGUARDED = '''
+    import torch
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(list(range(8)), batch_size=2, num_workers=$workers, multiprocessing_context="spawn")
+    for batch in loader:
+        pass
+    print("done")
+    '''
+    with open("unguarded.py", "w") as handle:
+        handle.write(UNGUARDED)
+    run = subprocess.run([sys.executable, "-I", "unguarded.py"], capture_output=True, text=True, timeout=$seconds)
+    flat = " ".join(run.stderr.split())
+    child = re.search(r"An attempt has been made to start a new process before the current process has finished its bootstrapping phase[.]", flat)
+    parent = [line for line in run.stderr.splitlines() if "exited unexpectedly" in line]
+    if run.returncode != 0 and child:
+        confirmed(f"exit code {run.returncode}; worker: RuntimeError: {child.group(0)}; parent: {parent[-1] if parent else '(no parent message)'}")
+    not_reproduced(f"exit code {run.returncode}; stdout {run.stdout.strip()[-80:]!r}")
+    """,
+    workers=1,
+    seconds=int(SPAWN_TIMEOUT) - 10,
+    timeout=SPAWN_TIMEOUT,
+)
+def workers_without_main_guard(site, entry):
+    # The failure needs only an unguarded module that starts one spawn worker; the file itself is never run.
+    return entry.canonical("an unguarded module iterating a one-worker DataLoader under spawn", site.device)
+
+
+@witness(
+    "TL304",
+    """
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+
+    class Items(Dataset):
+        def __init__(self, transform=None):
+            self.transform = transform
+
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, index):
+            return index if self.transform is None else self.transform(index)
+
+
+    def main():
+        callable_ = $callable
+        if $keyword == "transform":
+            loader = DataLoader(Items(transform=callable_), batch_size=2, num_workers=2, multiprocessing_context="spawn")
+        else:
+            loader = DataLoader(Items(), batch_size=2, num_workers=2, multiprocessing_context="spawn", **{$keyword: callable_})
+        error = raised(lambda: next(iter(loader)))
+        if error is not None and "pickle" in str(error).lower():
+            confirmed(describe(error) + f" (`{$keyword}={$shown}` with spawn workers)")
+        not_reproduced(f"`{$keyword}={$shown}` with spawn workers: " + describe(error))
+
+
+    if __name__ == "__main__":
+        main()
+    """,
+    callable=Code("lambda batch: batch"),
+    keyword="collate_fn",
+    shown="lambda batch: batch",
+    timeout=SPAWN_TIMEOUT,
+)
+def unpicklable_worker_callable(site, entry):
+    node = site.node
+    argument = node if isinstance(node, cst.Arg) else site.enclosing(node, cst.Arg)
+    keyword = argument.keyword.value if argument is not None and argument.keyword is not None else "transform"
+    if keyword not in ("collate_fn", "worker_init_fn"):
+        keyword = "transform"
+    value = argument.value if argument is not None else node
+    if isinstance(value, cst.Lambda):
+        blocked = site.blocked_call(value)
+        if blocked is None:
+            shown = site.code(value)
+            return entry.witness(FROM_FINDING, "", site.device, callable=Code(f"({shown})"), keyword=keyword, shown=shown)
+        return entry.canonical(f"the lambda calls `{blocked}`, which is not on the allow-list", site.device, keyword=keyword)
+    return entry.canonical("a lambda stands in for the locally defined callable", site.device, keyword=keyword)
+
+
+@witness(
+    "TL305",
+    """
+    import random
+
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    require($requires)
+
+
+    class Noisy(Dataset):
+        def __init__(self):
+            self.rng = $make
+
+        def __len__(self):
+            return 16
+
+        def __getitem__(self, index):
+            return float($draw)
+
+
+    if __name__ == "__main__":
+        values = [float(v) for batch in DataLoader(Noisy(), batch_size=1, num_workers=$workers) for v in batch]
+        if len(set(values)) < len(values):
+            confirmed(f"{$workers} workers drew {len(set(values))} unique values of {len(values)} from `{$shown}`: every worker replays the same stream")
+        not_reproduced(f"{len(set(values))} unique values of {len(values)}")
+    """,
+    make=Code("random.Random(0)"),
+    draw=Code("self.rng.random()"),
+    shown="random.Random(0)",
+    workers=4,
+    requires="random",
+)
+def rng_object_in_dataset(site, entry):
+    name = site.qualified_name(site.node.func) if isinstance(site.node, cst.Call) else None
+    kinds = {
+        "random.Random": ("random.Random(0)", "self.rng.random()"),
+        "numpy.random.default_rng": ("__import__('numpy').random.default_rng(0)", "self.rng.random()"),
+        "numpy.random.RandomState": ("__import__('numpy').random.RandomState(0)", "self.rng.rand()"),
+        "torch.Generator": ("torch.Generator().manual_seed(0)", "torch.rand(1, generator=self.rng).item()"),
+    }
+    if name not in kinds:
+        return entry.canonical("the RNG is the canonical random.Random", site.device)
+    make, draw = kinds[name]
+    return entry.canonical(
+        f"RNG type {name} taken from the file", site.device,
+        make=Code(make), draw=Code(draw), shown=name + "(0)", requires=name.partition(".")[0],
+    )
+
+
+@witness(
+    "TL306",
+    """
+    import os
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+
+    class Where(Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, index):
+            info = torch.utils.data.get_worker_info()
+            return os.getpid(), info is None
+
+
+    pids = {int(pid) for pid, _ in DataLoader(Where(), batch_size=1, $arguments)}
+    if pids == {os.getpid()}:
+        confirmed("every __getitem__ ran in the training process itself (get_worker_info() is None): loading blocks the training step")
+    not_reproduced(f"items loaded by processes {sorted(pids)}, training process {os.getpid()}")
+    """,
+    arguments=Code("num_workers=0"),
+)
+def synchronous_dataloader(site, entry):
+    arguments, note = _rebuilt_arguments(site, _loader_call(site), drop=("batch_size",))
+    if arguments is None:
+        return entry.canonical(note, site.device)
+    return entry.witness(FROM_FINDING, note, site.device, arguments=Code(arguments or "num_workers=0"))

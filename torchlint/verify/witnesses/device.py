@@ -1,0 +1,260 @@
+"""Device and dtype witnesses (TL2xx).
+
+Moves cost nothing on a CPU-only machine (`.to("cpu")` returns the tensor itself),
+so the move-and-cast witnesses (TL202, TL206) measure host allocations there and
+report "skipped (needs a GPU)"; on a GPU they measure allocations, bytes and time
+per host-to-device copy for both orders.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint import semantics
+from torchlint.verify.site import is_device_name
+from torchlint.verify.witness import FROM_FINDING, Code, witness
+
+_CASTS = {"float": "torch.float32", "double": "torch.float64", "half": "torch.float16", "bfloat16": "torch.bfloat16",
+          "long": "torch.int64", "int": "torch.int32"}
+
+
+@witness(
+    "TL201",
+    """
+    import torch
+
+    device = torch.device("cpu")  # the device the `.to(device)` calls follow, e.g. a CPU fallback
+    x = torch.ones(2)
+    moved = x.to(device)
+    error = raised(lambda: x.cuda())
+    if error is not None and "CUDA" in str(error):
+        confirmed(f"x.to(device) ran on {moved.device}; x.cuda() ignores `device`: " + describe(error))
+    if error is None and x.cuda().device != moved.device:
+        confirmed(f"x.to(device) gave {moved.device}, x.cuda() gave {x.cuda().device}: the two styles disagree")
+    not_reproduced(f"x.to(device) and x.cuda() both gave {moved.device}")
+    """,
+)
+def mixed_device_styles(site, entry):
+    return entry.canonical("", site.device)
+
+
+@witness(
+    "TL202",
+    """
+    import torch
+
+    shown = $shown
+    source = torch.randint(0, 255, (1000, 1000), dtype=torch.uint8)
+    if DEVICE != "cuda":
+        count, size = host_allocations(lambda: $chain_on_host)
+        skipped("needs a GPU: on the host the move is a no-op", f"`{shown}` with the move made to cpu: {count} allocation(s), {size} B")
+    merged = lambda: source.to("cuda", $dtype)
+    for warmup in range(2):
+        $chain, merged()
+    chain = cuda_allocations(lambda: $chain) + host_allocations(lambda: $chain)
+    single = cuda_allocations(merged) + host_allocations(merged)
+    figures = (
+        f"`{shown}`: {chain[0]} GPU allocation(s), {chain[1]} B, {chain[3]} host allocation(s), {chain[4]} B, {chain[2]:.3f} ms; "
+        f"merged .to('cuda', $dtype): {single[0]}, {single[1]} B, {single[3]}, {single[4]} B, {single[2]:.3f} ms (uint8 source, 1e6 elements)"
+    )
+    if any(chain[index] > single[index] for index in (0, 1, 3, 4)):
+        confirmed(figures)
+    not_reproduced(figures + ": the chain allocates no more than the merged call")
+    """,
+    chain=Code('source.float().to("cuda")'),
+    chain_on_host=Code('source.float().to("cpu")'),
+    shown='source.float().to("cuda")',
+    dtype=Code("torch.float32"),
+)
+def chained_conversion(site, entry):
+    node = site.node
+    steps = []
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        steps.append(node)
+        node = node.func.value
+    dtype, chain = None, "source"
+    for call in reversed(steps[:2]):
+        method = call.func.attr.value
+        if method in _CASTS:
+            dtype = _CASTS[method]
+            chain += f".{method}()"
+        elif method in ("cuda", "to") and not _dtype_argument(site, call):
+            chain += '.to("cuda")'
+        elif method == "to" and _dtype_argument(site, call):
+            dtype = _dtype_argument(site, call)
+            chain += f".to({dtype})"
+        else:
+            return entry.canonical(f"`.{method}()` in the chain is not a plain move or cast", site.device)
+    if dtype is None:
+        return entry.canonical("a repeated move: the canonical cast-then-move chain is measured instead", site.device)
+    host = chain.replace('"cuda"', '"cpu"')
+    return entry.witness(FROM_FINDING, "", site.device, chain=Code(chain), chain_on_host=Code(host), shown=chain, dtype=Code(dtype))
+
+
+def _dtype_argument(site, call: cst.Call):
+    for arg in call.args:
+        name = site.qualified_name(arg.value)
+        if name in _CASTS.values() or name in semantics.FLOAT_DTYPES:
+            return name
+    return None
+
+
+@witness(
+    "TL203",
+    """
+    import torch
+
+    torch.manual_seed(0)
+    labels = torch.randint(0, 5, (4,))
+    logits = torch.randn(4, 5)
+    target = $cast
+    error = raised(lambda: $loss(logits, target))
+    ids = torch.arange(2**24, 2**24 + 1000)
+    merged = len(set((ids.float().long()).tolist()))
+    if isinstance(error, RuntimeError) and "target dtype" in str(error):
+        confirmed(describe(error) + f" (target = `{$shown}`, dtype {target.dtype}); float32 also merges ids above 2**24: 1000 consecutive ids -> {merged} distinct values")
+    not_reproduced(f"`{$loss_shown}(logits, {$shown})` ran ({describe(error)}); 1000 ids above 2**24 -> {merged} distinct values in float32")
+    """,
+    cast=Code("labels.float()"),
+    shown="labels.float()",
+    loss=Code("torch.nn.CrossEntropyLoss()"),
+    loss_shown="torch.nn.CrossEntropyLoss()",
+)
+def label_cast_to_float(site, entry):
+    node = site.node
+    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
+        return entry.canonical("the flagged code is not a cast call", site.device)
+    blocked = site.blocked_call(node)
+    if blocked is not None:
+        return entry.canonical(f"the cast calls `{blocked}`, which is not on the allow-list", site.device)
+    cast = "labels" + site.code(node)[len(site.code(node.func.value)):]
+    free = site.free_names(node) - {semantics.terminal_name(node.func.value)}
+    if any(not is_device_name(name) for name in free):
+        return entry.canonical(f"the cast uses {', '.join(sorted(free))}, defined elsewhere in the file", site.device)
+    # The dtype error does not depend on the device: device names stand for the CPU.
+    preamble = site.torch_imports() + "".join(f'{name} = "cpu"\n' for name in sorted(free))
+    loss, note = _class_index_loss(site)
+    return entry.witness(FROM_FINDING, note, site.device, preamble=preamble, cast=Code(cast), shown=cast, loss=Code(loss), loss_shown=loss)
+
+
+def _class_index_loss(site):
+    """The file's class-index loss with its literal arguments, else the canonical CrossEntropyLoss."""
+    consumer = site.enclosing(site.node, cst.Call)
+    candidates = ([consumer] if consumer is not None else []) + site.calls_in_file()
+    for call in candidates:
+        name = site.qualified_name(call.func)
+        if name in semantics.CLASS_INDEX_LOSS_FUNCTIONS:
+            return name, ""
+        if name in semantics.CLASS_INDEX_LOSS_MODULES:
+            kept, dropped = site.literal_arguments(call)
+            if kept is not None:
+                # A class weight of the wrong length or an ignore_index would change nothing about the dtype error.
+                kept = [argument for argument in kept if not argument.startswith("weight=")]
+                note = f"non-literal {', '.join(dropped)} dropped" if dropped else ""
+                return f"{name}({', '.join(kept)})", note
+    return "torch.nn.CrossEntropyLoss()", "the loss is the canonical CrossEntropyLoss"
+
+
+@witness(
+    "TL204",
+    """
+    require("numpy")
+    import numpy as np
+    import torch
+
+    array = np.random.$producer(4, 256)
+    tensor = $convert(array)
+    error = raised(lambda: torch.nn.Linear(256, 8)(tensor))
+    if tensor.dtype == torch.float64:
+        confirmed(f"`{$convert_shown}(np.random.{$producer}(...))` is {tensor.dtype}: {tensor.element_size() * tensor.nelement()} B vs {tensor.float().element_size() * tensor.nelement()} B as float32 (2x); a float32 Linear on it: " + describe(error))
+    not_reproduced(f"`{$convert_shown}(np.random.{$producer}(...))` is {tensor.dtype}")
+    """,
+    producer=Code("rand"),
+    convert=Code("torch.from_numpy"),
+    convert_shown="torch.from_numpy",
+)
+def float64_from_numpy(site, entry):
+    name = site.qualified_name(site.node.func) if isinstance(site.node, cst.Call) else None
+    if name in ("torch.from_numpy", "torch.tensor", "torch.as_tensor"):
+        return entry.canonical("conversion taken from the file; the numpy array is a canonical np.random.rand", site.device,
+                               convert=Code(name), convert_shown=name)
+    return entry.canonical("", site.device)
+
+
+def _hide_gpus(device: str) -> dict:
+    # On a GPU machine the failure is what a machine without one sees: hide the GPUs.
+    return {"CUDA_VISIBLE_DEVICES": ""} if device == "cuda" else {}
+
+
+@witness(
+    "TL205",
+    """
+    import torch
+
+    shown = $shown
+    error = raised(lambda: $use)
+    if error is not None and "CUDA" in str(error):
+        confirmed(describe(error) + f" (`{shown}` on a machine without a usable GPU)")
+    not_reproduced(f"`{shown}` ran without a GPU: " + describe(error))
+    """,
+    use=Code('torch.zeros(1, device="cuda")'),
+    shown='torch.zeros(1, device="cuda")',
+    env=_hide_gpus,
+)
+def cuda_without_fallback(site, entry):
+    node = site.node
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "cuda":
+        kept, _ = site.literal_arguments(node)
+        use = f"torch.zeros(1).cuda({', '.join(kept or [])})"
+        return entry.witness(FROM_FINDING, "a small tensor stands in for the moved value", site.device, use=Code(use), shown=use)
+    if isinstance(node, (cst.SimpleString, cst.Call)) and site.blocked_call(node) is None:
+        # `torch.device("cuda")` alone does not fail: the witness places a tensor there.
+        use = f"torch.zeros(1, device={site.code(node)})"
+        return entry.witness(FROM_FINDING, "", site.device, use=Code(use), shown=use)
+    return entry.canonical("the flagged device expression is not a literal", site.device)
+
+
+@witness(
+    "TL206",
+    """
+    import torch
+
+    shown = $shown
+    if DEVICE != "cuda":
+        count, size = host_allocations(lambda: $factory.to("cpu"))
+        skipped("needs a GPU: on the host the move is a no-op", f"`{shown}` with the move made to cpu: {count} allocation(s), {size} B, no copy")
+    direct = lambda: $direct
+    for warmup in range(2):
+        $factory.to("cuda"), direct()
+    host_count, host_bytes = host_allocations(lambda: $factory.to("cuda"))
+    chain = cuda_allocations(lambda: $factory.to("cuda"))
+    single = cuda_allocations(direct)
+    figures = f"`{shown}`: {host_count} host allocation(s) ({host_bytes} B) and a host-to-device copy, {chain[2]:.3f} ms; with device=: {single[2]:.3f} ms"
+    if host_bytes > 0:
+        confirmed(figures)
+    not_reproduced(figures)
+    """,
+    factory=Code("torch.zeros(1000, 1000)"),
+    direct=Code('torch.zeros(1000, 1000, device="cuda")'),
+    shown="torch.zeros(1000, 1000).to(device)",
+)
+def factory_then_move(site, entry):
+    return entry.canonical("", site.device)
+
+
+@witness(
+    "TL207",
+    """
+    import torch
+
+    x32 = torch.randn(1000, 1000)
+    x64 = x32.double()
+    error = raised(lambda: torch.nn.Linear(1000, 8)(x64))
+    ratio = (x64.element_size() * x64.nelement()) / (x32.element_size() * x32.nelement())
+    if ratio == 2:
+        confirmed(f"float64: {x64.element_size() * x64.nelement()} B vs float32 {x32.element_size() * x32.nelement()} B (2x); a float32 Linear on it: " + describe(error))
+    not_reproduced(f"float64 / float32 bytes = {ratio}")
+    """,
+)
+def explicit_float64(site, entry):
+    return entry.canonical("", site.device)
