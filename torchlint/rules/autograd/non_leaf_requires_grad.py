@@ -34,6 +34,8 @@ CONVERSIONS = {
     "to": None, "cuda": None, "cpu": None, "type": None,
     "float": "float32", "double": "float64", "half": "float16", "bfloat16": "bfloat16",
 }
+# A factory with requires_grad=True builds a floating tensor: the default dtype, float32, unless told otherwise.
+FLOAT32 = frozenset({"torch.float", "torch.float32"})
 _PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 _NO_SPACE = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
 
@@ -67,7 +69,8 @@ class NonLeafRequiresGrad(Rule):
     (a warning appears only when `.grad` is read), and `torch.optim.SGD([w])` raises
     `ValueError: can't optimize a non-leaf Tensor`. A conversion that changes nothing
     (`.float()` on float32, `.cpu()` on the CPU) returns the tensor itself and keeps the
-    leaf, which makes the code correct only by accident of device and default dtype.
+    leaf, so those are not reported: `.cpu()` of a factory built on the CPU, `.float()`
+    of one built in float32.
 
     ## Fix safety
     The device and dtype move into the factory's keyword arguments
@@ -103,8 +106,8 @@ class NonLeafRequiresGrad(Rule):
     """
 
     def visit_Call(self, node: cst.Call) -> None:
-        factory = non_leaf_factory(node, self.ctx)
-        if factory is None or self._made_leaf_again(node):
+        factory = self._factory_behind_no_ops(node)
+        if factory is None or self._made_leaf_again(node) or self._changes_nothing(node, factory):
             return
         keywords = self._keywords(node, factory)
         fix = None
@@ -119,6 +122,33 @@ class NonLeafRequiresGrad(Rule):
             )
             fix = (Fix.safe if same_values else Fix.unsafe)(f"pass `{described}` to the factory", edit)
         self.report(node, fix=fix)
+
+    def _factory_behind_no_ops(self, conversion: cst.Call) -> Optional[cst.Call]:
+        """The factory this conversion copies, looking through conversions that change nothing
+        (`torch.randn(3, requires_grad=True).float().to(device)` is reported once, at `.to`)."""
+        inner = semantics.receiver(conversion)
+        if isinstance(inner, cst.Call) and semantics.method_name(inner) in CONVERSIONS:
+            factory = self._factory_behind_no_ops(inner)
+            if factory is None or not self._changes_nothing(inner, factory):
+                return None
+            return factory if semantics.method_name(conversion) in CONVERSIONS else None
+        return non_leaf_factory(conversion, self.ctx)
+
+    def _changes_nothing(self, conversion: cst.Call, factory: cst.Call) -> bool:
+        """`.cpu()` of a factory built on the CPU, `.float()` of one built in float32: torch returns the
+        tensor itself, still a leaf (observed on torch 2.13), so there is nothing to report."""
+        keywords = self._conversion_keywords(semantics.method_name(conversion), conversion)
+        if not keywords:
+            return False
+        for name, value in keywords:
+            given = semantics.keyword(factory, name)
+            if name == "device":
+                wanted = semantics.literal(value)
+                if wanted != "cpu" or (given is not None and semantics.literal(given.value) != "cpu"):
+                    return False
+            elif self.ctx.qualified_name(value) not in FLOAT32 or (given is not None and self.ctx.qualified_name(given.value) not in FLOAT32):
+                return False
+        return True
 
     def _made_leaf_again(self, conversion: cst.Call) -> bool:
         """`nn.Parameter(<conversion chain>)` and `<conversion chain>.requires_grad_()` are leaves."""
