@@ -14,7 +14,10 @@ from conftest import ROOT, make_config
 pytest.importorskip("torch")
 
 # On a CPU-only machine these canonical witnesses cannot show their effect (or need an optional module).
-CPU_SKIPS = {"TL202": "needs a GPU", "TL206": "needs a GPU", "TL204": "numpy is not installed"}
+CPU_SKIPS = {
+    "TL202": "needs a GPU", "TL206": "needs a GPU", "TL204": "numpy is not installed",
+    "TL608": "torchvision is not installed", "TL609": "torchvision is not installed",
+}
 
 
 def has_cuda() -> bool:
@@ -100,6 +103,53 @@ def test_the_files_torch_imports_resolve_in_a_witness_built_from_it():
     assert witness.origin == "finding"
     assert witness.program.startswith("from torch import randn\n")
     assert "w = randn(5, requires_grad=True).half()" in witness.program
+
+
+def test_numpy_producers_run_as_written_with_the_files_numpy_imports():
+    witness = plan_of("TL204", """
+        import torch
+        from numpy.random import rand
+        imported = torch.from_numpy(rand(4))
+    """)
+    assert witness.origin == "finding"
+    assert "from numpy.random import rand\n" in witness.program
+    assert "tensor = torch.from_numpy(rand(4))" in witness.program
+
+
+def test_a_tensor_created_on_cuda_needs_a_gpu():
+    reason = plan_of("TL104", """
+        import torch
+        from_gpu = torch.empty(2, requires_grad=True, device="cuda").cpu()
+    """)
+    assert reason == "needs a GPU: the tensor is created on cuda"
+
+
+def test_precision_witness_runs_the_flagged_formula_on_small_stand_ins():
+    witness = plan_of("TL606", """
+        import torch as T
+        value = T.log(x + 1.0)
+    """)
+    assert witness.origin == "finding"
+    assert "return T.log(x + 1.0), torch.log1p(x)" in witness.program
+    assert "x = torch.tensor([1e-3, 1e-5, 1e-8], dtype=dtype)" in witness.program
+
+
+def test_table_witness_resolves_the_imported_name():
+    witness = plan_of("TL601", """
+        from torch._six import string_classes
+    """)
+    assert witness.origin == "canonical"
+    assert "resolve('torch._six.string_classes')" in witness.program
+
+
+def test_every_table_api_that_is_called_has_a_probe():
+    from torchlint.rules.api._table import api_table
+    from torchlint.verify.witnesses.api import PROBES
+
+    # Only resolved, not called: a module, and classes the private-API witness compares with their public names.
+    resolved_only = {"torch._six", "torch.distributed._tensor", "torch.optim.lr_scheduler._LRScheduler",
+                     "torch.distributed._composable.fsdp.fully_shard"}
+    assert set(api_table()) - resolved_only == set(PROBES)
 
 
 def test_timeout_kills_the_witness_and_the_processes_it_started():

@@ -23,9 +23,9 @@ from torchlint.finding import Finding
 from torchlint.reporters import REPORTERS
 from torchlint.rules import all_rules, rules_by_code
 
-COMMANDS = ("check", "rule", "verify")
+COMMANDS = ("check", "rule", "verify", "doctor")
 # Commands that live with their feature; each module has `register(subparsers)` setting `handler`.
-FEATURE_COMMANDS = ("torchlint.verify.command",)
+FEATURE_COMMANDS = ("torchlint.verify.command", "torchlint.health")
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 # Formats a person reads, which end with a summary.
 TEXT_FORMATS = ("full", "concise")

@@ -80,7 +80,9 @@ def render(device: str, canonical_results: list, counts, odd, total: int) -> str
     if odd:
         lines += ["", "### Not reproduced", ""]
         for finding, result in odd:
-            lines.append(f"- `{finding.filename}:{finding.location.row}:{finding.location.column}` {finding.code}: {result.evidence}")
+            # Paths relative to the project, so the page reads the same on every machine.
+            where = Path(finding.filename).resolve().relative_to(ROOT)
+            lines.append(f"- `{where}:{finding.location.row}:{finding.location.column}` {finding.code}: {result.evidence}")
     return "\n".join(lines) + "\n"
 
 

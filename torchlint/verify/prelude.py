@@ -52,6 +52,33 @@ def raised(function):
     return None
 
 
+def resolve(name):
+    """The object a dotted name reaches as code does: attributes, importing submodules that are not loaded yet.
+
+    A missing module raises `ModuleNotFoundError`, as the import statement would.
+    """
+    import importlib
+
+    parts = name.split(".")
+    found = importlib.import_module(parts[0])
+    for index, part in enumerate(parts[1:], start=2):
+        try:
+            found = getattr(found, part)
+        except AttributeError:
+            found = importlib.import_module(".".join(parts[:index]))
+    return found
+
+
+def warnings_of(function):
+    """(the warnings `function()` emits, every one recorded; the exception it raises, or None)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        error = raised(function)
+    return [record.message for record in caught], error
+
+
 def describe(error):
     """`Type: first line of the message`, short enough for a report line."""
     if error is None:

@@ -11,7 +11,7 @@ tensors, modules and optimizers) or a stand-in the witness defines.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Collection, Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -114,20 +114,23 @@ class Site:
             return False
         return name.startswith(ALLOWED_NAMESPACES) or bool(TOP_LEVEL_TORCH.match(name))
 
-    def blocked_call(self, expr: cst.CSTNode, stand_ins: Sequence[str] = ()) -> Optional[str]:
-        """The first call in `expr` that may not run in a witness (its source), or None when all may."""
+    def blocked_call(self, expr: cst.CSTNode, stand_ins: Sequence[str] = (), also_allowed: Collection[str] = ()) -> Optional[str]:
+        """The first call in `expr` that may not run in a witness (its source), or None when all may.
+
+        `also_allowed`: qualified names one witness may call besides torch's (numpy's array producers).
+        """
         for call in _calls(expr):
-            if self._call_allowed(call, stand_ins):
+            if self._call_allowed(call, stand_ins, also_allowed):
                 continue
             return self.code(call.func)
         return None
 
-    def _call_allowed(self, call: cst.Call, stand_ins: Sequence[str]) -> bool:
+    def _call_allowed(self, call: cst.Call, stand_ins: Sequence[str], also_allowed: Collection[str]) -> bool:
         if isinstance(call.func, cst.Name) and call.func.value in stand_ins:
             return True
         name = self.qualified_name(call.func)
         if name is not None:
-            return self.is_allowed_callable(name)
+            return name in also_allowed or self.is_allowed_callable(name)
         # A method call on a value (not on an imported module): only in-memory tensor/module methods.
         return isinstance(call.func, cst.Attribute) and call.func.attr.value in SAFE_METHODS and self.qualified_name(call.func.value) is None
 
@@ -160,17 +163,21 @@ class Site:
 
     def torch_imports(self) -> str:
         """The file's module-level imports of torch modules, so that its own names resolve in a witness."""
+        return self.imports(("torch",))
+
+    def imports(self, roots: Sequence[str]) -> str:
+        """The file's module-level imports of the packages `roots` (plain imports and `from` imports)."""
         lines = []
         for statement in self.ctx.module.body:
             if not isinstance(statement, cst.SimpleStatementLine):
                 continue
             for small in statement.body:
                 if isinstance(small, cst.Import) and all(
-                    _dotted(alias.name).split(".")[0] == "torch" for alias in small.names
+                    _dotted(alias.name).split(".")[0] in roots for alias in small.names
                 ):
                     lines.append(self.code(small))
                 elif isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative and (
-                    _dotted(small.module).split(".")[0] == "torch" and not isinstance(small.names, cst.ImportStar)
+                    _dotted(small.module).split(".")[0] in roots and not isinstance(small.names, cst.ImportStar)
                 ):
                     lines.append(self.code(small))
         return "\n".join(lines) + ("\n" if lines else "")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import string
 import textwrap
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Dict, Optional
+from typing import TYPE_CHECKING, Callable, Dict, Optional, Union
 
 if TYPE_CHECKING:
     from torchlint.verify.site import Site
@@ -50,7 +50,7 @@ class Entry:
     code: str
     template: str
     defaults: Dict[str, object]
-    derive: Optional[Callable[["Site", "Entry"], Witness]]
+    derive: Optional[Callable[["Site", "Entry"], Union[Witness, str]]]
     timeout: float
     env: Optional[Callable[[str], Dict[str, str]]] = None
 
@@ -83,7 +83,9 @@ def witness(code: str, template: str, timeout: float = 30.0, env=None, **default
 
     The template is Python source with `$name` placeholders; `defaults` gives every
     placeholder's canonical value. The decorated function builds a `Witness` from a
-    `Site`, or returns `entry.canonical(...)` when the finding's code cannot be used.
+    `Site`, or returns `entry.canonical(...)` when the finding's code cannot be used, or
+    a string saying why nothing conclusive can run here (`needs a GPU: ...`), reported as
+    `skipped (<string>)`.
     """
 
     def register(derive):

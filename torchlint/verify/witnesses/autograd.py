@@ -162,12 +162,15 @@ def non_leaf_requires_grad(site, entry):
     if free - devices:
         return _tl104_canonical(site, entry, f"the flagged code uses {', '.join(sorted(free - devices))}, defined elsewhere in the file")
     shown = site.code(node)
-    expression, substituted = shown, ""
+    expression, substituted, runs = shown, "", node
     stand_ins = "; ".join(f'{name} = torch.device("cuda")' for name in sorted(devices)) or "pass"
     if site.device != "cuda" and _is_device_move(node):
         # A real move is a differentiable copy; on a CPU-only machine `.clone()` stands in for it.
-        expression = site.code(node.func.value) + ".clone()"
+        runs = node.func.value
+        expression = site.code(runs) + ".clone()"
         substituted = " (the move ran as `.clone()`, a differentiable copy, on this CPU-only machine)"
+    if site.device != "cuda" and _places_on_cuda(runs):
+        return "needs a GPU: the tensor is created on cuda"
     return entry.witness(
         FROM_FINDING, "", site.device, preamble=site.torch_imports(),
         expression=Code(expression), shown=shown, substituted=substituted, stand_ins=Code(stand_ins),
@@ -203,6 +206,17 @@ def _is_device_move(call: cst.Call) -> bool:
         if isinstance(value, str) and value.startswith("cuda"):
             return True
         if arg.keyword is None and isinstance(arg.value, (cst.Name, cst.Attribute)) and is_device_name(semantics.terminal_name(arg.value)):
+            return True
+    return False
+
+
+def _places_on_cuda(node: cst.CSTNode) -> bool:
+    """A `"cuda..."` literal or a `.cuda()` call in `node`: code that cannot run without a GPU."""
+    for child in _walk(node):
+        value = semantics.literal(child) if isinstance(child, cst.SimpleString) else None
+        if isinstance(value, str) and value.startswith("cuda"):
+            return True
+        if isinstance(child, cst.Call) and isinstance(child.func, cst.Attribute) and child.func.attr.value == "cuda":
             return True
     return False
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.rules.device.float64_from_numpy import DEFAULT_FLOAT64, RANDOM_FLOAT64, TORCH_FROM_ARRAY
 from torchlint.verify.site import is_device_name
 from torchlint.verify.witness import FROM_FINDING, Code, witness
 
@@ -159,26 +160,39 @@ def _class_index_loss(site):
     "TL204",
     """
     require("numpy")
-    import numpy as np
+    $imports
     import torch
 
-    array = np.random.$producer(4, 256)
-    tensor = $convert(array)
-    error = raised(lambda: torch.nn.Linear(256, 8)(tensor))
+    shown = $shown
+    tensor = $expression
+    row = tensor.reshape(1, -1)
+    error = raised(lambda: torch.nn.Linear(row.shape[-1], 8)(row))
     if tensor.dtype == torch.float64:
-        confirmed(f"`{$convert_shown}(np.random.{$producer}(...))` is {tensor.dtype}: {tensor.element_size() * tensor.nelement()} B vs {tensor.float().element_size() * tensor.nelement()} B as float32 (2x); a float32 Linear on it: " + describe(error))
-    not_reproduced(f"`{$convert_shown}(np.random.{$producer}(...))` is {tensor.dtype}")
+        confirmed(f"`{shown}` is {tensor.dtype}: {tensor.element_size() * tensor.nelement()} B vs {4 * tensor.nelement()} B as float32 (2x); a float32 Linear on it: " + describe(error))
+    not_reproduced(f"`{shown}` is {tensor.dtype}")
     """,
-    producer=Code("rand"),
-    convert=Code("torch.from_numpy"),
-    convert_shown="torch.from_numpy",
+    imports=Code("import numpy as np"),
+    expression=Code("torch.from_numpy(np.random.rand(4, 256))"),
+    shown="torch.from_numpy(np.random.rand(4, 256))",
 )
 def float64_from_numpy(site, entry):
-    name = site.qualified_name(site.node.func) if isinstance(site.node, cst.Call) else None
-    if name in ("torch.from_numpy", "torch.tensor", "torch.as_tensor"):
-        return entry.canonical("conversion taken from the file; the numpy array is a canonical np.random.rand", site.device,
-                               convert=Code(name), convert_shown=name)
-    return entry.canonical("", site.device)
+    node = site.node
+    name = site.qualified_name(node.func) if isinstance(node, cst.Call) else None
+    if name not in TORCH_FROM_ARRAY:
+        return entry.canonical("the flagged code is not a conversion call", site.device)
+    blocked = site.blocked_call(node, also_allowed=_NUMPY_PRODUCERS)
+    free = site.free_names(node)
+    if blocked is None and not free:
+        # numpy's producers only fill arrays in memory: the flagged conversion runs as written.
+        imports = Code(site.imports(("numpy", "torch")))
+        return entry.witness(FROM_FINDING, "", site.device, imports=imports, expression=Code(site.code(node)), shown=site.code(node))
+    why = f"`{blocked}` is not on the allow-list" if blocked is not None else f"the array comes from {', '.join(sorted(free))}, defined elsewhere in the file"
+    canonical = f"{name}(np.random.rand(4, 256))"
+    return entry.canonical(f"{why}; {name} of a canonical np.random.rand array runs instead", site.device,
+                           expression=Code(canonical), shown=canonical)
+
+
+_NUMPY_PRODUCERS = frozenset({*RANDOM_FLOAT64, *DEFAULT_FLOAT64, "numpy.full", "numpy.arange", "numpy.array"})
 
 
 def _hide_gpus(device: str) -> dict:
