@@ -163,14 +163,14 @@ class Scopes:
         scope = Scope(node)
         collector = _BindingCollector(scope)
         if isinstance(node, (cst.FunctionDef, cst.Lambda)):
-            for param in _parameters(node.params):
+            for param in parameters(node.params):
                 scope.variables.add(param.name.value)
             node.body.visit(collector)
         elif isinstance(node, cst.ClassDef):
             node.body.visit(collector)
             for statement in node.body.body:
                 if isinstance(statement, cst.FunctionDef):
-                    params = _parameters(statement.params)
+                    params = parameters(statement.params)
                     if params:
                         statement.body.visit(_AttributeCollector(scope, params[0].name.value))
         else:
@@ -213,7 +213,8 @@ def scope_nodes_of(stack: Sequence[cst.CSTNode]) -> List[cst.CSTNode]:
     return [node for node in stack if isinstance(node, ScopeNode)]
 
 
-def _parameters(params: cst.Parameters) -> list:
+def parameters(params: cst.Parameters) -> list:
+    """Every parameter of a signature, `*args` and `**kwargs` included."""
     found = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
     for star in (params.star_arg, params.star_kwarg):
         if isinstance(star, cst.Param):

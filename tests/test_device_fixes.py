@@ -1,0 +1,223 @@
+"""The device/dtype rules' fixes, applied: each gives the expected code, and never code that fails to parse."""
+
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from conftest import FIXTURES, lint
+from test_fixtures import fixture_config
+from torchlint.engine.runner import lint_file
+
+
+def apply_edits(text: str, edits) -> str:
+    """Replace each edit's range (1-based rows and columns, end exclusive), back to front."""
+    line_starts = [0]
+    for line in text.splitlines(keepends=True):
+        line_starts.append(line_starts[-1] + len(line))
+
+    def offset(location):
+        return line_starts[location.row - 1] + location.column - 1
+
+    spans = sorted(((offset(edit.location), offset(edit.end_location), edit.content) for edit in edits), reverse=True)
+    for (start, _, _), (_, previous_end, _) in zip(spans, spans[1:]):
+        assert previous_end <= start, "a fix's edits overlap"
+    for start, end, content in spans:
+        text = text[:start] + content + text[end:]
+    return text
+
+
+def only_finding(code: str, source: str, **config):
+    findings = [finding for finding in lint(source, select=[code], **config) if finding.code == code]
+    assert len(findings) == 1, findings
+    return findings[0]
+
+
+def check_fix(code: str, source: str, expected: str, applicability: str, **config) -> None:
+    source, expected = textwrap.dedent(source), textwrap.dedent(expected)
+    finding = only_finding(code, source, **config)
+    assert finding.fix is not None, finding.message
+    assert finding.fix.applicability == applicability
+    fixed = apply_edits(source, finding.fix.edits)
+    cst.parse_module(fixed)
+    assert fixed == expected
+
+
+def check_no_fix(code: str, source: str, **config) -> None:
+    assert only_finding(code, textwrap.dedent(source), **config).fix is None
+
+
+# ---------------------------------------------------------------- TL201
+
+MIXED = "import torch\nmodel = model.to(torch.device('cpu'))\n"
+
+
+@pytest.mark.parametrize("before, after", [
+    ("device = 'cuda'\nx = x.cuda()\n", "device = 'cuda'\nx = x.to(device)\n"),
+    ("x = x.cuda()\ndevice = 'cuda'\n", "x = x.to(\"cuda\")\ndevice = 'cuda'\n"),
+    ("x = x.cuda(1)\n", 'x = x.to("cuda:1")\n'),
+    ("x = x.cuda('cuda:2')\n", 'x = x.to("cuda:2")\n'),
+    ("x = x.cuda(rank, non_blocking=True)\n", "x = x.to(rank, non_blocking=True)\n"),
+    ("device = 'cuda'\nx = (x).cuda(non_blocking=True)\n", "device = 'cuda'\nx = (x).to(device, non_blocking=True)\n"),
+    ("def f(x, device):\n    return x.cuda()\n", "def f(x, device):\n    return x.to(device)\n"),
+    ("def f(x):\n    y = x.cuda()\n    device = y.device\n", 'def f(x):\n    y = x.to("cuda")\n    device = y.device\n'),
+])
+def test_tl201_moves_to_the_device_variable_or_cuda(before, after):
+    check_fix("TL201", MIXED + before, MIXED + after, "safe")
+
+
+def test_tl201_device_name_option():
+    check_fix("TL201", MIXED + "dev = 'cuda'\nx = x.cuda()\n", MIXED + "dev = 'cuda'\nx = x.to(dev)\n", "safe", device_name="dev")
+
+
+def test_tl201_does_not_take_torch_device_for_a_variable():
+    source = "from torch import device\nimport torch\nmodel = model.to(torch.device('cpu'))\nx = x.cuda()\n"
+    check_fix("TL201", source, source.replace("x.cuda()", 'x.to("cuda")'), "safe")
+
+
+# ---------------------------------------------------------------- TL202
+
+
+@pytest.mark.parametrize("before, after, applicability", [
+    ("x = x.float().cuda()", 'x = x.to("cuda", torch.float32)', "safe"),
+    ("x = x.half().to(device, non_blocking=True)", "x = x.to(device, torch.float16, non_blocking=True)", "safe"),
+    ("x = x.to(torch.bfloat16).to(device=device)", "x = x.to(device, torch.bfloat16)", "safe"),
+    ("x = x.type(torch.FloatTensor).cuda(1)", 'x = x.to("cuda:1", torch.float32)', "safe"),
+    ("y = y.to(device).long()", "y = y.to(device, torch.int64)", "unsafe"),
+    ("y = y.cpu().double()", 'y = y.to("cpu", torch.float64)', "unsafe"),
+    ("y = (y.cuda()).to(dtype)", 'y = y.to("cuda", dtype)', "unsafe"),
+    ("y = y.to(dev).to(dev)", "y = y.to(dev)", "safe"),
+])
+def test_tl202_merges_into_one_to(before, after, applicability):
+    check_fix("TL202", f"import torch\n{before}\n", f"import torch\n{after}\n", applicability)
+
+
+def test_tl202_keeps_the_torch_alias():
+    source = "import torch as T\nx = x.float().to(device)\n"
+    check_fix("TL202", source, "import torch as T\nx = x.to(device, T.float32)\n", "safe")
+
+
+def test_tl202_multiline_chain():
+    source = "import torch\nx = (\n    x.float()\n    .to(device)\n)\n"
+    check_fix("TL202", source, "import torch\nx = (\n    x.to(device, torch.float32)\n)\n", "safe")
+
+
+@pytest.mark.parametrize("source", [
+    "from torch import nn\nx = x.float().to(device)\n",  # no name for torch: `torch.float32` would be a NameError
+    "import torch\ndef f(x, torch):\n    return x.float().to(device)\n",  # `torch` here is a parameter
+    "import torch\nx = x.float(memory_format=a).to(device, memory_format=b)\n",  # a duplicate keyword
+    "import torch\nx = x.cuda().cuda(1)\n",  # two different moves: which one was meant?
+])
+def test_tl202_offers_no_fix_it_cannot_make_right(source):
+    check_no_fix("TL202", source)
+
+
+# ---------------------------------------------------------------- TL203
+
+LOSS = "import torch\nimport torch.nn.functional as F\n"
+
+
+@pytest.mark.parametrize("before, after", [
+    ("F.cross_entropy(logits, labels.float())", "F.cross_entropy(logits, labels)"),
+    ("F.cross_entropy(logits, (y).double())", "F.cross_entropy(logits, (y))"),
+    ("F.nll_loss(logits, gt.to(device, torch.float32))", "F.nll_loss(logits, gt.to(device))"),
+    ("F.nll_loss(logits, target.to(device).float().to(device))", "F.nll_loss(logits, target.to(device).to(device))"),
+])
+def test_tl203_drops_the_cast(before, after):
+    check_fix("TL203", LOSS + before + "\n", LOSS + after + "\n", "unsafe")
+
+
+# ---------------------------------------------------------------- TL204
+
+NUMPY = "import numpy as np\nimport torch\n"
+
+
+def test_tl204_appends_float_unsafely():
+    source = NUMPY + "t = torch.from_numpy(np.zeros(3))\n"
+    check_fix("TL204", source, NUMPY + "t = torch.from_numpy(np.zeros(3)).float()\n", "unsafe")
+
+
+def test_tl204_moves_a_later_cast_up_safely():
+    check_fix(
+        "TL204",
+        NUMPY + "t = torch.tensor(np.random.rand(3)).to(device, non_blocking=True).float()\n",
+        NUMPY + "t = torch.tensor(np.random.rand(3)).float().to(device, non_blocking=True)\n",
+        "safe",
+    )
+
+
+# ---------------------------------------------------------------- TL206
+
+
+@pytest.mark.parametrize("before, after, applicability", [
+    ("torch.zeros(n).to(device)", "torch.zeros(n, device=device)", "safe"),
+    ("torch.zeros(n).to(device, torch.float16)", "torch.zeros(n, device=device, dtype=torch.float16)", "safe"),
+    ("torch.ones(2, 2).cuda(1)", 'torch.ones(2, 2, device="cuda:1")', "safe"),
+    ("torch.zeros(n, dtype=torch.long).to(device, non_blocking=True)", "torch.zeros(n, dtype=torch.long, device=device)", "safe"),
+    ("torch.randn(n).to(device)", "torch.randn(n, device=device)", "unsafe"),
+    ("torch.tensor([0.1]).to(device, dtype=torch.float64)", "torch.tensor([0.1], device=device, dtype=torch.float64)", "unsafe"),
+    ("(torch.zeros(\n    n,\n)).to(device)", "(torch.zeros(\n    n,\n    device=device,\n))", "safe"),
+])
+def test_tl206_passes_device_to_the_factory(before, after, applicability):
+    check_fix("TL206", f"import torch\nt = {before}\n", f"import torch\nt = {after}\n", applicability)
+
+
+@pytest.mark.parametrize("source", [
+    "import torch\nt = torch.zeros(n, dtype=torch.long).to(device, torch.float16)\n",  # dtype= twice
+    "import torch\nt = torch.zeros(n, requires_grad=flag).to(device)\n",  # would turn a non-leaf into a leaf
+    "import torch as T\nt = T.zeros(n).to(device, memory_format=T.channels_last)\n",
+])
+def test_tl206_offers_no_fix_it_cannot_make_right(source):
+    check_no_fix("TL206", source)
+
+
+def test_tl206_leaves_star_kwargs_alone():
+    assert lint("import torch\nt = torch.zeros(n, **options).to(device)\n", select=["TL206"]) == []
+
+
+# ---------------------------------------------------------------- TL207
+
+
+@pytest.mark.parametrize("before, after", [
+    ("import torch\nx = x.double()\n", "import torch\nx = x.float()\n"),
+    ("import torch\nx = torch.zeros(3, dtype=torch.float64)\n", "import torch\nx = torch.zeros(3, dtype=torch.float32)\n"),
+    ("import torch as T\nx = x.to(T.double)\n", "import torch as T\nx = x.to(T.float32)\n"),
+    ("import torch\nx = x.type(torch.DoubleTensor)\n", "import torch\nx = x.type(torch.FloatTensor)\n"),
+    (
+        "import torch\nfrom torch import float64\nx = torch.ones(3, dtype=float64)\n",
+        "import torch\nfrom torch import float64\nx = torch.ones(3, dtype=torch.float32)\n",
+    ),
+])
+def test_tl207_writes_float32(before, after):
+    check_fix("TL207", before, after, "unsafe")
+
+
+def test_tl207_imported_tensor_type():
+    source = "import torch\nfrom torch import DoubleTensor\nx = x.type(DoubleTensor)\n"
+    check_fix("TL207", source, source.replace("type(DoubleTensor)", "type(torch.FloatTensor)"), "unsafe")
+
+
+def test_tl207_no_fix_without_a_name_for_torch():
+    check_no_fix("TL207", "from torch import float64, ones\nx = ones(3, dtype=float64)\n")
+
+
+# ---------------------------------------------------------------- every fix on every device fixture
+
+DEVICE_FIXTURES = sorted((FIXTURES / "device").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", DEVICE_FIXTURES, ids=lambda path: path.name)
+def test_every_device_fix_keeps_the_fixture_valid_python(path: Path):
+    text = path.read_text(encoding="utf-8")
+    for finding in lint_file(str(path), fixture_config(text), filename=path.name).findings:
+        if finding.fix is not None and finding.code.startswith("TL2"):
+            fixed = apply_edits(text, finding.fix.edits)
+            cst.parse_module(fixed)
+            compile(fixed, path.name, "exec")
+
+
+def test_tl206_moves_a_multiline_device_expression_as_is():
+    source = "import torch\nt = torch.zeros(n).to(\n    cuda_device\n    if use_gpu else cpu_device\n)\n"
+    expected = "import torch\nt = torch.zeros(n, device=cuda_device\n    if use_gpu else cpu_device)\n"
+    check_fix("TL206", source, expected, "safe")

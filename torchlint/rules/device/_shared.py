@@ -1,0 +1,393 @@
+"""What the device/dtype rules share: reading a conversion call (`.cuda()`, `.to(...)`,
+`.float()`, `.type(...)`), naming torch as the file imports it, the value a name was
+last assigned, and edits on method chains.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Dict, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from torchlint import semantics
+from torchlint.engine.scopes import ScopeNode
+from torchlint.finding import Edit
+
+if TYPE_CHECKING:
+    from torchlint.engine.context import FileContext
+
+# Canonical dtype names, and the aliases torch also exports for them.
+DTYPES = frozenset({
+    "float32", "float64", "float16", "bfloat16", "complex64", "complex128",
+    "int64", "int32", "int16", "int8", "uint8", "bool",
+})
+FLOAT_DTYPES = frozenset({"float32", "float64", "float16", "bfloat16"})
+DTYPE_ALIASES = {
+    "float": "float32", "double": "float64", "half": "float16", "long": "int64", "int": "int32",
+    "short": "int16", "cfloat": "complex64", "cdouble": "complex128",
+}
+# `x.float()` and friends: the dtype each method casts to.
+CAST_METHODS = {
+    "float": "float32", "double": "float64", "half": "float16", "bfloat16": "bfloat16",
+    "long": "int64", "int": "int32", "short": "int16", "char": "int8", "byte": "uint8", "bool": "bool",
+}
+# Legacy tensor types accepted by `.type(...)`; `torch.cuda.<Type>` also moves to the GPU.
+TENSOR_TYPES = {
+    "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16", "BFloat16Tensor": "bfloat16",
+    "LongTensor": "int64", "IntTensor": "int32", "ShortTensor": "int16", "CharTensor": "int8",
+    "ByteTensor": "uint8", "BoolTensor": "bool",
+}
+DEVICE_STRING = re.compile(r"(cpu|cuda|mps|xpu|xla|meta|hpu|npu|ipu|privateuseone)(:\d+)?")
+CUDA_STRING = re.compile(r"cuda(:\d+)?")
+_DEVICE_PREFIX = re.compile(r"(cpu|cuda|mps|xpu|npu|hpu)(:|$)")
+_CONVERSION_METHODS = frozenset(CAST_METHODS) | {"cuda", "cpu", "to", "type"}
+_TO_KEYWORDS = ("device", "dtype", "non_blocking", "copy", "memory_format")
+
+
+@dataclass
+class Conversion:
+    """One `.cuda()` / `.cpu()` / `.to(...)` / `.type(...)` / `.float()`-style call, read."""
+
+    call: cst.Call
+    # Code naming the target device (`"cuda"` for `.cuda()`), when the call moves.
+    device: Optional[str] = None
+    device_node: Optional[cst.BaseExpression] = None
+    # The canonical dtype when known ("float32"), and the expression naming it when written out.
+    dtype: Optional[str] = None
+    dtype_node: Optional[cst.BaseExpression] = None
+    # Other arguments as `name=value` code (non_blocking, copy, memory_format), in order.
+    keywords: Tuple[str, ...] = ()
+    # Every argument was understood, so a fix may rewrite the call.
+    complete: bool = True
+
+    @property
+    def moves(self) -> bool:
+        return self.device is not None
+
+    @property
+    def casts(self) -> bool:
+        return self.dtype is not None or self.dtype_node is not None
+
+    def dtype_code(self, ctx: "FileContext", stack=None) -> Optional[str]:
+        """Code naming the dtype (`torch.float32`, or the user's own expression); None without a name for torch."""
+        if self.dtype_node is not None:
+            return ctx.code(self.dtype_node)
+        return torch_attribute(ctx, self.dtype, stack)
+
+
+def dtype_of(expr: Optional[cst.CSTNode], ctx: "FileContext", stack=None) -> Optional[str]:
+    """The canonical dtype a `torch.float`/`torch.float32`-style expression names, else None."""
+    if expr is None:
+        return None
+    name = ctx.qualified_name(expr, stack)
+    if not name or not name.startswith("torch."):
+        return None
+    short = name[len("torch."):]
+    short = DTYPE_ALIASES.get(short, short)
+    return short if short in DTYPES else None
+
+
+def tensor_type_of(expr: cst.CSTNode, ctx: "FileContext", stack=None) -> Tuple[Optional[str], bool]:
+    """(dtype, moves to CUDA) for `torch.FloatTensor` / `torch.cuda.FloatTensor`; (None, False) otherwise."""
+    name = ctx.qualified_name(expr, stack) or ""
+    for prefix, cuda in (("torch.cuda.", True), ("torch.", False)):
+        if name.startswith(prefix) and name[len(prefix):] in TENSOR_TYPES:
+            return TENSOR_TYPES[name[len(prefix):]], cuda
+    return None, False
+
+
+def names_dtype(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bool:
+    """A torch dtype, or a variable/attribute that by its name holds one (`dtype`, `x.dtype`, `amp_dtype`)."""
+    if dtype_of(expr, ctx, stack):
+        return True
+    name = semantics.terminal_name(expr)
+    return bool(name) and (name == "dtype" or name.endswith("_dtype"))
+
+
+def names_device(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bool:
+    """A device string, `torch.device(...)`, an f-string like `f"cuda:{rank}"`, or a name that says device."""
+    if isinstance(expr, cst.SimpleString):
+        value = semantics.literal(expr)
+        return isinstance(value, str) and bool(DEVICE_STRING.fullmatch(value))
+    if isinstance(expr, cst.FormattedString):
+        first = expr.parts[0] if expr.parts else None
+        return isinstance(first, cst.FormattedStringText) and bool(_DEVICE_PREFIX.match(first.value))
+    if isinstance(expr, cst.Call):
+        return ctx.qualified_name(expr.func, stack) == "torch.device"
+    if isinstance(expr, cst.IfExp):  # "cuda" if use_cuda else "cpu"
+        return names_device(expr.body, ctx, stack) or names_device(expr.orelse, ctx, stack)
+    name = semantics.terminal_name(expr)
+    if not name:
+        return False
+    lowered = name.lower()
+    return lowered == ctx.config.device_name.lower() or "device" in lowered or lowered == "dev"
+
+
+def conversion(call: cst.Call, ctx: "FileContext", stack=None) -> Optional[Conversion]:
+    """Read `call` as a device move and/or dtype cast on a value; None when it is neither."""
+    method = semantics.method_name(call)
+    if method not in _CONVERSION_METHODS or ctx.qualified_name(call.func, stack) is not None:
+        return None  # not a method called on a value (`torch.cuda.x()`, `np.float(...)`)
+    if any(arg.star for arg in call.args):
+        return None
+    positional = [arg.value for arg in call.args if arg.keyword is None]
+    keywords = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
+    if method in CAST_METHODS:
+        if positional or set(keywords) - {"memory_format"}:
+            return None
+        return Conversion(call, dtype=CAST_METHODS[method], keywords=_keyword_code(ctx, keywords))
+    if method == "cpu":
+        if positional or set(keywords) - {"memory_format"}:
+            return None
+        return Conversion(call, device='"cpu"', keywords=_keyword_code(ctx, keywords))
+    if method == "cuda":
+        return _read_cuda(call, ctx, positional, keywords)
+    if method == "type":
+        return _read_type(call, ctx, stack, positional, keywords)
+    return _read_to(call, ctx, stack, positional, keywords)
+
+
+def _keyword_code(ctx: "FileContext", keywords: Dict[str, cst.BaseExpression]) -> Tuple[str, ...]:
+    return tuple(f"{name}={ctx.code(value)}" for name, value in keywords.items())
+
+
+def cuda_device_code(argument: Optional[cst.BaseExpression], ctx: "FileContext") -> str:
+    """The device `.cuda(argument)` moves to, as code for `.to(...)`/`device=`: `"cuda"`, `"cuda:1"`, or the expression."""
+    value = semantics.literal(argument, default=argument)
+    if argument is None or value is None:
+        return '"cuda"'
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f'"cuda:{value}"'
+    if isinstance(value, str) and CUDA_STRING.fullmatch(value):
+        return f'"{value}"'
+    return ctx.code(argument)
+
+
+def _read_cuda(call, ctx, positional, keywords) -> Optional[Conversion]:
+    # Tensor.cuda(device=None, non_blocking=False, memory_format=...)
+    if len(positional) > 2 or set(keywords) - {"device", "non_blocking", "memory_format"}:
+        return None
+    if positional and "device" in keywords or len(positional) == 2 and "non_blocking" in keywords:
+        return None
+    device = positional[0] if positional else keywords.pop("device", None)
+    extra = {}
+    if len(positional) == 2:
+        extra["non_blocking"] = positional[1]
+    extra.update(keywords)
+    return Conversion(call, device=cuda_device_code(device, ctx), device_node=device, keywords=_keyword_code(ctx, extra))
+
+
+def _read_type(call, ctx, stack, positional, keywords) -> Optional[Conversion]:
+    # `.type()` with no argument returns a string; `.type(dtype, non_blocking)` converts.
+    target = positional[0] if positional else keywords.get("dtype")
+    if target is None or len(positional) > 1 or set(keywords) - {"dtype"}:
+        return None
+    dtype = dtype_of(target, ctx, stack)
+    if dtype:
+        return Conversion(call, dtype=dtype, dtype_node=target)
+    dtype, cuda = tensor_type_of(target, ctx, stack)
+    if dtype is None:
+        return None
+    # The fix names the dtype itself: `torch.FloatTensor` is not a dtype `.to()` accepts.
+    return Conversion(call, dtype=dtype, device='"cuda"' if cuda else None)
+
+
+def _read_to(call, ctx, stack, positional, keywords) -> Optional[Conversion]:
+    # Tensor.to(device, dtype, non_blocking, copy) | to(dtype, non_blocking, copy) | to(other) | to(memory_format=)
+    complete = not set(keywords) - set(_TO_KEYWORDS)
+    device = keywords.pop("device", None)
+    dtype_node = keywords.pop("dtype", None)
+    extra: Dict[str, cst.BaseExpression] = {}
+    if positional:
+        first = positional[0]
+        if names_dtype(first, ctx, stack):
+            slots = ("dtype", "non_blocking", "copy")
+        elif names_device(first, ctx, stack):
+            slots = ("device", "dtype", "non_blocking", "copy")
+        else:
+            return None  # `.to(other_tensor)` or a value we cannot read
+        if len(positional) > len(slots):
+            return None
+        for slot, value in zip(slots, positional):
+            if slot == "device":
+                if device is not None:
+                    return None
+                device = value
+            elif slot == "dtype":
+                if dtype_node is not None:
+                    return None
+                dtype_node = value
+            else:
+                extra[slot] = value
+    for name in ("non_blocking", "copy", "memory_format"):
+        if name in keywords:
+            if name in extra:
+                return None
+            extra[name] = keywords.pop(name)
+    extra.update(keywords)
+    if device is None and dtype_node is None:
+        return None
+    return Conversion(
+        call,
+        device=ctx.code(device) if device is not None else None,
+        device_node=device,
+        dtype=dtype_of(dtype_node, ctx, stack),
+        dtype_node=dtype_node,
+        keywords=_keyword_code(ctx, extra),
+        complete=complete,
+    )
+
+
+def implements_cuda_method(ctx: "FileContext") -> bool:
+    """Inside `def cuda(self, ...)`: a class implementing `.cuda()` by delegating to its tensors."""
+    function = ctx.enclosing(cst.FunctionDef)
+    return function is not None and function.name.value == "cuda"
+
+
+# ------------------------------------------------------------------ naming torch
+
+
+def torch_name(ctx: "FileContext", stack=None) -> Optional[str]:
+    """The name under which torch itself is reachable at `stack` (`torch`, `T`), or None."""
+    stack = ctx.stack if stack is None else stack
+    candidates = []
+    for scope in ctx.scopes.chain(stack):
+        candidates.extend(name for name, path in scope.imports.items() if path == "torch")
+    candidates.sort(key=lambda name: name != "torch")
+    for name in candidates:
+        if ctx.scopes.resolve(name, stack) == "torch":
+            return name
+    return None
+
+
+def torch_attribute(ctx: "FileContext", attribute: Optional[str], stack=None) -> Optional[str]:
+    """`T.float32` for attribute "float32" in a file that did `import torch as T`; None when torch has no name."""
+    if attribute is None:
+        return None
+    module = torch_name(ctx, stack)
+    return f"{module}.{attribute}" if module else None
+
+
+# ------------------------------------------------------------------ chains and edits
+
+
+def chain_parent(stack: Sequence[cst.CSTNode], index: int) -> Optional[cst.Call]:
+    """The call `stack[index]` is the receiver of (`x.float()` -> the call `x.float().cuda()`), if any."""
+    if index >= 2:
+        attribute, call = stack[index - 1], stack[index - 2]
+        if isinstance(attribute, cst.Attribute) and attribute.value is stack[index]:
+            if isinstance(call, cst.Call) and call.func is attribute:
+                return call
+    return None
+
+
+def tail_edit(ctx: "FileContext", first: cst.Call, last: cst.Call, content: str) -> Edit:
+    """Replace a chain's tail from the method name of `first` through the end of `last` (`float().cuda()`)."""
+    if first is not last and first.lpar:
+        # `(x.cuda()).float()`: the tail would cross the inner call's parentheses; rewrite the whole chain.
+        return ctx.replace(last, f"{ctx.code(first.func.value)}.{content}")
+    start, _ = ctx.location(first.func.attr)
+    _, end = ctx.location(last)
+    return Edit(content, start, end)
+
+
+def to_call(*arguments: Optional[str]) -> str:
+    return "to(" + ", ".join(argument for argument in arguments if argument) + ")"
+
+
+def expression(code: str) -> cst.BaseExpression:
+    """`code` parsed as an expression; one spanning lines is parenthesized, as it would be outside its call."""
+    try:
+        return cst.parse_expression(code)
+    except cst.ParserSyntaxError:
+        return cst.parse_expression(f"({code})")
+
+
+def with_keywords(call: cst.Call, keywords: Sequence[Tuple[str, cst.BaseExpression]]) -> cst.Call:
+    """`call` with `name=value` keyword arguments appended, keeping a trailing-comma layout."""
+    args = list(call.args)
+    trailing = args[-1].comma if args and isinstance(args[-1].comma, cst.Comma) else None
+    if trailing is not None:
+        # `f(\n    a,\n)`: new arguments go on their own lines, the last one keeps the trailing comma.
+        inner = args[-2].comma if len(args) >= 2 else cst.Comma(whitespace_after=call.whitespace_before_args)
+        args[-1] = args[-1].with_changes(comma=inner)
+        commas = [inner] * (len(keywords) - 1) + [trailing]
+    else:
+        space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        if args:
+            args[-1] = args[-1].with_changes(comma=space)
+        commas = [space] * (len(keywords) - 1) + [cst.MaybeSentinel.DEFAULT]
+    no_space = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+    for (name, value), comma in zip(keywords, commas):
+        args.append(cst.Arg(value=value, keyword=cst.Name(name), equal=no_space, comma=comma))
+    return call.with_changes(args=args)
+
+
+# ------------------------------------------------------------------ what a name was last assigned
+
+
+def scope_node(stack: Sequence[cst.CSTNode]) -> cst.CSTNode:
+    for node in reversed(stack):
+        if isinstance(node, ScopeNode):
+            return node
+    return stack[0]
+
+
+class LatestAssignments:
+    """Mixin for rules: the value each name was last assigned, in source order, in its own scope.
+
+    Updated when an assignment is left, so a call inside `y = y.float()` still sees
+    the previous value of `y`. Rebinding by a loop, `+=` or unpacking forgets the value.
+    """
+
+    def __init__(self, ctx: "FileContext"):
+        super().__init__(ctx)
+        # (id of the scope node, name) -> the value; None once rebound by something else than `=`
+        self.latest: Dict[Tuple[int, str], Optional[cst.BaseExpression]] = {}
+
+    def _remember(self, target: cst.CSTNode, value: Optional[cst.BaseExpression]) -> None:
+        if isinstance(target, cst.Name):
+            self.latest[(id(scope_node(self.ctx.stack)), target.value)] = value
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._remember(element.value, None)
+        elif isinstance(target, cst.StarredElement):
+            self._remember(target.value, None)
+
+    def leave_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._remember(target.target, node.value)
+
+    def leave_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._remember(node.target, node.value)
+
+    def leave_AugAssign(self, node: cst.AugAssign) -> None:
+        self._remember(node.target, None)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._remember(node.target, None)
+
+    def latest_value(self, name: cst.BaseExpression, stack=None) -> Optional[cst.BaseExpression]:
+        if not isinstance(name, cst.Name):
+            return None
+        stack = self.ctx.stack if stack is None else stack
+        return self.latest.get((id(scope_node(stack)), name.value))
+
+
+def peel_moves(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> cst.BaseExpression:
+    """`x` for `x.to(device).cuda()`: strip device moves (that do not cast) off the end of a chain."""
+    while isinstance(expr, cst.Call):
+        read = conversion(expr, ctx, stack)
+        if read is None or not read.moves or read.casts:
+            break
+        expr = expr.func.value
+    return expr
+
+
+def call_argument(call: cst.Call, index: int, name: str) -> Optional[cst.BaseExpression]:
+    arg = semantics.keyword(call, name) or semantics.positional(call, index)
+    return arg.value if arg is not None else None
+
