@@ -1,0 +1,256 @@
+"""The TL6xx fixes, applied as a user's `--fix --unsafe-fixes` would: every edit of the rule's findings,
+back to front. The result must parse, equal the expected text, and, where the rewrite claims to keep
+behaviour, compute the same on CPU as the original.
+"""
+
+import textwrap
+
+import libcst as cst
+import pytest
+from conftest import lint
+
+TORCH = "2.6"  # the default minimum torch: every replacement in the table exists
+
+
+def apply_fixes(code: str, rule: str) -> str:
+    findings = [finding for finding in lint(code, select=[rule], torch_version=TORCH) if finding.fix is not None]
+    lines = code.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def offset(location) -> int:
+        return starts[location.row - 1] + location.column - 1
+
+    edits = {edit for finding in findings for edit in finding.fix.edits}
+    edits = sorted(edits, key=lambda edit: (offset(edit.location), offset(edit.end_location)))
+    for before, after in zip(edits, edits[1:]):
+        assert offset(before.end_location) <= offset(after.location), f"overlapping edits: {before} {after}"
+    for edit in reversed(edits):
+        code = code[: offset(edit.location)] + edit.content + code[offset(edit.end_location):]
+    return code
+
+
+SETUP = """
+import torch
+torch.manual_seed(0)
+x = torch.rand(5) * 1e-3
+a, b = torch.randn(3), torch.randn(4)
+weights = torch.empty(3, 4)
+"""
+
+# (rule, original, expected after the fixes, how to compare `result` on CPU: "equal", "close" or None)
+CASES = {
+    "autocast-keeps-torch-alias": ("TL602", """
+        import torch as T
+        with T.cuda.amp.autocast(dtype=T.bfloat16) as ctx:
+            result = (ctx.device, ctx.fast_dtype, ctx._enabled)
+    """, """
+        import torch as T
+        with T.amp.autocast("cuda", dtype=T.bfloat16) as ctx:
+            result = (ctx.device, ctx.fast_dtype, ctx._enabled)
+    """, "equal"),
+    "autocast-through-module-alias": ("TL602", """
+        import torch
+        import torch.cuda.amp as amp
+        with amp.autocast() as ctx:
+            result = (ctx.device, ctx.fast_dtype, ctx._enabled)
+    """, """
+        import torch
+        import torch.cuda.amp as amp
+        with torch.amp.autocast("cuda") as ctx:
+            result = (ctx.device, ctx.fast_dtype, ctx._enabled)
+    """, "equal"),
+    "autocast-imported-alone-adds-import-torch": ("TL602", """
+        \"\"\"Docstring.\"\"\"
+        from __future__ import annotations
+        from torch.cuda.amp import autocast
+        with autocast(enabled=False) as ctx:
+            result = (ctx.device, ctx._enabled)
+    """, """
+        \"\"\"Docstring.\"\"\"
+        from __future__ import annotations
+        import torch
+        from torch.cuda.amp import autocast
+        with torch.amp.autocast("cuda", enabled=False) as ctx:
+            result = (ctx.device, ctx._enabled)
+    """, None),  # `from __future__` must stay first, so this one is not exec'd after SETUP
+    "autocast-positional-is-not-rewritten": ("TL602", """
+        import torch
+        with torch.cuda.amp.autocast(False):
+            pass
+    """, None, None),
+    "grad-scaler": ("TL602", """
+        import torch
+        scaler = torch.cuda.amp.GradScaler(init_scale=4.0, enabled=False)
+        result = (scaler._device, scaler.is_enabled(), scaler.state_dict())
+    """, """
+        import torch
+        scaler = torch.amp.GradScaler("cuda", init_scale=4.0, enabled=False)
+        result = (scaler._device, scaler.is_enabled(), scaler.state_dict())
+    """, "equal"),
+    "functorch-from-import": ("TL602", """
+        import torch
+        from functorch import vmap
+        result = vmap(torch.sin)(a)
+    """, """
+        import torch
+        from functorch import vmap
+        result = torch.func.vmap(torch.sin)(a)
+    """, "equal"),
+    "upsample-keeps-F": ("TL602", """
+        import torch.nn.functional as F
+        result = F.upsample(a.view(1, 1, 3), scale_factor=2)
+    """, """
+        import torch.nn.functional as F
+        result = F.interpolate(a.view(1, 1, 3), scale_factor=2)
+    """, "equal"),
+    "init-through-submodule-import": ("TL602", """
+        import torch
+        from torch.nn import init
+        torch.manual_seed(1)
+        result = init.kaiming_normal(weights)
+    """, """
+        import torch
+        from torch.nn import init
+        torch.manual_seed(1)
+        result = init.kaiming_normal_(weights)
+    """, "equal"),
+    "variable-unwrapped-with-parentheses": ("TL602", """
+        from torch.autograd import Variable
+        result = Variable(a + a).sum()
+    """, """
+        from torch.autograd import Variable
+        result = (a + a).sum()
+    """, "equal"),
+    "removed-has-no-fix": ("TL601", """
+        import torch
+        x = torch.solve(b, A)
+    """, None, None),
+    "require-grad": ("TL603", """
+        import torch
+        w = torch.zeros(2)
+        w.require_grad = True
+        result = w.requires_grad
+    """, """
+        import torch
+        w = torch.zeros(2)
+        w.requires_grad = True
+        result = w.requires_grad
+    """, None),  # the fix changes behaviour on purpose: requires_grad becomes True
+    "checkpoint": ("TL604", """
+        from torch.utils.checkpoint import checkpoint
+        out = checkpoint(torch.sin, a)
+        out = checkpoint(
+            torch.sin,
+            a,
+        )
+    """, """
+        from torch.utils.checkpoint import checkpoint
+        out = checkpoint(torch.sin, a, use_reentrant=False)
+        out = checkpoint(
+            torch.sin,
+            a,
+         use_reentrant=False)
+    """, None),
+    "private-collate": ("TL605", """
+        import torch
+        result = torch.utils.data._utils.collate.default_collate([a, a])
+    """, """
+        import torch
+        result = torch.utils.data.default_collate([a, a])
+    """, "equal"),
+    "log1p-keeps-alias": ("TL606", """
+        import torch as T
+        result = T.log(1 + x), T.log((x + 1.0))
+    """, """
+        import torch as T
+        result = T.log1p(x), T.log1p((x))
+    """, "close"),
+    "log1p-from-import-adds-import-torch": ("TL606", """
+        from torch import log
+        result = log(x + 1)
+    """, """
+        import torch
+        from torch import log
+        result = torch.log1p(x)
+    """, "close"),
+    "expm1-in-expression": ("TL607", """
+        import torch
+        result = (torch.exp(x * 2) - 1) * 3
+    """, """
+        import torch
+        result = (torch.expm1(x * 2)) * 3
+    """, "close"),
+    "pretrained": ("TL608", """
+        from torchvision import models
+        m = models.resnet18(pretrained=True)
+        n = models.detection.fasterrcnn_resnet50_fpn(pretrained=False, pretrained_backbone=True)
+        o = models.resnet18(pretrained=True, weights=None)
+        p = models.resnet18(pretrained=flag)
+    """, """
+        from torchvision import models
+        m = models.resnet18(weights="IMAGENET1K_V1")
+        n = models.detection.fasterrcnn_resnet50_fpn(weights=None, weights_backbone="IMAGENET1K_V1")
+        o = models.resnet18(pretrained=True, weights=None)
+        p = models.resnet18(pretrained=flag)
+    """, None),
+    "to-tensor-v2": ("TL609", """
+        import torchvision.transforms.v2 as T2
+        t = T2.Compose([T2.ToTensor()])
+    """, """
+        import torch
+        import torchvision.transforms.v2 as T2
+        t = T2.Compose([T2.Compose([T2.ToImage(), T2.ToDtype(torch.float32, scale=True)])])
+    """, None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_fix_gives_the_expected_code(case):
+    rule, original, expected, _ = CASES[case]
+    original = textwrap.dedent(original).lstrip("\n")
+    expected = original if expected is None else textwrap.dedent(expected).lstrip("\n")
+    fixed = apply_fixes(original, rule)
+    cst.parse_module(fixed)
+    assert fixed == expected
+    assert [finding for finding in lint(fixed, select=[rule], torch_version=TORCH) if finding.fix is not None] == []
+
+
+def same(left, right, close: bool) -> bool:
+    torch = pytest.importorskip("torch")
+    if isinstance(left, torch.Tensor):
+        if close:
+            # log1p/expm1 are the same function without the float32 cancellation of the original form.
+            return torch.allclose(left, right, rtol=1e-3, atol=1e-7)
+        return left.dtype == right.dtype and torch.equal(left, right)
+    if isinstance(left, (tuple, list)):
+        return len(left) == len(right) and all(same(one, other, close) for one, other in zip(left, right))
+    if isinstance(left, dict):
+        return left.keys() == right.keys() and all(same(left[key], right[key], close) for key in left)
+    return left == right
+
+
+@pytest.mark.parametrize("case", sorted(name for name, (_, _, _, compare) in CASES.items() if compare))
+def test_fixed_code_computes_what_the_original_did(case):
+    pytest.importorskip("torch")
+    rule, original, _, compare = CASES[case]
+    original = textwrap.dedent(original).lstrip("\n")
+    results = []
+    for code in (original, apply_fixes(original, rule)):
+        namespace = {}
+        exec(compile(SETUP + code, case, "exec"), namespace)
+        results.append(namespace["result"])
+    assert same(*results, close=compare == "close")
+
+
+def test_fix_is_not_offered_when_it_would_duplicate_a_keyword():
+    findings = lint("import torch\nwith torch.cuda.amp.autocast(**options):\n    pass\n", select=["TL602"])
+    assert [finding.fix for finding in findings] == [None]
+    assert lint("from torch.utils.checkpoint import checkpoint\ncheckpoint(f, x, **kw)\n", select=["TL604"]) == []
+
+
+def test_fix_is_not_offered_when_torch_is_shadowed():
+    code = "from torch import log\n\ndef f(torch, x):\n    return log(1 + x)\n"
+    findings = lint(code, select=["TL606"])
+    assert [(finding.code, finding.fix) for finding in findings] == [("TL606", None)]

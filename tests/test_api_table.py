@@ -1,0 +1,282 @@
+"""The API table behind TL601/TL602/TL605 (`torchlint/data/api.toml`) checked against the installed torch.
+
+Deprecated names must exist and warn (or be documented as deprecated), removed names must
+be gone (absent, or a stub that raises), private names must have their public twin, every
+replacement must exist, and every mechanical rewrite must compute the same thing on CPU.
+"""
+
+import importlib
+import re
+import warnings
+
+import pytest
+
+from torchlint.rules.api._table import (
+    KINDS,
+    REWRITES,
+    api_table,
+    parse_version,
+    read_table,
+)
+
+torch = pytest.importorskip("torch")
+
+REQUIRED = {"name", "kind", "replacement", "replacement-since", "instead", "mechanical"}
+OPTIONAL = {"deprecated-in", "removed-in", "rewrite", "device"}
+INSTALLED = tuple(int(part) for part in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
+ENTRIES = sorted(api_table().values(), key=lambda entry: entry.name)
+
+
+def resolve(qualified: str):
+    """What `from a.b import c` would give for `a.b.c`: an attribute first, else a submodule; LookupError when neither."""
+    parts = qualified.split(".")
+    try:
+        found = importlib.import_module(parts[0])
+    except ImportError:
+        raise LookupError(qualified) from None
+    for end, part in enumerate(parts[1:], start=2):
+        if hasattr(found, part):
+            found = getattr(found, part)
+            continue
+        try:
+            found = importlib.import_module(".".join(parts[:end]))
+        except ImportError:
+            raise LookupError(qualified) from None
+    return found
+
+
+def test_table_entries_are_well_formed():
+    names = [raw["name"] for raw in read_table()]
+    assert len(names) == len(set(names)), "duplicate names"
+    for raw in read_table():
+        where = raw.get("name")
+        assert REQUIRED <= set(raw), f"{where}: missing {REQUIRED - set(raw)}"
+        assert set(raw) <= REQUIRED | OPTIONAL, f"{where}: unknown keys {set(raw) - REQUIRED - OPTIONAL}"
+        assert raw["kind"] in KINDS, where
+        assert isinstance(raw["mechanical"], bool), where
+        for key in ("replacement-since", "deprecated-in", "removed-in"):
+            if key in raw:
+                parse_version(raw[key])
+        assert ("deprecated-in" in raw) == (raw["kind"] != "private"), f"{where}: deprecated-in is for removed and deprecated names"
+        assert ("removed-in" in raw) == (raw["kind"] == "removed"), f"{where}: removed-in is for removed names only"
+        if raw["kind"] == "removed":
+            assert "rewrite" not in raw and not raw["mechanical"], f"{where}: a removed name has no mechanical rewrite"
+        assert raw.get("rewrite", "rename") in REWRITES, where
+        assert ("device" in raw) == (raw.get("rewrite") == "prepend-device"), where
+        assert not raw["mechanical"] or "rewrite" in raw, f"{where}: a mechanical replacement needs its rewrite"
+        assert raw["instead"].strip(), where
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda entry: entry.name)
+def test_replacement_exists_in_installed_torch(entry):
+    resolve(entry.replacement)
+    assert entry.replacement_since <= INSTALLED
+
+
+# Deprecated names whose docstring does not say so: a call that shows the warning instead.
+DEPRECATION_WARNINGS = {
+    "torch.autograd.Variable": None,  # documented in the autograd notes only ("The Variable API has been deprecated")
+    "torch.nn.utils.weight_norm": lambda: torch.nn.utils.weight_norm(torch.nn.Linear(2, 2)),
+    "torch.backends.cuda.sdp_kernel": lambda: torch.backends.cuda.sdp_kernel(),
+    "torch.utils._pytree._register_pytree_node": lambda: torch.utils._pytree._register_pytree_node(
+        type("Box", (), {}), lambda box: ([], None), lambda values, context: None
+    ),
+}
+
+
+def _functorch_warning(name):
+    functorch = pytest.importorskip("functorch")
+    function = getattr(functorch, name)
+    calls = {
+        "vmap": lambda: function(torch.sin),
+        "grad": lambda: function(lambda x: x.sin().sum()),
+        "grad_and_value": lambda: function(lambda x: x.sin().sum()),
+        "vjp": lambda: function(torch.sin, torch.ones(2)),
+        "jvp": lambda: function(torch.sin, (torch.ones(2),), (torch.ones(2),)),
+        "jacrev": lambda: function(torch.sin),
+        "jacfwd": lambda: function(torch.sin),
+        "hessian": lambda: function(lambda x: x.sin().sum()),
+        "functionalize": lambda: function(torch.sin),
+        "make_functional": lambda: function(torch.nn.Linear(2, 2)),
+        "make_functional_with_buffers": lambda: function(torch.nn.Linear(2, 2)),
+        "combine_state_for_ensemble": lambda: function([torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)]),
+    }
+    return calls[name]
+
+
+def _warns_deprecation(call) -> bool:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call()
+    return any(re.search(r"deprecat", str(warning.message), re.IGNORECASE) for warning in caught)
+
+
+@pytest.mark.parametrize("entry", [entry for entry in ENTRIES if entry.kind == "deprecated"], ids=lambda entry: entry.name)
+def test_deprecated_name_exists_and_is_deprecated(entry):
+    found = resolve(entry.name)
+    if entry.name in DEPRECATION_WARNINGS and DEPRECATION_WARNINGS[entry.name] is None:
+        return
+    if re.search(r"deprecat", getattr(found, "__doc__", None) or "", re.IGNORECASE):
+        return
+    call = DEPRECATION_WARNINGS.get(entry.name)
+    if call is None and entry.name.startswith("functorch."):
+        call = _functorch_warning(entry.name.split(".", 1)[1])
+    assert call is not None, f"{entry.name}: its docstring does not say deprecated; add a call that warns"
+    assert _warns_deprecation(call), f"{entry.name} did not warn"
+
+
+# Arguments that make each removed function's stub run.
+REMOVED_CALLS = {
+    "torch.solve": (torch.ones(2, 1), torch.eye(2)),
+    "torch.symeig": (torch.eye(2),),
+    "torch.lstsq": (torch.ones(2, 1), torch.eye(2)),
+    "torch.matrix_rank": (torch.eye(2),),
+    "torch.eig": (torch.eye(2),),
+}
+
+
+@pytest.mark.parametrize("entry", [entry for entry in ENTRIES if entry.kind == "removed"], ids=lambda entry: entry.name)
+def test_removed_name_is_gone(entry):
+    try:
+        stub = resolve(entry.name)
+    except LookupError:
+        return
+    with pytest.raises(RuntimeError, match="is now removed"):
+        stub(*REMOVED_CALLS[entry.name])
+
+
+@pytest.mark.parametrize("entry", [entry for entry in ENTRIES if entry.kind == "private"], ids=lambda entry: entry.name)
+def test_private_name_has_its_public_twin(entry):
+    private, public = resolve(entry.name), resolve(entry.replacement)
+    if not entry.mechanical:
+        return
+    if isinstance(private, type) and private is not public:
+        # A private subclass that adds nothing (`class _LRScheduler(LRScheduler): pass`) behaves as its base.
+        assert private.__bases__ == (public,)
+        assert set(vars(private)) <= {"__module__", "__doc__", "__qualname__", "__firstlineno__", "__static_attributes__"}
+    else:
+        assert private is public
+
+
+# ---------------------------------------------------------------- mechanical rewrites, run on CPU
+
+SETUP = """
+import torch
+import warnings
+warnings.simplefilter("ignore")
+torch.manual_seed(0)
+a, b = torch.randn(3), torch.randn(4)
+image = torch.randn(1, 2, 3, 3)
+model = torch.nn.Linear(3, 2)
+(model(a).sum() * 3).backward()
+"""
+
+# name -> (old form, new form); each sets `result`, compared with torch.equal or ==.
+MECHANICAL_RUNS = {
+    "torch.ger": ("result = torch.ger(a, b)", "result = torch.outer(a, b)"),
+    "torch.nn.functional.upsample": (
+        "result = torch.nn.functional.upsample(image, scale_factor=2, mode='bilinear')",
+        "result = torch.nn.functional.interpolate(image, scale_factor=2, mode='bilinear')",
+    ),
+    "torch.nn.utils.clip_grad_norm": (
+        "result = torch.nn.utils.clip_grad_norm(model.parameters(), 0.5), model.weight.grad",
+        "result = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5), model.weight.grad",
+    ),
+    "torch.nn.utils.stateless.functional_call": (
+        "result = torch.nn.utils.stateless.functional_call(model, {'bias': torch.zeros(2)}, (a,))",
+        "result = torch.func.functional_call(model, {'bias': torch.zeros(2)}, (a,))",
+    ),
+    "torch.cuda.memory_cached": ("result = torch.cuda.memory_cached()", "result = torch.cuda.memory_reserved()"),
+    "torch.cuda.max_memory_cached": ("result = torch.cuda.max_memory_cached()", "result = torch.cuda.max_memory_reserved()"),
+    # The amp classes: CPU builds disable CUDA autocast, so compare the configuration and what runs inside.
+    "torch.cuda.amp.autocast": (
+        "with torch.cuda.amp.autocast(dtype=torch.float16) as ctx:\n    out = model(a)\n"
+        "result = (ctx.device, ctx.fast_dtype, ctx._enabled, ctx._cache_enabled, out)",
+        "with torch.amp.autocast('cuda', dtype=torch.float16) as ctx:\n    out = model(a)\n"
+        "result = (ctx.device, ctx.fast_dtype, ctx._enabled, ctx._cache_enabled, out)",
+    ),
+    "torch.cpu.amp.autocast": (
+        "with torch.cpu.amp.autocast(dtype=torch.bfloat16) as ctx:\n    out = model(a)\n"
+        "result = (ctx.device, ctx.fast_dtype, ctx._enabled, ctx._cache_enabled, out)",
+        "with torch.amp.autocast('cpu', dtype=torch.bfloat16) as ctx:\n    out = model(a)\n"
+        "result = (ctx.device, ctx.fast_dtype, ctx._enabled, ctx._cache_enabled, out)",
+    ),
+    "torch.cuda.amp.GradScaler": (
+        "s = torch.cuda.amp.GradScaler(init_scale=8.0)\nresult = (s._device, s.is_enabled(), s.state_dict(), s.scale(a))",
+        "s = torch.amp.GradScaler('cuda', init_scale=8.0)\nresult = (s._device, s.is_enabled(), s.state_dict(), s.scale(a))",
+    ),
+    "torch.cpu.amp.GradScaler": (
+        "s = torch.cpu.amp.GradScaler(init_scale=8.0)\nresult = (s._device, s.is_enabled(), s.state_dict(), s.scale(a))",
+        "s = torch.amp.GradScaler('cpu', init_scale=8.0)\nresult = (s._device, s.is_enabled(), s.state_dict(), s.scale(a))",
+    ),
+    "torch.utils.data._utils.collate.default_collate": (
+        "from torch.utils.data._utils.collate import default_collate\nresult = default_collate([a, a])",
+        "from torch.utils.data import default_collate\nresult = default_collate([a, a])",
+    ),
+    "torch.utils.data._utils.collate.default_convert": (
+        "from torch.utils.data._utils.collate import default_convert\nresult = default_convert([a])",
+        "from torch.utils.data import default_convert\nresult = default_convert([a])",
+    ),
+    "torch.optim.lr_scheduler._LRScheduler": (
+        "from torch.optim.lr_scheduler import _LRScheduler as Base\n"
+        "class Halve(Base):\n    def get_lr(self):\n        return [group['lr'] / 2 for group in self.optimizer.param_groups]\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=1.0)\nsched = Halve(opt)\nopt.step(); sched.step()\nresult = sched.get_last_lr()",
+        "from torch.optim.lr_scheduler import LRScheduler as Base\n"
+        "class Halve(Base):\n    def get_lr(self):\n        return [group['lr'] / 2 for group in self.optimizer.param_groups]\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=1.0)\nsched = Halve(opt)\nopt.step(); sched.step()\nresult = sched.get_last_lr()",
+    ),
+    "torch.distributed._composable.fsdp.fully_shard": (
+        "from torch.distributed._composable.fsdp import fully_shard\nresult = fully_shard",
+        "from torch.distributed.fsdp import fully_shard\nresult = fully_shard",
+    ),
+}
+for _init in ("normal", "uniform", "constant", "xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal", "orthogonal"):
+    _args = ", 0.3" if _init == "constant" else ""
+    MECHANICAL_RUNS[f"torch.nn.init.{_init}"] = (
+        f"torch.manual_seed(1)\nresult = torch.nn.init.{_init}(torch.empty(3, 4){_args})",
+        f"torch.manual_seed(1)\nresult = torch.nn.init.{_init}_(torch.empty(3, 4){_args})",
+    )
+for _name, _code in {
+    "vmap": "f(torch.sin)(image)",
+    "grad": "f(lambda x: x.sin().sum())(a)",
+    "grad_and_value": "f(lambda x: x.sin().sum())(a)",
+    "vjp": "f(torch.sin, a)[1](torch.ones(3))",
+    "jvp": "f(torch.sin, (a,), (torch.ones(3),))",
+    "jacrev": "f(torch.sin)(a)",
+    "jacfwd": "f(torch.sin)(a)",
+    "hessian": "f(lambda x: x.sin().sum())(a)",
+    "functionalize": "f(lambda x: x.clone().add_(1))(a)",
+}.items():
+    MECHANICAL_RUNS[f"functorch.{_name}"] = (
+        f"import functorch\nf = functorch.{_name}\nresult = {_code}",
+        f"import torch.func\nf = torch.func.{_name}\nresult = {_code}",
+    )
+
+
+def same(left, right) -> bool:
+    if isinstance(left, torch.Tensor):
+        return isinstance(right, torch.Tensor) and left.dtype == right.dtype and torch.equal(left, right)
+    if isinstance(left, (tuple, list)):
+        return type(left) is type(right) and len(left) == len(right) and all(map(same, left, right))
+    if isinstance(left, dict):
+        return left.keys() == right.keys() and all(same(left[key], right[key]) for key in left)
+    return left == right
+
+
+def run(code: str):
+    namespace = {}
+    exec(SETUP + code, namespace)
+    return namespace["result"]
+
+
+def test_every_mechanical_entry_is_run():
+    mechanical = {entry.name for entry in ENTRIES if entry.mechanical}
+    assert mechanical == set(MECHANICAL_RUNS)
+
+
+@pytest.mark.parametrize("name", sorted(MECHANICAL_RUNS))
+def test_mechanical_replacement_computes_the_same_on_cpu(name):
+    if name.startswith("functorch."):
+        pytest.importorskip("functorch")
+    old, new = MECHANICAL_RUNS[name]
+    assert same(run(old), run(new))

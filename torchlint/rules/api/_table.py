@@ -1,0 +1,207 @@
+"""The API table (`torchlint/data/api.toml`) and the rule shape TL601, TL602 and TL605 share.
+
+Each of those rules reports the references to the table's names of its own kind:
+every import of one, and every use (call or attribute access) whose name resolves
+to one through the file's imports. The table says what to write instead and
+whether a fix can rewrite the use.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import ClassVar, Dict, List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from torchlint.engine.scopes import dotted_name
+from torchlint.finding import Fix
+from torchlint.rules.api._names import import_edit, spell
+from torchlint.rules.base import Rule
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python < 3.11 only
+    import tomli as tomllib
+
+KINDS = ("removed", "deprecated", "private")
+REWRITES = ("rename", "prepend-device", "unwrap")
+Version = Tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ApiEntry:
+    name: str
+    kind: str
+    replacement: str
+    replacement_since: Version
+    instead: str
+    mechanical: bool
+    deprecated_in: Optional[Version] = None
+    removed_in: Optional[Version] = None
+    rewrite: Optional[str] = None
+    device: Optional[str] = None
+
+
+def parse_version(text: str) -> Version:
+    if not isinstance(text, str) or not re.fullmatch(r"\d+\.\d+(\.\d+)?", text):
+        raise ValueError(f"expected a version like \"2.4\", got {text!r}")
+    return tuple(int(part) for part in text.split("."))
+
+
+def show_version(version: Version) -> str:
+    return ".".join(str(part) for part in version)
+
+
+def read_table() -> List[dict]:
+    """The raw `[[api]]` tables, as the test that validates them sees them."""
+    data = resources.files("torchlint").joinpath("data", "api.toml").read_bytes()
+    return tomllib.loads(data.decode("utf-8"))["api"]
+
+
+def _entry(raw: dict) -> ApiEntry:
+    def version(key: str) -> Optional[Version]:
+        return parse_version(raw[key]) if key in raw else None
+
+    return ApiEntry(
+        name=raw["name"],
+        kind=raw["kind"],
+        replacement=raw["replacement"],
+        replacement_since=parse_version(raw["replacement-since"]),
+        instead=raw["instead"],
+        mechanical=raw["mechanical"],
+        deprecated_in=version("deprecated-in"),
+        removed_in=version("removed-in"),
+        rewrite=raw.get("rewrite"),
+        device=raw.get("device"),
+    )
+
+
+@lru_cache(maxsize=None)
+def api_table() -> Dict[str, ApiEntry]:
+    return {raw["name"]: _entry(raw) for raw in read_table()}
+
+
+def lookup(qualified: str) -> Optional[ApiEntry]:
+    """The entry for `qualified` or for the closest module above it."""
+    table = api_table()
+    parts = qualified.split(".")
+    for end in range(len(parts), 0, -1):
+        entry = table.get(".".join(parts[:end]))
+        if entry is not None:
+            return entry
+    return None
+
+
+# Names that are not references to what they spell: definitions, keywords, import parts.
+_DEFINING_PARENTS = (cst.FunctionDef, cst.ClassDef, cst.Param, cst.AsName, cst.ImportAlias, cst.NameItem)
+
+
+def is_outermost_reference(node: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> bool:
+    """True for the whole of `a.b.c` used as an expression; False for its parts and for non-references."""
+    parent = stack[-2] if len(stack) > 1 else None
+    if isinstance(parent, cst.Attribute):
+        return False  # `node` is the receiver or the attribute name of a longer chain
+    if isinstance(parent, cst.Arg) and parent.keyword is node:
+        return False
+    if isinstance(parent, _DEFINING_PARENTS):
+        return False
+    return not any(isinstance(owner, (cst.Import, cst.ImportFrom)) for owner in stack)
+
+
+class ApiTableRule(Rule):
+    """Reports the table's names of one kind; subclasses set `kind` and word the message."""
+
+    kind: ClassVar[str]
+
+    def applies(self, entry: ApiEntry) -> bool:
+        return entry.kind == self.kind
+
+    def describe(self, entry: ApiEntry, qualified: str) -> str:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ imports
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            self._report_import(alias, dotted_name(alias.name))
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        module = dotted_name(node.module)
+        for alias in node.names:
+            self._report_import(alias, f"{module}.{dotted_name(alias.name)}")
+
+    def _report_import(self, alias: cst.ImportAlias, qualified: Optional[str]) -> None:
+        entry = lookup(qualified) if qualified else None
+        if entry is not None and self.applies(entry):
+            self.report(alias, self.describe(entry, qualified))
+
+    # ------------------------------------------------------------ uses
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._check_reference(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._check_reference(node)
+
+    def _check_reference(self, node: cst.BaseExpression) -> None:
+        stack = self.ctx.stack
+        if not is_outermost_reference(node, stack):
+            return
+        qualified = self.ctx.qualified_name(node)
+        entry = lookup(qualified) if qualified else None
+        if entry is None or not self.applies(entry):
+            return
+        self.report(node, self.describe(entry, qualified), self._fix(node, entry, qualified))
+
+    # ------------------------------------------------------------ fixes
+
+    def _fix(self, node: cst.BaseExpression, entry: ApiEntry, qualified: str) -> Optional[Fix]:
+        if entry.rewrite is None:
+            return None
+        stack = self.ctx.stack
+        parent = stack[-2] if len(stack) > 1 else None
+        call = parent if isinstance(parent, cst.Call) and parent.func is node else None
+        if entry.rewrite == "unwrap":
+            edits = self._unwrap(call)
+        else:
+            new_name = entry.replacement + qualified[len(entry.name):]
+            spelled = spell(self.ctx, new_name, stack)
+            extra = None
+            if spelled is None:
+                extra = import_edit(self.ctx, new_name, stack)
+                if extra is None:
+                    return None
+                spelled = new_name
+            edits = self._rename(node, call, entry, spelled)
+            if edits and extra is not None:
+                edits.append(extra)
+        if not edits:
+            return None
+        make = Fix.safe if entry.mechanical else Fix.unsafe
+        return make(f"Replace with {entry.instead}", *edits)
+
+    def _rename(self, node, call: Optional[cst.Call], entry: ApiEntry, spelled: str) -> list:
+        if entry.rewrite == "rename":
+            return [self.ctx.replace(node, spelled)]
+        # prepend-device: keyword-only calls, since positional parameters shift (autocast's first is `enabled`).
+        if call is None or any(arg.keyword is None for arg in call.args):
+            return []
+        device = f'"{entry.device}"'
+        if call.args:
+            return [self.ctx.replace(node, spelled), self.ctx.insert_before(call.args[0], f"{device}, ")]
+        bare_call = call.with_changes(func=cst.parse_expression(spelled), args=[cst.Arg(cst.SimpleString(device))], lpar=[], rpar=[])
+        return [self.ctx.replace(call, self.ctx.code(bare_call))]
+
+    def _unwrap(self, call: Optional[cst.Call]) -> list:
+        if call is None or len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+            return []
+        value = call.args[0].value
+        text = self.ctx.code(value)
+        atomic = isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or bool(getattr(value, "lpar", ()))
+        return [self.ctx.replace(call, text if atomic else f"({text})")]

@@ -1,0 +1,62 @@
+import libcst as cst
+
+from torchlint import semantics
+from torchlint.finding import Edit, Fix, Location
+from torchlint.rules.base import Rule
+
+CHECKPOINT_FUNCTIONS = frozenset({"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"})
+
+
+class CheckpointWithoutUseReentrant(Rule):
+    """
+    ## What it does
+    Flags `torch.utils.checkpoint.checkpoint(...)` and `checkpoint_sequential(...)` calls that
+    do not pass `use_reentrant=`.
+
+    ## Why is this bad?
+    Without it, torch 2.13 warns on every call (`UserWarning: torch.utils.checkpoint: the
+    use_reentrant parameter should be passed explicitly. Starting in PyTorch 2.9, calling
+    checkpoint without use_reentrant will raise an exception. use_reentrant=False is
+    recommended, ...`) and runs the legacy reentrant variant, which returns no gradients for
+    the checkpointed parameters when none of the inputs requires grad, and does not support
+    `torch.autograd.grad`. The default has been announced to become an error.
+
+    ## Fix safety
+    Unsafe: adds `use_reentrant=False`, the variant torch recommends. It differs from the
+    current default (reentrant): gradients now flow when no input requires grad, and code
+    that relied on the reentrant behaviour may change. Not offered when the call passes
+    `**kwargs` (which may already hold the argument; such calls are not reported).
+    """
+
+    code = "TL604"
+    name = "checkpoint-without-use-reentrant"
+    fix_safety = "unsafe"
+    message = (
+        "`checkpoint` without `use_reentrant=`: torch warns on every call and runs the legacy reentrant "
+        "variant (no parameter gradients when no input requires grad); pass `use_reentrant=False`"
+    )
+    example = """
+    from torch.utils.checkpoint import checkpoint
+
+    out = checkpoint(block, hidden)  # expect: TL604:7
+    """
+    use_instead = """
+    from torch.utils.checkpoint import checkpoint
+
+    out = checkpoint(block, hidden, use_reentrant=False)
+    """
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.qualified_name(node.func) not in CHECKPOINT_FUNCTIONS:
+            return
+        if semantics.keyword(node, "use_reentrant") is not None or semantics.has_star_kwargs(node):
+            return
+        fix = None
+        if node.args:
+            # Insert just before the call's closing parenthesis, after any trailing comma.
+            _, end = self.ctx.location(node)
+            before_paren = Location(end.row, end.column - 1)
+            separator = " " if isinstance(node.args[-1].comma, cst.Comma) else ", "
+            edit = Edit(f"{separator}use_reentrant=False", before_paren, before_paren)
+            fix = Fix.unsafe("Pass `use_reentrant=False`", edit)
+        self.report(node, fix=fix)

@@ -1,0 +1,70 @@
+from torchlint.rules.api._table import ApiEntry, ApiTableRule, show_version
+
+
+class DeprecatedApi(ApiTableRule):
+    """
+    ## What it does
+    Flags each import and each use (call or attribute access) of a deprecated torch API
+    listed in the API table (`torchlint/data/api.toml`): `torch.cuda.amp.autocast(...)`,
+    `torch.cuda.amp.GradScaler(...)`, `torch.range`, `torch.chain_matmul`, `torch.cholesky`,
+    `torch.qr`, `torch.norm`, `torch.ger`, `torch.testing.assert_allclose`,
+    `torch.nn.utils.weight_norm`, `torch.backends.cuda.sdp_kernel`, `functorch.*`,
+    `torch.autograd.Variable`, ... Names are resolved through the file's imports:
+    `import torch.cuda.amp as amp` then `amp.autocast()`, and `from torch.cuda.amp import
+    autocast`, are both found; a local variable named `autocast` is not.
+
+    An API is reported only when the oldest torch the project supports (`torch-version`)
+    already has its replacement, so the suggested code runs everywhere the project does.
+
+    ## Why is this bad?
+    Deprecated APIs warn at run time (torch 2.13: `FutureWarning: torch.cuda.amp.autocast(args...)
+    is deprecated. Please use torch.amp.autocast('cuda', args...) instead.`, once per call
+    site) or are documented as deprecated, and are removed in a later release, when the code
+    stops working.
+
+    ## Fix safety
+    Safe where the replacement is the same function under another name (`torch.ger` ->
+    `torch.outer`, `functorch.vmap` -> `torch.func.vmap`, `torch.nn.init.normal` ->
+    `torch.nn.init.normal_`) or the same class given its device
+    (`torch.cuda.amp.autocast(enabled=x)` -> `torch.amp.autocast("cuda", enabled=x)`; only for
+    calls that pass keyword arguments, since the positional parameters differ). The test
+    suite runs both forms of each on CPU. The file's own alias of torch is kept; when the file
+    imports no name that reaches the replacement, the fix adds `import torch`.
+
+    Unsafe for `Variable(x)` -> `x`: `Variable(x)` returned a detached alias, so the two differ
+    when `x` requires grad. No fix where the replacement takes other arguments
+    (`torch.range`, `torch.norm`, `torch.cholesky`, ...).
+
+    ## Options
+    `torch-version`: the oldest torch the code must run on. With `torch-version = "2.1"`,
+    `torch.cuda.amp.GradScaler` is not reported (`torch.amp.GradScaler` appeared in 2.3).
+    """
+
+    code = "TL602"
+    name = "deprecated-api"
+    kind = "deprecated"
+    fix_safety = "safe or unsafe"
+    message = "this torch API is deprecated and will be removed; use the replacement the message names"
+    example = """
+    import torch
+
+    with torch.cuda.amp.autocast(dtype=torch.bfloat16):  # expect: TL602:6
+        loss = model(x)
+    pairs = torch.ger(a, b)  # expect: TL602:9
+    """
+    use_instead = """
+    import torch
+
+    with torch.amp.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(x)
+    pairs = torch.outer(a, b)
+    """
+
+    def applies(self, entry: ApiEntry) -> bool:
+        return entry.kind == self.kind and self.ctx.config.torch_version >= entry.replacement_since
+
+    def describe(self, entry: ApiEntry, qualified: str) -> str:
+        return (
+            f"`{qualified}` is deprecated since torch {show_version(entry.deprecated_in)} and will be removed "
+            f"(until then it warns or is documented as deprecated); use {entry.instead}"
+        )

@@ -1,0 +1,43 @@
+from torchlint.rules.api._table import ApiEntry, ApiTableRule, show_version
+
+
+class RemovedApi(ApiTableRule):
+    """
+    ## What it does
+    Flags each import and each use of a torch API that torch has removed: `torch.solve`,
+    `torch.symeig`, `torch.lstsq`, `torch.matrix_rank`, `torch.eig`, `torch._six`, and the
+    other `removed` entries of the API table (`torchlint/data/api.toml`). Names are
+    resolved through the file's imports, so `from torch import solve` and `import torch as T`
+    are followed and a local variable called `solve` is not.
+
+    ## Why is this bad?
+    The code fails as soon as it runs on a current torch. torch 2.13 keeps stubs for the
+    linear-algebra functions that raise `RuntimeError: This function was deprecated since
+    version 1.9 and is now removed`, and `import torch._six` raises `ModuleNotFoundError`.
+
+    ## Fix safety
+    No fix: every replacement differs in its arguments or results (`torch.linalg.solve`
+    takes its arguments in the reverse order and returns only the solution). The message
+    says what to write.
+    """
+
+    code = "TL601"
+    name = "removed-api"
+    kind = "removed"
+    message = "this torch API was removed: the code fails when it reaches it; use the replacement the message names"
+    example = """
+    import torch
+
+    x = torch.solve(b, A).solution  # expect: TL601:5
+    """
+    use_instead = """
+    import torch
+
+    x = torch.linalg.solve(A, b)
+    """
+
+    def describe(self, entry: ApiEntry, qualified: str) -> str:
+        return (
+            f"`{qualified}` was removed in torch {show_version(entry.removed_in)}: the code fails when it "
+            f"reaches it (a `RuntimeError` from the stub, or an `ImportError`); use {entry.instead}"
+        )

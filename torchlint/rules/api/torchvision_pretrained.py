@@ -1,0 +1,117 @@
+import sys
+from functools import lru_cache
+from importlib import resources
+from typing import Dict, Optional
+
+import libcst as cst
+
+from torchlint import semantics
+from torchlint.finding import Fix
+from torchlint.rules.base import Rule
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python < 3.11 only
+    import tomli as tomllib
+
+MODELS = "torchvision.models."
+# Keyword -> the keyword that replaced it.
+RENAMED = {"pretrained": "weights", "pretrained_backbone": "weights_backbone"}
+# Builder folders whose builders are named with the folder (`detection.fasterrcnn_resnet50_fpn`).
+TASK_FOLDERS = ("detection", "segmentation", "video", "optical_flow", "quantization")
+NOT_BUILDERS = frozenset({"get_model", "get_model_builder", "get_model_weights", "get_weight", "list_models"})
+
+
+@lru_cache(maxsize=None)
+def legacy_weights() -> Dict[str, Dict[str, str]]:
+    """{"pretrained": {builder: weights member}, "pretrained_backbone": {...}} from torchlint/data/torchvision.toml."""
+    data = resources.files("torchlint").joinpath("data", "torchvision.toml").read_bytes()
+    return tomllib.loads(data.decode("utf-8"))
+
+
+def builder_key(qualified: str) -> Optional[str]:
+    """`resnet50` for `torchvision.models.resnet50` or `torchvision.models.resnet.resnet50`; None for non-builders."""
+    if not qualified.startswith(MODELS):
+        return None
+    parts = qualified[len(MODELS):].split(".")
+    leaf = parts[-1]
+    if not leaf[:1].islower() or leaf in NOT_BUILDERS:
+        return None
+    return f"{parts[0]}.{leaf}" if parts[0] in TASK_FOLDERS and len(parts) > 1 else leaf
+
+
+class TorchvisionPretrained(Rule):
+    """
+    ## What it does
+    Flags `pretrained=` and `pretrained_backbone=` passed to torchvision model builders
+    (`torchvision.models.resnet50(pretrained=True)`, `models.detection.fasterrcnn_resnet50_fpn(
+    pretrained_backbone=False)`, `torchvision.models.get_model("resnet50", pretrained=True)`).
+    Not `torch.hub.load` or other libraries' `pretrained=` arguments.
+
+    ## Why is this bad?
+    torchvision deprecated them in 0.13: each call warns `UserWarning: The parameter
+    'pretrained' is deprecated since 0.13 and may be removed in the future, please use
+    'weights' instead.` (and a second warning naming the weights it loads), and a future
+    release removes them (a `TypeError` then). (torchvision's own message; torchvision is
+    not installed where torchlint's tests run.)
+
+    ## Fix safety
+    Safe for a literal `True` or `False` on a builder whose legacy weights are known
+    (`torchlint/data/torchvision.toml`): `pretrained=True` becomes
+    `weights="IMAGENET1K_V1"` (the weights `pretrained=True` loads, which for some models
+    are not the newest `DEFAULT`), `pretrained=False` becomes `weights=None`. Not offered
+    when the value is not a literal, the call already passes `weights=`, passes `**kwargs`,
+    or the builder is unknown.
+    """
+
+    code = "TL608"
+    name = "torchvision-pretrained"
+    fix_safety = "safe"
+    message = (
+        "`pretrained=` is deprecated since torchvision 0.13 (it warns on each call and will be removed); "
+        "pass `weights=` with the weights enum (or its name)"
+    )
+    example = """
+    from torchvision import models
+
+    model = models.resnet50(pretrained=True)  # expect: TL608:25
+    """
+    use_instead = """
+    from torchvision import models
+
+    model = models.resnet50(weights="IMAGENET1K_V1")
+    """
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.ctx.qualified_name(node.func)
+        if qualified is None:
+            return
+        if qualified == MODELS + "get_model":
+            name = semantics.positional(node, 0) or semantics.keyword(node, "name")
+            model = semantics.literal(name.value) if name is not None else None
+            key = model if isinstance(model, str) else None
+        else:
+            key = builder_key(qualified)
+            if key is None:
+                return
+        for old, new in RENAMED.items():
+            arg = semantics.keyword(node, old)
+            if arg is not None:
+                message = (
+                    f"`{old}=` is deprecated since torchvision 0.13 (it warns on each call and will be removed); "
+                    f"pass `{new}=` instead"
+                )
+                self.report(arg, message, self._fix(node, arg, old, new, key))
+
+    def _fix(self, node: cst.Call, arg: cst.Arg, old: str, new: str, key: Optional[str]) -> Optional[Fix]:
+        if semantics.keyword(node, new) is not None or semantics.has_star_kwargs(node):
+            return None
+        value = semantics.literal(arg.value)
+        if value is False:
+            weights = "None"
+        elif value is True and key in legacy_weights()[old]:
+            weights = f'"{legacy_weights()[old][key]}"'
+        else:
+            return None
+        edits = (self.ctx.replace(arg.keyword, new), self.ctx.replace(arg.value, weights))
+        return Fix.safe(f"Pass `{new}={weights}`", *edits)
