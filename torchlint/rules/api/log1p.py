@@ -31,14 +31,16 @@ class Log1p(Rule):
     `1e-08`. Losses and log-likelihoods built this way lose precision or become exactly zero.
 
     ## Fix safety
-    Safe: `torch.log1p(x)` computes the same function, more accurately. The file's alias of
+    Unsafe: `torch.log1p(x)` computes the same function more accurately, so results change in
+    their last bits (and a value that came out as exactly `0.0` becomes the true small value).
+    torchlint calls a fix safe only when the fixed code gives identical tensors. The file's alias of
     torch is kept (`T.log(1 + x)` -> `T.log1p(x)`); calls with other arguments (`out=`) are
     not reported.
     """
 
     code = "TL606"
     name = "log1p"
-    fix_safety = "safe"
+    fix_safety = "unsafe"
     message = "`torch.log(1 + x)` loses precision for small `x` (1e-8 gives 0.0 in float32); write `torch.log1p(x)`"
     example = """
     import torch
@@ -75,4 +77,4 @@ class Log1p(Rule):
             spelled = "torch.log1p"
             edits.append(extra)
         edits.append(self.ctx.replace(node.func, spelled))
-        return Fix.safe("Replace with `torch.log1p`", *edits)
+        return Fix.unsafe("Replace with `torch.log1p`", *edits)
