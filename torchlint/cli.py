@@ -18,7 +18,9 @@ from torchlint import __version__
 from torchlint import fixes as fixes_io
 from torchlint.config import OUTPUT_FORMATS, Config, ConfigError, load
 from torchlint.discovery import MissingPath, discover
-from torchlint.engine.runner import FileResult, lint_bytes, lint_file
+from torchlint.cache import Cache
+from torchlint.engine.parallel import lint_files
+from torchlint.engine.runner import FileResult, lint_bytes
 from torchlint.finding import Finding
 from torchlint.reporters import REPORTERS
 from torchlint.rules import all_rules, rules_by_code
@@ -189,7 +191,8 @@ def collect(args, config: Config) -> List[FileResult]:
             results.append(lint_bytes(sys.stdin.buffer.read(), name, config))
         else:
             files.append(path)
-    results.extend(lint_file(path, config, filename) for path, filename in _discover(args, config, files))
+    cache = None if args.no_cache else Cache.load(config)
+    results.extend(lint_files(_discover(args, config, files), config, jobs=args.jobs, cache=cache))
     return results
 
 

@@ -15,7 +15,7 @@ import multiprocessing
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
-from typing import TYPE_CHECKING, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Iterable, List, Optional, Sequence, Tuple
 
 from torchlint import source as sources
 from torchlint.cache import Cache
@@ -83,18 +83,13 @@ def _from_cache(cache: Cache, path: str, filename: str, config: "Config") -> Opt
     return FileResult(filename, findings, source)
 
 
-def _lint_all(work: Sequence[Tuple[str, str]], config: "Config", jobs: int, keyed: bool) -> Iterator[Tuple[Optional[bytes], FileResult]]:
+def _lint_all(work: Sequence[Tuple[str, str]], config: "Config", jobs: int, keyed: bool) -> List[Tuple[Optional[bytes], FileResult]]:
     workers = min(jobs, len(work))
     if workers <= 1:
-        return (_lint_one(path, filename, config, keyed) for path, filename in work)
+        return [_lint_one(path, filename, config, keyed) for path, filename in work]
     chunk = max(1, min(_MAX_CHUNK, len(work) // (workers * _CHUNKS_PER_WORKER)))
-    pool = ProcessPoolExecutor(workers, mp_context=_context(), initializer=_start_worker, initargs=(config,))
-    return _drain(pool, pool.map(_work, work, [keyed] * len(work), chunksize=chunk))
-
-
-def _drain(pool: ProcessPoolExecutor, results: Iterator) -> Iterator:
-    with pool:
-        yield from results
+    with ProcessPoolExecutor(workers, mp_context=_context(), initializer=_start_worker, initargs=(config,)) as pool:
+        return list(pool.map(_work, work, [keyed] * len(work), chunksize=chunk))
 
 
 def _context():

@@ -35,7 +35,8 @@ TRIGGERS: Dict[str, str] = {
     "TL103": TORCH + r"|backward|criterion|loss",
     "TL104": TORCH,
     "TL105": TORCH,
-    "TL106": TORCH + r"|eval|train|parameters|from_pretrained|create_model",
+    # A model is torch-built, from a builder, or a receiver of .eval()/.train()/.parameters().
+    "TL106": TORCH + r"|\.\s*(?:eval|train|parameters)\b|from_pretrained|create_model",
     "TL107": r"backward",  # the loop must train: backward + step
     "TL109": r"(?i:sched)",  # scheduler receivers are matched case-insensitively
     # device and dtype: method calls on any receiver.

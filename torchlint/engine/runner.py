@@ -11,15 +11,16 @@ import ast
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
 
 from torchlint import source as sources
-from torchlint.engine import noqa
+from torchlint.engine import noqa, prefilter
 from torchlint.engine.context import FileContext
 from torchlint.engine.facts import RECOGNIZERS
 from torchlint.engine.scopes import ScopeNode
+from torchlint.engine.walk import walk
 from torchlint.finding import Finding, Location
 from torchlint.rules import rules_by_code
 from torchlint.rules.base import Rule
@@ -72,6 +73,8 @@ def _unreadable(filename: str, config: "Config", message: str, row: int = 1, col
 
 def lint_text(text: str, filename: str, config: "Config", codes: Optional[FrozenSet[str]] = None) -> List[Finding]:
     codes = config.codes_for(filename) if codes is None else codes
+    if prefilter.skippable(text, codes):
+        return []
     refused = _python_refuses(text, filename) if _deeply_nested(text) else None
     if refused is not None:
         return [refused] if ParseError.code in codes else []
@@ -85,7 +88,7 @@ def lint_text(text: str, filename: str, config: "Config", codes: Optional[Frozen
     rules = [rules_by_code()[code](ctx) for code in sorted(codes) if code in rules_by_code() and code != ParseError.code]
     walker = _Walker(ctx, rules)
     try:
-        module.visit(walker)
+        walk(module, walker.on_visit, walker.on_leave, walker.visits.keys() | walker.leaves.keys())
         for rule in rules:
             if not rule.crashed:
                 walker.guarded(rule, rule.finish)
@@ -154,7 +157,7 @@ def _handler_names(rule_class: Type[Rule]) -> Tuple[Tuple[str, type, str], ...]:
 _SCOPE_TYPES = frozenset(ScopeNode)
 
 
-class _Walker(cst.CSTVisitor):
+class _Walker:
     """One walk over the module that feeds the call graph and every rule."""
 
     def __init__(self, ctx: FileContext, rules: Sequence[Rule]):
@@ -213,7 +216,3 @@ def _internal_error(ctx: FileContext, rule: Rule, error: Exception, node: Option
     message = f"internal error in {rule.code} ({rule.name}): {type(error).__name__}: {error}; please report this bug"
     return Finding(rule.code, rule.name, message, ctx.filename, start, end)
 
-
-def lint_paths(paths: Iterable[Tuple[str, str]], config: "Config") -> List[FileResult]:
-    """Lint (path on disk, name to report) pairs in order."""
-    return [lint_file(path, config, filename) for path, filename in paths]

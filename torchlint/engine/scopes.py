@@ -17,6 +17,8 @@ from typing import Dict, List, Optional, Sequence
 
 import libcst as cst
 
+from torchlint.engine.walk import walk_visitor
+
 ScopeNode = (cst.Module, cst.FunctionDef, cst.Lambda, cst.ClassDef)
 
 
@@ -76,7 +78,7 @@ class _BindingCollector(cst.CSTVisitor):
 
     def _comprehension(self, node) -> bool:
         # Comprehension targets live in their own scope; only the first iterable is evaluated here.
-        node.for_in.iter.visit(self)
+        walk_visitor(node.for_in.iter, self)
         return False
 
     visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehension
@@ -165,17 +167,17 @@ class Scopes:
         if isinstance(node, (cst.FunctionDef, cst.Lambda)):
             for param in parameters(node.params):
                 scope.variables.add(param.name.value)
-            node.body.visit(collector)
+            walk_visitor(node.body, collector)
         elif isinstance(node, cst.ClassDef):
-            node.body.visit(collector)
+            walk_visitor(node.body, collector)
             for statement in node.body.body:
                 if isinstance(statement, cst.FunctionDef):
                     params = parameters(statement.params)
                     if params:
-                        statement.body.visit(_AttributeCollector(scope, params[0].name.value))
+                        walk_visitor(statement.body, _AttributeCollector(scope, params[0].name.value))
         else:
             for statement in node.body:
-                statement.visit(collector)
+                walk_visitor(statement, collector)
         return scope
 
     def chain(self, nodes: Sequence[cst.CSTNode]) -> List[Scope]:

@@ -1,0 +1,478 @@
+"""The performance benchmark: `python benchmarks/run.py` (docs/performance.md shows its last run).
+
+One command, from a fresh clone: it fetches the corpus (benchmarks/corpus.py),
+installs TorchFix 0.7.0 in its own virtual environment under benchmarks/.cache
+(TorchFix pins its own libcst), then times, alternating the tools within each
+repetition so that a busy machine slows them alike:
+
+- the floor: `libcst.parse_module` on every file torchlint parses, one process;
+- torchlint cold with one process, cold with every core, warm (cache, nothing changed);
+- TorchFix with all its rules, one process;
+- `flake8 --select TL` against flake8 without the torchlint plugin;
+- `ruff check --no-cache --select ALL` on the same files;
+
+then a scaling series (the sample copied 2x and 4x), and on the whole corpus the
+findings with and without the prefilter. Findings must be identical between cold,
+warm, one process and many: a difference fails the run. The table goes to stdout
+and into docs/performance.md between its `benchmark` markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+HERE = Path(__file__).resolve().parent
+REPOSITORY = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import corpus  # noqa: E402
+
+BENCH = corpus.CACHE / "bench"
+TORCHFIX_VENV = corpus.CACHE / "torchfix-venv"
+TORCHFIX = "torchfix==0.7.0"
+DOC = REPOSITORY / "docs" / "performance.md"
+START, END = "<!-- benchmark:start -->", "<!-- benchmark:end -->"
+LOAD_AT_START = os.getloadavg()[0]
+# Small enough that TorchFix (about 30x the parse floor) fits the 15-minute budget on 2 cores.
+SAMPLE = ("opacus", "pytorch-ignite")
+
+# The floor: what any libcst-based linter pays before looking at a single node.
+FLOOR = """
+import sys, libcst
+from torchlint import source
+for path in open(sys.argv[1], encoding="utf-8").read().splitlines():
+    with open(path, "rb") as handle:
+        text = source.decode(handle.read()).text
+    try:
+        libcst.parse_module(text)
+    except Exception:
+        pass
+"""
+# torchlint with the prefilter disabled: every file is parsed.
+UNFILTERED = """
+import sys
+from torchlint.engine import prefilter
+prefilter._trigger = lambda codes: None
+from torchlint.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+# flake8 as if torchlint were not installed: its plugin is hidden from flake8's plugin finder.
+FLAKE8_WITHOUT_PLUGIN = """
+import importlib.metadata, sys
+found = importlib.metadata.distributions
+importlib.metadata.distributions = lambda **kw: (d for d in found(**kw) if d.metadata["Name"] != "torchlint")
+from flake8.main.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@dataclass
+class Run:
+    wall: float
+    cpu: float
+    peak_mb: float
+    output: Path
+
+
+@dataclass
+class Variant:
+    name: str
+    command: List[str]
+    files: int
+    lines: int
+    runs: List[Run] = field(default_factory=list)
+    # Primed before timing (the warm cache).
+    prime: bool = False
+
+    @property
+    def seconds(self) -> float:
+        return statistics.median(run.wall for run in self.runs)
+
+    @property
+    def cpu(self) -> float:
+        return statistics.median(run.cpu for run in self.runs)
+
+    @property
+    def peak_mb(self) -> float:
+        return max(run.peak_mb for run in self.runs)
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def measure(command: Sequence[str], output: Path, cwd: Path, env: Optional[dict] = None) -> Run:
+    """Wall time, CPU time and peak resident memory (the largest process) of one command."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with open(output, "wb") as out, open(output.with_suffix(".err"), "wb") as err:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, stdout=out, stderr=err, cwd=cwd, env=env)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(command)} exited {process.returncode}; see {output}")
+    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, output)
+
+
+# ---------------------------------------------------------------- setup
+
+
+def link_tree(source: Path, target: Path) -> None:
+    """Copy a folder by hard links (real, distinct paths: torchlint lints each copy)."""
+    for path in corpus.python_files(source):
+        destination = target / path.relative_to(source)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, destination)
+        except OSError:
+            shutil.copyfile(path, destination)
+
+
+def bench_folders(packages: Sequence[corpus.Package]) -> Dict[int, Path]:
+    """The sample once, twice and four times, each copy in its own folder."""
+    folders = {}
+    for scale in (1, 2, 4):
+        folder = BENCH / f"x{scale}"
+        marker = folder / corpus.COMPLETE
+        wanted = ",".join(f"{package.name}-{package.version}" for package in packages)
+        if not (marker.exists() and marker.read_text() == wanted):
+            shutil.rmtree(folder, ignore_errors=True)
+            for copy in range(scale):
+                for package in packages:
+                    link_tree(package.folder, folder / f"copy{copy}" / package.folder.name)
+            marker.write_text(wanted)
+        folders[scale] = folder
+    return folders
+
+
+def torchfix_executable() -> Path:
+    executable = TORCHFIX_VENV / "bin" / "torchfix"
+    if not executable.exists():
+        log(f"installing {TORCHFIX} in {TORCHFIX_VENV}")
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(TORCHFIX_VENV)], check=True)
+        subprocess.run([str(TORCHFIX_VENV / "bin" / "python"), "-m", "pip", "install", "--quiet", TORCHFIX], check=True)
+    return executable
+
+
+def lint_targets(folder: Path, config):
+    """The files torchlint lints under `folder` and those it parses (the rest the prefilter skips)."""
+    from torchlint import source as sources
+    from torchlint.discovery import discover
+    from torchlint.engine import prefilter
+
+    files = [path for path, _ in discover([str(folder)], config, respect_gitignore=False)]
+    parsed = []
+    lines = 0
+    for path in files:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        lines += data.count(b"\n")
+        try:
+            text = sources.decode(data).text
+        except sources.SourceError:
+            continue
+        if not (prefilter_wired() and prefilter.skippable(text, config.codes_for(path))):
+            parsed.append(path)
+    return files, parsed, lines
+
+
+def prefilter_wired() -> bool:
+    from torchlint.engine import runner
+
+    return "prefilter." in inspect.getsource(runner)
+
+
+# ---------------------------------------------------------------- findings
+
+
+def findings_of(output: Path) -> List[str]:
+    """torchlint's JSON findings, each as one canonical string (fix included), sorted."""
+    return sorted(json.dumps(item, sort_keys=True) for item in json.loads(output.read_text() or "[]"))
+
+
+def same_findings(runs: Dict[str, Path]) -> List[str]:
+    """Names of runs whose findings differ from the first run's."""
+    names = list(runs)
+    reference = findings_of(runs[names[0]])
+    return [name for name in names[1:] if findings_of(runs[name]) != reference]
+
+
+def prove_prefilter(torchlint: List[str], config, outputs: Path, jobs: int) -> str:
+    """Lint every file of the whole corpus that the prefilter skips, with the prefilter off: no finding may appear.
+
+    The files it lets through go down the same path with or without it, so these are
+    the only files whose findings the prefilter can change.
+    """
+    whole_files, whole_parsed, whole_lines = lint_targets(corpus.CORPUS, config)
+    skipped = sorted(set(whole_files) - set(whole_parsed))
+    log(f"whole corpus: {len(whole_files)} files; linting the {len(skipped)} the prefilter skips, without it")
+    output = outputs / "prefilter-skipped.json"
+    run = measure([sys.executable, "-c", UNFILTERED] + torchlint[3:] + ["--no-cache", "--jobs", str(jobs)] + skipped, output, BENCH)
+    found: Dict[str, int] = {}
+    for item in findings_of(output):
+        code = json.loads(item)["code"]
+        found[code] = found.get(code, 0) + 1
+    verdict_text = "no finding lost" if not found else "LOST " + ", ".join(f"{code} x{count}" for code, count in sorted(found.items()))
+    return (
+        f"whole corpus: {len(whole_files)} files, {whole_lines} lines; the prefilter skips {len(skipped)} files; "
+        f"linting those with the prefilter off ({run.wall:.1f} s) gives {sum(found.values())} findings: {verdict_text}"
+    )
+
+
+# ---------------------------------------------------------------- report
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as handle:
+            cpu = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    memory = ""
+    try:
+        with open("/proc/meminfo") as handle:
+            memory = f", {int(handle.readline().split()[1]) / 1024 ** 2:.0f} GiB memory"
+    except (OSError, ValueError, IndexError):
+        pass
+    return f"{cpu}, {cores()} cores{memory}, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def versions(torchfix: Optional[Path]) -> str:
+    from importlib.metadata import version
+
+    parts = [f"torchlint {version('torchlint')}", f"libcst {version('libcst')}"]
+    for tool in ("ruff", "flake8"):
+        found = subprocess.run([sys.executable, "-m", tool, "--version"], capture_output=True, text=True)
+        parts.append(f"{tool} {found.stdout.split()[0] if tool == 'flake8' else found.stdout.split()[-1]}" if found.returncode == 0 else f"{tool} missing")
+    if torchfix is not None:
+        parts.append(TORCHFIX.replace("==", " ").replace("torchfix", "TorchFix"))
+    return ", ".join(parts)
+
+
+def table(variants: Sequence[Variant], floor: Variant, torchfix: Optional[Variant]) -> str:
+    header = "| run | files | lines | seconds (median) | CPU s | files/s | peak MB | x floor | x TorchFix |"
+    rows = [header, "|" + "---|" * 9]
+    for variant in variants:
+        to_torchfix = f"{variant.seconds / torchfix.seconds:.3f}" if torchfix else "-"
+        rows.append(
+            f"| {variant.name} | {variant.files} | {variant.lines} | {variant.seconds:.2f} | {variant.cpu:.2f} "
+            f"| {variant.files / variant.seconds:.0f} | {variant.peak_mb:.0f} | {variant.seconds / floor.seconds:.2f} | {to_torchfix} |"
+        )
+    return "\n".join(rows)
+
+
+def profile_table(command: List[str], outputs: Path) -> str:
+    """Profile one run of `command` (a `python -m MODULE ...` command) with pyinstrument; its table."""
+    stats_file = outputs / "profile.pstats"
+    python, _, module, *arguments = command
+    measure([python, "-m", "pyinstrument", "-r", "pstats", "-o", str(stats_file), "-m", module, *arguments], outputs / "profile.out", BENCH)
+    return render_profile(stats_file)
+
+
+def render_profile(stats_file: Path, top: int = 15) -> str:
+    """The functions with the most self time, and torchlint's own functions with the most total time, in % of the run."""
+    import pstats
+
+    stats = pstats.Stats(str(stats_file)).stats
+    own = [item for item in stats.items() if "/torchlint/" in item[0][0]]
+    # The whole run: torchlint's entry point (pyinstrument's own root also counts time spent off the CPU).
+    total = max(cumulative for _, (_, _, _, cumulative, _) in own)
+
+    def where(key) -> str:
+        filename, line, function = key
+        short = filename.split("site-packages/")[-1]
+        short = "torchlint/" + short.rsplit("/torchlint/", 1)[-1] if "/torchlint/" in short else short
+        return f"`{function}` {short}:{line}"
+
+    by_self = sorted(stats.items(), key=lambda item: -item[1][2])[:top]
+    by_total = sorted(own, key=lambda item: -item[1][3])[:top]
+    rows = ["| self % | function | | total % | torchlint function |", "|---|---|---|---|---|"]
+    for (self_key, self_stats), (own_key, own_stats) in zip(by_self, by_total):
+        rows.append(f"| {100 * self_stats[2] / total:.1f} | {where(self_key)} | | {100 * own_stats[3] / total:.1f} | {where(own_key)} |")
+    return "\n".join(rows)
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Time torchlint against the libcst floor, TorchFix, flake8 and ruff.")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions of each timed run (medians are reported)")
+    parser.add_argument("--torchfix-reps", type=int, default=2, help="repetitions of TorchFix, the slowest run")
+    parser.add_argument("--sample", default=",".join(SAMPLE), help="corpus packages timed against every tool")
+    parser.add_argument("--no-full", action="store_true", help="skip the whole-corpus prefilter proof")
+    parser.add_argument("--no-torchfix", action="store_true", help="skip TorchFix")
+    parser.add_argument("--no-doc", action="store_true", help="print the report without writing docs/performance.md")
+    args = parser.parse_args(argv)
+
+    from torchlint.config import load
+
+    started = time.perf_counter()
+    log("corpus")
+    corpus.ensure()
+    sample = corpus.by_name([name.strip() for name in args.sample.split(",") if name.strip()])
+    folders = bench_folders(sample)
+    torchfix = None if args.no_torchfix else torchfix_executable()
+    config_file = BENCH / "torchlint.toml"
+    config_file.write_text("# The benchmark's config: torchlint's defaults, cache in this folder.\n")
+    config = load(config_file, BENCH)
+    outputs = BENCH / "out"
+    shutil.rmtree(outputs, ignore_errors=True)
+    shutil.rmtree(BENCH / ".torchlint_cache", ignore_errors=True)
+    jobs = cores()
+
+    torchlint = [sys.executable, "-m", "torchlint", "check", "--config", str(config_file), "--no-respect-gitignore", "--output-format", "json", "--exit-zero"]
+    targets = {}
+    for scale, folder in folders.items():
+        files, parsed, lines = lint_targets(folder, config)
+        listing = BENCH / f"parsed-x{scale}.txt"
+        listing.write_text("\n".join(parsed) + "\n")
+        targets[scale] = (files, parsed, lines, listing)
+    files, parsed, lines, listing = targets[1]
+    x1 = str(folders[1])
+    log(f"sample: {len(files)} files, {lines} lines; torchlint parses {len(parsed)} (prefilter {'wired' if prefilter_wired() else 'NOT wired'})")
+
+    floor = Variant("floor: libcst.parse_module, 1 process", [sys.executable, "-c", FLOOR, str(listing)], len(parsed), lines)
+    cold = Variant("torchlint cold, 1 process", torchlint + ["--no-cache", "--jobs", "1", x1], len(files), lines)
+    many = Variant(f"torchlint cold, {jobs} processes", torchlint + ["--no-cache", "--jobs", str(jobs), x1], len(files), lines)
+    warm = Variant(f"torchlint warm (cache), {jobs} processes", torchlint + ["--jobs", str(jobs), x1], len(files), lines, prime=True)
+    flake8_tl = Variant("flake8 --select TL, 1 process", [sys.executable, "-m", "flake8", "--isolated", "--jobs", "1", "--exit-zero", "--select", "TL", x1], len(files), lines)
+    flake8_plain = Variant(
+        "flake8 without the plugin (E,F,W,C90), 1 process",
+        [sys.executable, "-c", FLAKE8_WITHOUT_PLUGIN, "--isolated", "--jobs", "1", "--exit-zero", x1], len(files), lines,
+    )
+    ruff = Variant(
+        "ruff check --no-cache --select ALL",
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated", "--no-respect-gitignore", "--select", "ALL", "--exit-zero", "--quiet", x1],
+        len(files), lines,
+    )
+    variants = [floor, cold, many, warm, flake8_tl, flake8_plain, ruff]
+    torchfix_variant = None
+    if torchfix is not None:
+        torchfix_variant = Variant("TorchFix 0.7.0 --select ALL, 1 process", [str(torchfix), "--select", "ALL", "--jobs", "1", x1], len(files), lines)
+        variants.insert(1, torchfix_variant)
+
+    log("priming the warm cache")
+    measure(warm.command, outputs / "prime.json", BENCH)
+    for rep in range(args.reps):
+        # Rotate the order each repetition: no tool always runs first (cold disk cache) or last.
+        order = variants[rep % len(variants):] + variants[: rep % len(variants)]
+        for variant in order:
+            if variant is torchfix_variant and rep >= args.torchfix_reps:
+                continue
+            log(f"rep {rep + 1}/{args.reps}: {variant.name}")
+            variant.runs.append(measure(variant.command, outputs / f"{variants.index(variant)}-{rep}.out", BENCH))
+
+    log("scaling series")
+    scaling = []
+    for scale in (2, 4):
+        scaled_files, scaled_parsed, scaled_lines, scaled_listing = targets[scale]
+        scaled_floor = Variant(f"floor x{scale}", [sys.executable, "-c", FLOOR, str(scaled_listing)], len(scaled_parsed), scaled_lines)
+        scaled_cold = Variant(f"torchlint cold, 1 process, x{scale}", torchlint + ["--no-cache", "--jobs", "1", str(folders[scale])], len(scaled_files), scaled_lines)
+        for variant in (scaled_floor, scaled_cold):
+            log(variant.name)
+            variant.runs.append(measure(variant.command, outputs / f"scale{scale}-{len(scaling)}.out", BENCH))
+            scaling.append(variant)
+
+    log("checking findings: cold / warm / 1 process / many processes")
+    differing = same_findings({f"{variant.name} #{index}": run.output for variant in (cold, many, warm) for index, run in enumerate(variant.runs)})
+    if differing:
+        raise SystemExit(f"findings differ from the first cold run in: {', '.join(differing)}")
+    sample_findings = len(findings_of(cold.runs[0].output))
+
+    proof = ""
+    if not args.no_full:
+        proof = prove_prefilter(torchlint, config, outputs, jobs)
+        log(proof)
+
+    log("profile (pyinstrument), torchlint cold, 1 process")
+    profile = profile_table(cold.command, outputs)
+
+    report = render(
+        args, variants, floor, torchfix_variant, cold, many, warm, ruff, flake8_tl, flake8_plain, scaling, proof,
+        sample, len(parsed), sample_findings, time.perf_counter() - started, torchfix, jobs, profile,
+    )
+    print(report)
+    if not args.no_doc:
+        write_doc(report)
+        log(f"wrote {DOC}")
+    return 0
+
+
+def render(args, variants, floor, torchfix_variant, cold, many, warm, ruff, flake8_tl, flake8_plain, scaling, proof,
+           sample, parsed, sample_findings, elapsed, torchfix, jobs, profile) -> str:
+    speedup = cold.seconds / many.seconds
+    lines = [
+        f"Machine: {machine()}.",
+        f"Versions: {versions(torchfix)}.",
+        f"Sample: {', '.join(f'{package.name} {package.version}' for package in sample)} "
+        f"({cold.files} files, {cold.lines} lines; torchlint parses {parsed} of them, {sample_findings} findings). "
+        f"{args.reps} repetitions, alternating ({args.torchfix_reps} for TorchFix); the benchmark took {elapsed / 60:.1f} minutes.",
+        "",
+        table(variants, floor, torchfix_variant),
+        "",
+        "Scaling (one run each; cost per line stays flat when it grows linearly):",
+        "",
+        "| run | files | lines | seconds | seconds per 100k lines | peak MB |",
+        "|---|---|---|---|---|---|",
+    ]
+    for variant in [floor, cold] + list(scaling):
+        lines.append(f"| {variant.name} | {variant.files} | {variant.lines} | {variant.seconds:.2f} | {variant.seconds / variant.lines * 1e5:.2f} | {variant.peak_mb:.0f} |")
+    lines += ["", "Where one cold process spends its time (pyinstrument samples, this run):", "", profile, "", "Targets (this run):", ""]
+    lines.append(
+        f"- one process, cold: {cold.seconds / floor.seconds:.2f}x the parse floor, CPU {cold.cpu / floor.cpu:.2f}x "
+        f"(target <= 1.3): {verdict(cold.seconds <= 1.3 * floor.seconds)}"
+    )
+    if torchfix_variant is not None:
+        lines.append(
+            f"- TorchFix / torchlint, one process each: {torchfix_variant.seconds / cold.seconds:.1f}x, CPU "
+            f"{torchfix_variant.cpu / cold.cpu:.1f}x (target >= 10): {verdict(torchfix_variant.seconds >= 10 * cold.seconds)}"
+        )
+    lines.append(f"- warm cache: {cold.seconds / warm.seconds:.1f}x faster than cold (target >= 20): {verdict(cold.seconds >= 20 * warm.seconds)}")
+    lines.append(f"- warm cache / ruff: {warm.seconds / ruff.seconds:.2f}x (target <= 2): {verdict(warm.seconds <= 2 * ruff.seconds)}")
+    lines.append(f"- {jobs} processes: {speedup:.2f}x one process (target >= {0.8 * jobs:.1f}): {verdict(speedup >= 0.8 * jobs)}")
+    lines.append(f"- flake8 --select TL / flake8 without the plugin: {flake8_tl.seconds / flake8_plain.seconds:.2f}x")
+    lines.append(f"- peak memory, one process: {cold.peak_mb:.0f} MB at 1x, " + ", ".join(f"{variant.peak_mb:.0f} MB at {variant.name.rsplit(' ', 1)[-1]}" for variant in scaling if variant.name.startswith("torchlint")))
+    lines.append("- findings identical between cold, warm, one process and many: yes (checked on every repetition)")
+    if proof:
+        lines.append(f"- prefilter: {proof}")
+    lines.append(f"- load average (1 min) at the start and the end: {LOAD_AT_START:.1f}, {os.getloadavg()[0]:.1f}")
+    return "\n".join(lines)
+
+
+def write_doc(report: str) -> None:
+    text = DOC.read_text() if DOC.exists() else f"# Performance\n\n{START}\n{END}\n"
+    if START not in text or END not in text:
+        text += f"\n{START}\n{END}\n"
+    before, rest = text.split(START, 1)
+    _, after = rest.split(END, 1)
+    DOC.write_text(f"{before}{START}\n{report}\n{END}{after}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

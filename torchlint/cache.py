@@ -1,0 +1,208 @@
+"""Findings remembered between runs, so that unchanged files are not parsed again.
+
+An entry is found by the file's reported name and is valid only for the same bytes
+linted with the same rules: its key digests the file's content and the codes
+selected for it (per-file ignores included). Everything else that can change a
+finding names the cache file itself: torchlint's version, its own code (an edited
+rule must not serve stale findings), and the config's settings. So two settings
+keep two caches and switching back and forth stays warm.
+
+The cache lives in `.torchlint_cache/` at the config root, next to a `.gitignore`
+that keeps it out of version control. It is an optimisation only: a cache that is
+missing, corrupt, from another version or unwritable is ignored silently and the
+run lints every file, so the cache never changes what a run reports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import marshal
+import os
+import tempfile
+from pathlib import Path
+from typing import Dict, FrozenSet, List, Optional, Tuple
+
+import torchlint
+from torchlint.finding import Edit, Finding, Fix, Location
+
+FOLDER = ".torchlint_cache"
+_MAGIC = b"torchlint-cache-1\n"
+_CHECKSUM_SIZE = 16
+# Config fields that never change a finding: where files are looked for and what is done with findings.
+_NOT_AFFECTING_FINDINGS = frozenset({"exclude", "per_file_ignores", "fix", "unsafe_fixes", "output_format", "root", "path"})
+
+Entries = Dict[str, Tuple[bytes, tuple]]
+
+
+class Cache:
+    def __init__(self, path: Optional[Path], entries: Optional[Entries] = None):
+        # None: nowhere to save (the folder could not be made); lookups still work for this run.
+        self.path = path
+        self._entries: Entries = entries if entries is not None else {}
+        self._changed = False
+
+    @classmethod
+    def load(cls, config) -> "Cache":
+        """The cache for `config`'s settings under its root; empty when there is none or it cannot be read."""
+        path = Path(config.root) / FOLDER / torchlint.__version__ / f"{settings_digest(config)}.bin"
+        return cls(path, _read(path))
+
+    def __contains__(self, filename: str) -> bool:
+        return filename in self._entries
+
+    @staticmethod
+    def key(data: bytes, codes: FrozenSet[str]) -> bytes:
+        digest = hashlib.blake2b(data, digest_size=20)
+        digest.update(b"\0" + ",".join(sorted(codes)).encode())
+        return digest.digest()
+
+    def lookup(self, filename: str, key: bytes) -> Optional[List[Finding]]:
+        entry = self._entries.get(filename)
+        if entry is None or entry[0] != key:
+            return None
+        try:
+            return [_decode(item) for item in entry[1]]
+        except (TypeError, ValueError, IndexError):  # a damaged entry is a miss
+            return None
+
+    def store(self, filename: str, key: bytes, findings: List[Finding]) -> None:
+        encoded = tuple(_encode(finding) for finding in findings)
+        if any(finding.extra for finding in findings):
+            try:  # reporters may attach any value to `extra`; what marshal cannot keep is not cached
+                marshal.dumps(encoded)
+            except ValueError:
+                return
+        if self._entries.get(filename) != (key, encoded):
+            self._entries[filename] = (key, encoded)
+            self._changed = True
+
+    def save(self) -> None:
+        """Write the cache if anything changed; any failure leaves the run unaffected."""
+        if not self._changed or self.path is None:
+            return
+        try:
+            _write(self.path, self._entries)
+            self._changed = False
+        except (OSError, ValueError):
+            pass
+
+
+def settings_digest(config) -> str:
+    """A digest of everything besides the file and its codes that can change a finding."""
+    digest = hashlib.blake2b(digest_size=12)
+    digest.update(torchlint.__version__.encode())
+    digest.update(_code_fingerprint().encode())
+    for field in dataclasses.fields(config):
+        if field.name not in _NOT_AFFECTING_FINDINGS:
+            digest.update(f"{field.name}={_stable(getattr(config, field.name))}\n".encode())
+    return digest.hexdigest()
+
+
+_fingerprint: Optional[str] = None
+
+
+def _code_fingerprint() -> str:
+    """Names, sizes and modification times of torchlint's own files (an editable install changes under the version)."""
+    global _fingerprint
+    if _fingerprint is None:
+        package = Path(torchlint.__file__).parent
+        parts = []
+        for directory, folders, names in os.walk(package):
+            folders[:] = sorted(folder for folder in folders if folder != "__pycache__")
+            for name in sorted(names):
+                if name.endswith((".py", ".toml", ".json")):
+                    stat = os.stat(os.path.join(directory, name))
+                    parts.append(f"{os.path.relpath(os.path.join(directory, name), package)}:{stat.st_size}:{stat.st_mtime_ns}")
+        _fingerprint = "\n".join(parts)
+    return _fingerprint
+
+
+def _stable(value) -> str:
+    """A rendering of a config value that is the same in every run (no object addresses, no set order)."""
+    if isinstance(value, (frozenset, set)):
+        return "{" + ",".join(sorted(_stable(item) for item in value)) + "}"
+    if isinstance(value, (tuple, list)):
+        return "(" + ",".join(_stable(item) for item in value) + ")"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_stable(key)}:{_stable(item)}" for key, item in sorted(value.items(), key=lambda pair: repr(pair[0]))) + "}"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return type(value).__name__ + _stable({field.name: getattr(value, field.name) for field in dataclasses.fields(value)})
+    patterns = getattr(value, "patterns", None)
+    if patterns is not None:  # a pathspec: its patterns as written
+        return "spec(" + ",".join(_stable(getattr(pattern, "pattern", repr(pattern))) for pattern in patterns) + ")"
+    return repr(value)
+
+
+# ---------------------------------------------------------------- encoding
+
+
+def _location(location: Location) -> tuple:
+    return (location.row, location.column)
+
+
+def _encode(finding: Finding) -> tuple:
+    fix = None
+    if finding.fix is not None:
+        edits = tuple((edit.content, _location(edit.location), _location(edit.end_location)) for edit in finding.fix.edits)
+        fix = (finding.fix.applicability, finding.fix.message, edits)
+    return (
+        finding.code, finding.name, finding.message, finding.filename,
+        _location(finding.location), _location(finding.end_location), fix, finding.cell, finding.extra,
+    )
+
+
+def _decode(item: tuple) -> Finding:
+    code, name, message, filename, location, end_location, fix, cell, extra = item
+    if fix is not None:
+        applicability, fix_message, edits = fix
+        fix = Fix(applicability, fix_message, tuple(Edit(content, Location(*start), Location(*end)) for content, start, end in edits))
+    return Finding(code, name, message, filename, Location(*location), Location(*end_location), fix, cell, dict(extra))
+
+
+def _read(path: Path) -> Entries:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return {}
+    payload = data[len(_MAGIC) + _CHECKSUM_SIZE:]
+    if not data.startswith(_MAGIC) or data[len(_MAGIC):len(_MAGIC) + _CHECKSUM_SIZE] != _checksum(payload):
+        return {}
+    try:
+        entries = marshal.loads(payload)
+    except (EOFError, ValueError, TypeError):
+        return {}
+    if not isinstance(entries, dict):
+        return {}
+    return {
+        name: entry for name, entry in entries.items()
+        if isinstance(name, str) and isinstance(entry, tuple) and len(entry) == 2
+        and isinstance(entry[0], bytes) and isinstance(entry[1], tuple)
+    }
+
+
+def _checksum(payload: bytes) -> bytes:
+    return hashlib.blake2b(payload, digest_size=_CHECKSUM_SIZE).digest()
+
+
+def _write(path: Path, entries: Entries) -> None:
+    folder = path.parent.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# Created by torchlint: the cache is not part of the project.\n*\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = marshal.dumps(entries)
+    # Write aside and rename, so a concurrent run reads the old cache or the new one, never half of one.
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(_MAGIC + _checksum(payload) + payload)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
