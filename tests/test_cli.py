@@ -219,3 +219,12 @@ def test_order_is_deterministic_whatever_the_argument_order(project, capsys):
     first = check(capsys, "bad.py", "a.py")[1]
     second = check(capsys, "a.py", "bad.py")[1]
     assert first == second and first.index("a.py") < first.index("bad.py")
+
+
+def test_readme_example_output_is_what_torchlint_prints():
+    from conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    shown = readme.split("$ torchlint fixtures/examples/\n", 1)[1].split("```", 1)[0]
+    code, out, _ = run_cli("fixtures/examples/", "--output-format", "concise")
+    assert code == 1 and out == shown
