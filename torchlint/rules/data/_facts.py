@@ -1,0 +1,18 @@
+"""Fact recognizers of the data-loading family (see `torchlint.engine.facts`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from torchlint.engine.facts import recognizes, worker_loader_in
+
+if TYPE_CHECKING:
+    from torchlint.engine.context import FileContext
+
+
+@recognizes(cst.CompFor)
+def comprehension_iterates_worker_loader(node: cst.CompFor, ctx: "FileContext") -> Optional[str]:
+    """`[batch for batch in loader]` iterates the loader like a `for` statement does."""
+    return "starts-workers" if worker_loader_in(node.iter, ctx) is not None else None

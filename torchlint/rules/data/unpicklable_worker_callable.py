@@ -1,0 +1,174 @@
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from torchlint import semantics
+from torchlint.engine.scopes import Scope
+from torchlint.rules.base import Rule
+from torchlint.rules.data._dataset import construction, loader_argument
+
+PARTIAL = frozenset({"functools.partial"})
+
+
+class UnpicklableWorkerCallable(Rule):
+    """
+    ## What it does
+    Flags a `lambda`, or a function or class defined inside another function, that
+    reaches DataLoader worker processes: passed as `collate_fn` or `worker_init_fn`
+    to a DataLoader whose `num_workers` is not a literal `0`, given as a transform
+    (any keyword argument whose name contains `transform`, including lambdas nested
+    in a `Compose([...])`) to the dataset such a loader reads, or stored on `self` by
+    that dataset's class. A lambda bound to a module-level name is flagged too:
+    pickle looks it up as `<lambda>` and fails the same way.
+
+    Module-level functions, `functools.partial` of them, bound methods and
+    instances of module-level classes pickle fine and are not flagged. Samplers are
+    not flagged: they run in the main process and are never sent to workers.
+
+    ## Why is this bad?
+    Under the `spawn` and `forkserver` start methods (the default on Windows and
+    macOS, and on Linux from Python 3.14) the dataset, `collate_fn` and
+    `worker_init_fn` are pickled to every worker. Pickle stores functions by
+    qualified name, which a lambda or a local function does not have, so starting
+    the workers fails with `PicklingError: Can't pickle <function <lambda> ...>` or
+    `AttributeError: Can't pickle local object '...<locals>.<lambda>'`. Under `fork`
+    the same code works, so it breaks only on another machine or Python version.
+
+    ## Fix safety
+    No fix: the callable has to become a module-level function (with
+    `functools.partial` for its parameters), which is a refactoring.
+    """
+
+    code = "TL304"
+    name = "unpicklable-worker-callable"
+    message = (
+        "{what} cannot be pickled to DataLoader workers: under the spawn and forkserver start methods (Windows, macOS, "
+        "and Linux from Python 3.14) starting the workers fails with `Can't pickle`; define it as a module-level "
+        "function (use `functools.partial` for its parameters)"
+    )
+    example = """
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(dataset, batch_size=32, num_workers=4, collate_fn=lambda batch: batch)  # expect: TL304:71
+    """
+    use_instead = """
+    from torch.utils.data import DataLoader
+
+    def keep_as_list(batch):
+        return batch
+
+    loader = DataLoader(dataset, batch_size=32, num_workers=4, collate_fn=keep_as_list)
+    """
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.reported = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not semantics.is_dataloader_call(node, self.ctx) or not semantics.may_start_workers(node):
+            return
+        for parameter in ("collate_fn", "worker_init_fn"):
+            arg = loader_argument(node, parameter)
+            if arg is not None:
+                self._check(arg.value, f"`{parameter}`")
+        dataset = loader_argument(node, "dataset")
+        built = construction(dataset.value, self.ctx) if dataset is not None else None
+        if built is None:
+            return
+        for arg in built.args:
+            if arg.keyword is not None and "transform" in arg.keyword.value:
+                self._check_transform(arg.value, f"the dataset's `{arg.keyword.value}`")
+        self._check_dataset_class(built)
+
+    def _check_transform(self, expr: cst.BaseExpression, role: str) -> None:
+        for part in _callables_in(expr):
+            self._check(part, role)
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            # `transform = Compose([...])` built elsewhere: its names belong to another scope, its lambdas do not.
+            built = construction(expr, self.ctx)
+            for part in _callables_in(built) if built is not None else ():
+                if isinstance(part, cst.Lambda):
+                    self._check(part, role)
+
+    def _check(self, expr: cst.BaseExpression, role: str) -> None:
+        """Report `expr` when it is (or wraps, through `functools.partial`) a lambda or a local function or class."""
+        ctx = self.ctx
+        if isinstance(expr, cst.Call):
+            if ctx.qualified_name(expr.func) in PARTIAL and expr.args:
+                self._check(expr.args[0].value, role)
+            elif isinstance(expr.func, cst.Name) and self._local_definition(expr.func):
+                self._report(expr, f"{role} (an instance of `{expr.func.value}`, a class defined inside a function)")
+        elif isinstance(expr, cst.Lambda):
+            self._report(expr, f"{role} (a lambda)")
+        elif isinstance(expr, cst.Name):
+            definition = self._local_definition(expr)
+            if definition is not None:
+                kind = "class" if isinstance(definition, cst.ClassDef) else "function"
+                self._report(expr, f"{role} (`{expr.value}`, a {kind} defined inside a function)")
+            else:
+                values = ctx.assigned_values(expr)
+                if values and isinstance(values[-1], cst.Lambda):
+                    self._report(expr, f"{role} (`{expr.value}`, a lambda)")
+
+    def _local_definition(self, name: cst.Name) -> Optional[cst.CSTNode]:
+        """The `def`/`class` statement binding `name`, when it sits in a function body."""
+        scope: Optional[Scope] = self.ctx.scopes.binding_scope(name.value, self.ctx.stack)
+        if scope is None or not isinstance(scope.node, cst.FunctionDef):
+            return None
+        finder = _Definition(name.value)
+        scope.node.body.visit(finder)
+        return finder.found
+
+    def _check_dataset_class(self, built: cst.Call) -> None:
+        """Lambdas a same-module Dataset class stores on `self` travel to the workers with the dataset."""
+        if not isinstance(built.func, cst.Name) or self.ctx.scopes.resolve(built.func.value, self.ctx.stack) is not None:
+            return
+        scope = self.ctx.scopes.binding_scope(built.func.value, self.ctx.stack)
+        if scope is None or isinstance(scope.node, cst.Lambda):
+            return
+        for statement in _statements(scope.node):
+            if isinstance(statement, cst.ClassDef) and statement.name.value == built.func.value:
+                for attribute, values in self.ctx.scopes.scope_of(statement).attributes.items():
+                    for value in values:
+                        if isinstance(value, cst.Lambda):
+                            self._report(value, f"the dataset's `self.{attribute}` (a lambda)")
+
+    def _report(self, node: cst.CSTNode, what: str) -> None:
+        if id(node) not in self.reported:
+            self.reported.add(id(node))
+            self.report(node, self.message.format(what=what[0].upper() + what[1:]))
+
+
+def _callables_in(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    """`expr` and the arguments and elements nested in it (`Compose([ToTensor(), Lambda(lambda x: x)])`), not lambda bodies."""
+    yield expr
+    if isinstance(expr, cst.Call):
+        for arg in expr.args:
+            yield from _callables_in(arg.value)
+    elif isinstance(expr, (cst.List, cst.Tuple)):
+        for element in expr.elements:
+            yield from _callables_in(element.value)
+
+
+def _statements(scope_node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The statements directly in a module or function body."""
+    body = scope_node.body if isinstance(scope_node, cst.Module) else getattr(scope_node.body, "body", ())
+    return iter(body)
+
+
+class _Definition(cst.CSTVisitor):
+    """The `def name`/`class name` statement of one function body (in its blocks, not in nested scopes)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.found: Optional[cst.CSTNode] = None
+
+    def _definition(self, node) -> bool:
+        if node.name.value == self.name and self.found is None:
+            self.found = node
+        return False
+
+    visit_FunctionDef = visit_ClassDef = _definition
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False

@@ -1,0 +1,138 @@
+from typing import Dict, Optional, Sequence
+
+import libcst as cst
+
+from torchlint import semantics
+from torchlint.engine.callgraph import MODULE
+from torchlint.engine.facts import MULTIPROCESSING_SPAWN
+from torchlint.rules.base import Rule
+
+STARTS_WORKERS = "starts-workers"
+ITERATING = "iterating a DataLoader with workers"
+_NOT_RUN_ON_IMPORT = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+
+
+class WorkersWithoutMainGuard(Rule):
+    """
+    ## What it does
+    Flags a module-level statement (outside any function or class and outside
+    `if __name__ == "__main__":`) that starts worker processes: it iterates a
+    DataLoader whose `num_workers` is not a literal `0` (`for batch in loader`,
+    `next(iter(loader))`, `list(loader)`, a comprehension over the loader), calls
+    `torch.multiprocessing.spawn(...)` or `Process(...).start()`, or calls a function
+    of the same module that does one of these, however many calls deep.
+
+    ## Why is this bad?
+    Under the `spawn` and `forkserver` start methods (the default on Windows and
+    macOS, and on Linux from Python 3.14) every worker process imports the script
+    again. Unguarded, the import tries to start workers of its own and the worker
+    dies with `RuntimeError: An attempt has been made to start a new process before
+    the current process has finished its bootstrapping phase`; the parent then
+    fails with `DataLoader worker (pid ...) exited unexpectedly`. The same script
+    works under `fork`, so it breaks only on another machine or Python version.
+
+    ## Fix safety
+    No fix: which statements belong under the guard (and whether to wrap them in a
+    `main()` function) is a refactoring for you to make.
+    """
+
+    code = "TL302"
+    name = "workers-without-main-guard"
+    message = (
+        "{what} at module level without `if __name__ == \"__main__\":`: under the spawn and forkserver start methods "
+        "(Windows, macOS, and Linux from Python 3.14) every worker re-imports this script and dies with `An attempt "
+        "has been made to start a new process before the current process has finished its bootstrapping phase`; "
+        "move it under the `__main__` guard"
+    )
+    example = """
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(dataset, batch_size=64, num_workers=4)
+
+    def train():
+        for batch in loader:
+            train_step(batch)
+
+    train()  # expect: TL302:1
+    """
+    use_instead = """
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(dataset, batch_size=64, num_workers=4)
+
+    def train():
+        for batch in loader:
+            train_step(batch)
+
+    if __name__ == "__main__":
+        train()
+    """
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        # id(top-level statement) -> (statement, what starts the workers there)
+        self.statements: Dict[int, tuple] = {}
+
+    # The engine's recognizers note a "starts-workers" fact on the node before rules visit it;
+    # the rule only adds where that node sits, which the call graph does not keep for facts.
+    def visit_For(self, node: cst.For) -> None:
+        if self._starts_workers(node):
+            self._note(self.ctx.stack, ITERATING)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        if self._starts_workers(node):
+            self._note(self.ctx.stack, ITERATING)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self._starts_workers(node):
+            spawns = semantics.method_name(node) == "start" or self.ctx.qualified_name(node.func) in MULTIPROCESSING_SPAWN
+            self._note(self.ctx.stack, "starting worker processes" if spawns else ITERATING)
+
+    def _starts_workers(self, node: cst.CSTNode) -> bool:
+        facts = self.ctx.callgraph.functions[MODULE].facts.get(STARTS_WORKERS)
+        return bool(facts) and facts[-1] is node
+
+    def _note(self, stack: Sequence[cst.CSTNode], what: str) -> None:
+        statement = _import_time_statement(stack)
+        if statement is not None:
+            self.statements.setdefault(id(statement), (statement, what))
+
+    def finish(self) -> None:
+        graph = self.ctx.callgraph
+        depth = len(graph.functions)
+        for site in graph.functions[MODULE].calls:
+            if graph.facts_of(site.callee, STARTS_WORKERS, depth):
+                self._note(site.stack, f"calling `{site.callee}()`, which starts worker processes,")
+        for statement, what in self.statements.values():
+            self.report(statement, self.message.format(what=what[0].upper() + what[1:]))
+
+
+def _import_time_statement(stack: Sequence[cst.CSTNode]) -> Optional[cst.CSTNode]:
+    """The top-level statement holding the innermost node of `stack`, if that node runs when the module is imported."""
+    if len(stack) < 2:
+        return None
+    for index, node in enumerate(stack[:-1]):
+        if isinstance(node, _NOT_RUN_ON_IMPORT):
+            return None
+        if isinstance(node, cst.If) and stack[index + 1] is node.body and _is_main_guard(node.test):
+            return None
+    return stack[1]
+
+
+def _is_main_guard(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"`, either way round."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    comparison = test.comparisons[0]
+    if not isinstance(comparison.operator, cst.Equal):
+        return False
+    sides = {_name_or_string(test.left), _name_or_string(comparison.comparator)}
+    return sides == {"__name__", "'__main__'"}
+
+
+def _name_or_string(expr: cst.BaseExpression) -> Optional[str]:
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.SimpleString):
+        return "'" + expr.evaluated_value + "'" if isinstance(expr.evaluated_value, str) else None
+    return None

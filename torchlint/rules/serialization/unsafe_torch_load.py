@@ -1,0 +1,117 @@
+import re
+from typing import Optional
+
+import libcst as cst
+
+from torchlint import semantics
+from torchlint.finding import Edit, Fix
+from torchlint.rules.base import Rule
+
+TORCH_LOAD = frozenset({"torch.load", "torch.serialization.load"})
+SAFE_DEFAULT_SINCE = (2, 6)
+_SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+_DELIBERATE_TEST = re.compile(r"weights_only|trust|safe", re.IGNORECASE)
+
+
+class UnsafeTorchLoad(Rule):
+    """
+    ## What it does
+    Flags `torch.load(...)` calls that unpickle arbitrary objects:
+
+    - `weights_only=False`;
+    - no `weights_only` while the project's minimum torch version (the
+      `torch-version` option) is below 2.6, where the default was `False`;
+    - no `weights_only` with an explicit `pickle_module`: torch then defaults to
+      `weights_only=False` on every version, 2.6 and later included.
+
+    Not flagged: `weights_only=True`, a `weights_only` given by a variable, and a
+    missing `weights_only` when the minimum torch version is 2.6 or newer (the
+    default is already `True`).
+
+    ## Why is this bad?
+    A checkpoint loaded with `weights_only=False` is an ordinary pickle: loading it
+    runs whatever code the file's author put in it. With `weights_only=True` torch
+    only rebuilds tensors, containers and primitive types, which covers state
+    dicts; other classes fail with `UnpicklingError: Weights only load failed` and
+    can be allowed one by one with `torch.serialization.add_safe_globals([...])`.
+
+    ## Fix safety
+    Unsafe: `weights_only=True` refuses checkpoints that pickle whole modules,
+    optimizers' custom classes or numpy arrays, which then need
+    `add_safe_globals`. The fix is not offered when `**kwargs` may already carry
+    `weights_only`, when a `pickle_module` is given (torch refuses the two
+    together), and where `weights_only=False` looks like the point of the code: in
+    a branch whose condition is about `weights_only` or trust (`if not
+    weights_only:`, `if trusted:`), or in an `except` handler that falls back after
+    a safe load failed.
+
+    ## Options
+    `torch-version` (default: the lowest version the project's own dependency on
+    torch admits, else 2.6): below 2.6, a `torch.load` without `weights_only` is
+    flagged.
+    """
+
+    code = "TL501"
+    name = "unsafe-torch-load"
+    fix_safety = "unsafe"
+    message = (
+        "`torch.load(..., weights_only=False)` unpickles arbitrary objects: a malicious checkpoint runs its code on "
+        "load; pass `weights_only=True` (state dicts and tensors load fine)"
+    )
+    old_default_message = (
+        "`torch.load` without `weights_only`: before torch 2.6 (this project supports {version}) the default is "
+        "`weights_only=False`, which unpickles arbitrary objects and runs a malicious checkpoint's code; pass "
+        "`weights_only=True`"
+    )
+    pickle_module_message = (
+        "`torch.load` with `pickle_module` and no `weights_only`: torch then defaults to `weights_only=False` on "
+        "every version and unpickles arbitrary objects, running a malicious checkpoint's code; drop `pickle_module` "
+        "and pass `weights_only=True` if the file holds only tensors"
+    )
+    example = """
+    import torch
+
+    checkpoint = torch.load("checkpoint.pt", weights_only=False)  # expect: TL501:14
+    """
+    use_instead = """
+    import torch
+
+    checkpoint = torch.load("checkpoint.pt", weights_only=True)
+    """
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.qualified_name(node.func) not in TORCH_LOAD:
+            return
+        weights_only = semantics.keyword(node, "weights_only")
+        # torch.load(f, map_location, pickle_module, *, weights_only, ...)
+        pickle_module = semantics.keyword(node, "pickle_module") or semantics.positional(node, 2)
+        if weights_only is not None:
+            if semantics.literal(weights_only.value) is False:
+                fixable = pickle_module is None and not self._chosen_deliberately()
+                self.report(node, fix=self._set_true(weights_only) if fixable else None)
+        elif pickle_module is not None:
+            self.report(node, self.pickle_module_message)
+        elif self.ctx.config.torch_version < SAFE_DEFAULT_SINCE:
+            version = ".".join(map(str, self.ctx.config.torch_version))
+            self.report(node, self.old_default_message.format(version=version), self._add_keyword(node))
+
+    def _set_true(self, weights_only: cst.Arg) -> Fix:
+        return Fix.unsafe("Pass `weights_only=True`", self.ctx.replace(weights_only.value, "True"))
+
+    def _add_keyword(self, node: cst.Call) -> Optional[Fix]:
+        if not node.args or semantics.has_star_kwargs(node):
+            return None
+        _, end = self.ctx.location(node.args[-1].value)
+        return Fix.unsafe("Pass `weights_only=True`", Edit(", weights_only=True", end, end))
+
+    def _chosen_deliberately(self) -> bool:
+        """`weights_only=False` as the point of its branch: under an `if`/`else` whose test is about trust or
+        `weights_only`, or in an `except` handler (the fallback after a safe load failed)."""
+        for ancestor in reversed(self.ctx.stack[:-1]):
+            if isinstance(ancestor, _SCOPES):
+                return False
+            if isinstance(ancestor, cst.ExceptHandler):
+                return True
+            if isinstance(ancestor, (cst.If, cst.IfExp)) and _DELIBERATE_TEST.search(self.ctx.code(ancestor.test)):
+                return True
+        return False
