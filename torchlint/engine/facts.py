@@ -110,7 +110,7 @@ _ITERATING_CALLS = frozenset({"iter", "list", "enumerate", "next", "tuple", "zip
 
 def worker_loader_iterated_by_call(call: cst.Call, ctx: "FileContext") -> Optional[cst.Call]:
     """For `next(iter(loader))`, `list(loader)`: the DataLoader construction with workers it iterates."""
-    if isinstance(call.func, cst.Name) and call.func.value in ("iter", "next", "list", "tuple") and ctx.scopes.resolve(call.func.value, ctx.scope_nodes) is None:
+    if isinstance(call.func, cst.Name) and call.func.value in ("iter", "next", "list", "tuple") and ctx.scopes.binding_scope(call.func.value, ctx.scope_nodes) is None:
         for arg in call.args:
             found = worker_loader_in(arg.value, ctx)
             if found is not None:

@@ -184,6 +184,9 @@ class _Walker:
         node_type = type(node)
         if node_type in _SCOPE_TYPES:
             ctx.scope_nodes.append(node)
+            if node_type is cst.FunctionDef:
+                # Every function is in the call graph, also one that calls nothing and shows no fact.
+                ctx.callgraph.key_of(node, ctx.scope_nodes)
         for recognizer in RECOGNIZERS.get(node_type, ()):
             fact = recognizer(node, ctx)
             if fact:
