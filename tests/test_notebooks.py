@@ -7,7 +7,8 @@ import pytest
 
 from conftest import lint, make_config
 from torchlint.discovery import discover
-from torchlint.notebook import fix_notebook, lint_notebook, lint_notebook_bytes
+from torchlint.engine.runner import lint_file
+from torchlint.notebook import fix_notebook, lint_notebook_bytes
 from torchlint.reporters import REPORTERS
 from torchlint.rules import all_rules
 from torchlint.rules.base import strip_expectations
@@ -40,7 +41,7 @@ def placed(data: bytes, **table):
 def test_findings_name_their_cell_and_row_within_it_counting_markdown_cells(tmp_path):
     path = tmp_path / "explore.ipynb"
     path.write_bytes(notebook("import torch", ("markdown", "# Data\nsome text"), "\n\n" + BAD_LOADER))
-    result = lint_notebook(str(path), "explore.ipynb", make_config(select=["ALL"]))
+    result = lint_file(str(path), make_config(select=["ALL"]), "explore.ipynb")
     assert [(f.cell, f.location.row, f.location.column, f.code) for f in result.findings] == [(3, 3, COLUMN, "TL303")]
     assert result.findings[0].end_location.row == 3 and result.findings[0].filename == "explore.ipynb"
 

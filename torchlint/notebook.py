@@ -204,15 +204,6 @@ def _code_cells(cells: list) -> List[Tuple[int, str]]:
 # ---------------------------------------------------------------- linting
 
 
-def lint_notebook(path: str, filename: str, config: "Config") -> FileResult:
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as error:
-        return _unreadable(filename, config, f"cannot read file: {error.strerror or error}")
-    return lint_notebook_bytes(data, filename, config)
-
-
 def lint_notebook_bytes(data: bytes, filename: str, config: "Config") -> FileResult:
     try:
         import nbformat

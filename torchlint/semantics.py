@@ -143,6 +143,12 @@ def workers_of(call: cst.Call):
     return literal(arg.value)
 
 
+def persistent_workers_requested(call: cst.Call) -> bool:
+    """`persistent_workers=True` written literally in a DataLoader call."""
+    persistent = keyword(call, "persistent_workers")
+    return persistent is not None and literal(persistent.value) is True
+
+
 def may_start_workers(call: cst.Call) -> bool:
     """A DataLoader call whose `num_workers` is not literally 0 or absent."""
     workers = workers_of(call)

@@ -38,11 +38,8 @@ class PersistentWorkersWithoutWorkers(Rule):
     """
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not semantics.is_dataloader_call(node, self.ctx):
-            return
-        persistent = semantics.keyword(node, "persistent_workers")
-        if persistent is None or semantics.literal(persistent.value) is not True:
+        if not semantics.is_dataloader_call(node, self.ctx) or not semantics.persistent_workers_requested(node):
             return
         workers = semantics.workers_of(node)
         if workers is None or workers == 0:
-            self.report(persistent)
+            self.report(semantics.keyword(node, "persistent_workers"))
