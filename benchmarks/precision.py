@@ -1,0 +1,131 @@
+"""The precision review: `python benchmarks/precision.py` (docs/precision.md records the last review).
+
+Lints the real-code corpus (benchmarks/corpus.py) with every rule, groups the findings
+per rule, and prints, for each rule, every finding when there are at most `--limit`,
+else a seeded sample of `--limit` findings stratified by package (packages take turns,
+each in its own seeded order, so one package full of one idiom cannot fill the sample).
+Each printed finding carries a few lines of source around it, for a person to judge
+true or false positive against the rule's definition in the spec.
+
+    python benchmarks/precision.py                      # lint, then print the summary and samples
+    python benchmarks/precision.py --json /tmp/c.json   # reuse a lint already written as JSON
+    python benchmarks/precision.py --rule TL203 --context 8
+    python benchmarks/precision.py --summary            # per-rule, per-package counts only
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import corpus  # noqa: E402
+
+SEED = 20240603
+LIMIT = 40
+
+
+def lint_command() -> List[str]:
+    return [
+        sys.executable, "-m", "torchlint", "check", "--no-respect-gitignore", "--select", "ALL",
+        "--exit-zero", "--output-format", "json", str(corpus.CORPUS),
+    ]
+
+
+def load_findings(json_path: Optional[Path]) -> List[dict]:
+    if json_path is not None:
+        return json.loads(json_path.read_text(encoding="utf-8"))
+    corpus.ensure()
+    completed = subprocess.run(lint_command(), check=True, capture_output=True, text=True)
+    return json.loads(completed.stdout)
+
+
+def package_of(filename: str) -> str:
+    # Paths look like .../corpus/<package>-<version>/<module path>.
+    parts = Path(filename).resolve().relative_to(corpus.CORPUS).parts
+    return parts[0]
+
+
+def stratified_sample(findings: Sequence[dict], limit: int, seed: int) -> List[dict]:
+    if len(findings) <= limit:
+        return list(findings)
+    rng = random.Random(seed)
+    per_package: Dict[str, List[dict]] = collections.defaultdict(list)
+    for finding in findings:
+        per_package[package_of(finding["filename"])].append(finding)
+    queues = []
+    for package in sorted(per_package):
+        queue = list(per_package[package])
+        rng.shuffle(queue)
+        queues.append(queue)
+    chosen: List[dict] = []
+    while len(chosen) < limit:
+        for queue in queues:
+            if queue and len(chosen) < limit:
+                chosen.append(queue.pop())
+    return sorted(chosen, key=lambda f: (f["filename"], f["location"]["row"], f["location"]["column"]))
+
+
+def context_of(finding: dict, lines_around: int) -> str:
+    lines = Path(finding["filename"]).read_text(encoding="utf-8", errors="replace").splitlines()
+    row = finding["location"]["row"]
+    first, last = max(1, row - lines_around), min(len(lines), row + lines_around)
+    return "\n".join(
+        f"{'>' if number == row else ' '}{number:5d}| {lines[number - 1]}" for number in range(first, last + 1)
+    )
+
+
+def print_summary(by_rule: Dict[str, List[dict]]) -> None:
+    print(f"{'rule':<7} {'name':<36} {'findings':>8}  per package")
+    for code in sorted(by_rule):
+        findings = by_rule[code]
+        packages = collections.Counter(package_of(f["filename"]) for f in findings)
+        spread = ", ".join(f"{name.rsplit('-', 1)[0]} {count}" for name, count in packages.most_common())
+        print(f"{code:<7} {findings[0]['name']:<36} {len(findings):>8}  {spread}")
+
+
+def print_samples(by_rule: Dict[str, List[dict]], limit: int, seed: int, lines_around: int) -> None:
+    for code in sorted(by_rule):
+        findings = by_rule[code]
+        sample = stratified_sample(findings, limit, seed)
+        print(f"\n{'=' * 100}\n{code} {findings[0]['name']}: {len(findings)} findings, {len(sample)} shown (seed {seed})")
+        for index, finding in enumerate(sample, 1):
+            where = Path(finding["filename"]).resolve().relative_to(corpus.CORPUS)
+            print(f"\n--- {code} #{index} {where}:{finding['location']['row']}:{finding['location']['column']}")
+            print(f"    {finding['message']}")
+            print(context_of(finding, lines_around))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", type=Path, help="findings already written by the lint command, instead of linting")
+    parser.add_argument("--rule", action="append", default=[], help="only these codes (repeatable)")
+    parser.add_argument("--limit", type=int, default=LIMIT, help="findings shown per rule (all when fewer)")
+    parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--context", type=int, default=4, help="source lines shown each side of a finding")
+    parser.add_argument("--summary", action="store_true", help="print only the per-rule counts")
+    options = parser.parse_args(argv)
+
+    if options.json is None:
+        print("lint command:", " ".join(lint_command()), file=sys.stderr)
+    findings = load_findings(options.json)
+    by_rule: Dict[str, List[dict]] = collections.defaultdict(list)
+    for finding in findings:
+        if not options.rule or finding["code"] in options.rule:
+            by_rule[finding["code"]].append(finding)
+    print_summary(by_rule)
+    if not options.summary:
+        print_samples(by_rule, options.limit, options.seed, options.context)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
