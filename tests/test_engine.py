@@ -58,6 +58,14 @@ def context_at(code: str, marker: str):
         # Imports inside functions count where they are.
         ("def f():\n    import torch as tt\n    tt.no_grad", "tt.no_grad", "torch.no_grad"),
         ("from . import torch\ntorch.no_grad", "torch.no_grad", ".torch.no_grad"),
+        # The try body's import is what runs on a current torch; the handler's is a fallback.
+        (
+            "try:\n    from torch.optim.lr_scheduler import LRScheduler as S\nexcept ImportError:\n"
+            "    from torch.optim.lr_scheduler import _LRScheduler as S\nS.step",
+            "S.step",
+            "torch.optim.lr_scheduler.LRScheduler.step",
+        ),
+        ("try:\n    import missing\nexcept ImportError:\n    import torch as missing\nmissing.no_grad", "missing.no_grad", "missing.no_grad"),
     ],
 )
 def test_qualified_names_follow_imports_and_scopes(code, marker, expected):

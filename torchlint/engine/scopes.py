@@ -52,6 +52,13 @@ class _BindingCollector(cst.CSTVisitor):
 
     def __init__(self, scope: Scope):
         self.scope = scope
+        # Inside `except ...:` an import is a fallback for an older torch; the try body's import wins.
+        self.handler_depth = 0
+
+    def _bind_import(self, local: str, path: str) -> None:
+        if self.handler_depth and local in self.scope.imports:
+            return
+        self.scope.imports[local] = path
 
     def _bind(self, target: cst.CSTNode, value: Optional[cst.BaseExpression] = None) -> None:
         if isinstance(target, cst.Name):
@@ -87,10 +94,10 @@ class _BindingCollector(cst.CSTVisitor):
         for alias in node.names:
             full = dotted_name(alias.name)
             if alias.asname is not None:
-                self.scope.imports[alias.asname.name.value] = full
+                self._bind_import(alias.asname.name.value, full)
             else:
                 top = full.split(".")[0]
-                self.scope.imports[top] = top
+                self._bind_import(top, top)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if isinstance(node.names, cst.ImportStar):
@@ -99,7 +106,7 @@ class _BindingCollector(cst.CSTVisitor):
         for alias in node.names:
             name = alias.name.value if isinstance(alias.name, cst.Name) else dotted_name(alias.name)
             local = alias.asname.name.value if alias.asname is not None else name
-            self.scope.imports[local] = f"{module}.{name}" if module and not module.endswith(".") else module + name
+            self._bind_import(local, f"{module}.{name}" if module and not module.endswith(".") else module + name)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -122,8 +129,12 @@ class _BindingCollector(cst.CSTVisitor):
         self._bind(node.target, node.value)
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        self.handler_depth += 1
         if node.name is not None:
             self._bind(node.name.name)
+
+    def leave_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        self.handler_depth -= 1
 
     def visit_Global(self, node: cst.Global) -> None:
         self.scope.variables.difference_update(item.name.value for item in node.names)
