@@ -139,6 +139,27 @@ def under_dynamic_grad_mode(stack: Sequence[cst.CSTNode], ctx: "FileContext") ->
     return False
 
 
+def under_grad_mode_context(stack: Sequence[cst.CSTNode], ctx: "FileContext") -> bool:
+    """Inside a `with` of a context manager from outside torch, in the same function, whose name says it
+    switches to evaluation or sets the grad mode: monai's `eval_mode(model)` enters `no_grad` itself."""
+    for index in range(len(stack) - 2, -1, -1):
+        node = stack[index]
+        if isinstance(node, FUNCTION_BOUNDARIES):
+            return False
+        if isinstance(node, cst.With) and stack[index + 1] is node.body:
+            for item in node.items:
+                manager = item.item.func if isinstance(item.item, cst.Call) else item.item
+                qualified = ctx.qualified_name(manager, stack[: index + 1]) or ""
+                if not qualified.startswith("torch.") and _names_a_grad_mode(semantics.terminal_name(manager) or ""):
+                    return True
+    return False
+
+
+def _names_a_grad_mode(name: str) -> bool:
+    words = [word for word in name.lower().split("_") if word]
+    return names_an_evaluation(name) or any(word in ("grad", "grads", "nograd") for word in words)
+
+
 def _is_dynamic_grad_mode(expr: cst.BaseExpression, ctx: "FileContext", stack) -> bool:
     return (
         isinstance(expr, cst.Call)

@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.engine.facts import BACKWARD_FUNCTIONS, is_backward_call
-from torchlint.rules.autograd._shared import grad_disabled_by_a_caller, is_loss_call, scope_node
+from torchlint.rules.autograd._shared import grad_disabled_by_a_caller, is_loss_call, names_in, scope_node
 from torchlint.rules.base import Rule
 
 # Where a local tensor was computed, as far as gradients go.
@@ -50,7 +50,9 @@ class BackwardUnderNoGrad(Rule):
     `backward()` call inside `no_grad` on a loss computed outside works (no_grad does not
     affect backward) and is not flagged. Nor are values recomputed with gradients enabled
     after the region, code under a nested `torch.enable_grad()` /
-    `set_grad_enabled(True)`, or functions and lambdas merely defined inside the region.
+    `set_grad_enabled(True)`, functions and lambdas merely defined inside the region, or
+    collections that only gather tensors computed elsewhere (`grads = [p.grad for p in
+    params]` in a `no_grad` function: each gradient keeps its `grad_fn`).
 
     ## Fix safety
     No fix: move the forward pass (and the loss) out of the no-grad region, which changes
@@ -135,6 +137,9 @@ class BackwardUnderNoGrad(Rule):
         """Where and how the value of `expr`, evaluated at the current point, is computed (None: unknown)."""
         if _is_reference(expr):
             return self._variable(expr)
+        gathered = _gathered_references(expr)
+        if gathered is not None:
+            return _merged_values([self._variable(reference) for reference in gathered])
         mode = semantics.grad_enabled_at(self.ctx.stack, self.ctx)
         taint = self._taint(expr)
         if mode is False or taint == NO_GRAD:
@@ -259,6 +264,36 @@ def _root(expr: cst.BaseExpression) -> cst.BaseExpression:
 def _is_reference(expr: cst.BaseExpression) -> bool:
     """`out`, `out.logits`, `outputs[0]`: no computation of its own."""
     return isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)) and isinstance(_root(expr), cst.Name)
+
+
+def _gathered_references(expr: cst.BaseExpression) -> Optional[List[cst.BaseExpression]]:
+    """The existing tensors a collection only gathers, computing nothing: `[a, b.grad]`, `[p.grad for p in params]`
+    (the elements of `params`); None when `expr` computes something.
+
+    Gathering under `no_grad` keeps each tensor's `grad_fn`: where they were computed is what counts.
+    """
+    if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+        references = [element.value for element in expr.elements]
+        return references if all(map(_is_reference, references)) else None
+    if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp)) and expr.for_in.inner_for_in is None:
+        if not _is_reference(expr.elt):
+            return None
+        if _root(expr.elt).value not in set(names_in(expr.for_in.target)):
+            return [expr.elt]
+        # An element of the iterable, or something it holds: only a variable's elements are known.
+        return [expr.for_in.iter] if _is_reference(expr.for_in.iter) else []
+    return None
+
+
+def _merged_values(values: List[Optional[Value]]) -> Optional[Value]:
+    """The value of a collection: computed without gradients if any element was (backward on it raises)."""
+    known = [value for value in values if value is not None]
+    if not known:
+        return None
+    for where in (NO_GRAD, CALLER_MODE, ENABLED):
+        if any(value.where == where for value in known):
+            return Value(where, _combine([value.taint for value in known]))
+    return None
 
 
 def _combine(taints: List[str]) -> str:

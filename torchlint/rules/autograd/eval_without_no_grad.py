@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -10,12 +10,12 @@ from torchlint.rules.autograd._shared import (
     Loop,
     LoopIndex,
     Models,
-    grad_disabled_by_a_caller,
     innermost_function,
     is_accumulating_backward,
     loop_nodes,
     names_an_evaluation,
     under_dynamic_grad_mode,
+    under_grad_mode_context,
     uses_autograd_grad,
 )
 from torchlint.rules.base import Rule
@@ -29,6 +29,8 @@ class _Forward:
     node: cst.Call
     function: str
     function_name: str
+    # A method of a model class: part of the model's own forward unless it calls `eval()`.
+    in_model_method: bool
     seq: int
     loops: List[Loop]
     stack: Tuple[cst.CSTNode, ...]
@@ -54,8 +56,12 @@ class EvalWithoutNoGrad(Rule):
     or `.parameters()` is called. Not flagged: loops that call `.backward()` anywhere in
     their body (frozen feature extractors in training, attacks that need input
     gradients), functions that use `torch.autograd.grad`, code under
-    `set_grad_enabled(<not a literal>)`, pytest `test_*` functions and Lightning's
-    `validation_step` / `test_step` / `predict_step`.
+    `set_grad_enabled(<not a literal>)` or under another library's context manager named
+    for evaluation or gradients (monai's `with eval_mode(model):` enters `no_grad`
+    itself), pytest `test_*` functions and Lightning's `validation_step` / `test_step` /
+    `predict_step`. In a model's own methods (`_inference_forward` of an `nn.Module`) the
+    function's name does not make an evaluation: its caller decides the grad mode; an
+    `eval()` call in the method still does.
 
     ## Why is this bad?
     `model.eval()` switches dropout and batch norm to inference behaviour; it does not
@@ -131,29 +137,40 @@ class EvalWithoutNoGrad(Rule):
         if not isinstance(node.func, (cst.Name, cst.Attribute)) or semantics.method_name(node) in ("eval", "train"):
             return
         loops = self.loops.enclosing()
-        if not loops or self._grad_mode_is_set():
+        if not loops or self._grad_mode_is_set(self.ctx.stack):
             return
         definition = innermost_function(self.ctx.stack)
         name = definition.name.value if definition is not None else ""
         if name.startswith("test_") or (definition is not None and id(definition) in self.lightning_hooks):
             return
-        self.forwards.append(_Forward(node, function, name, event.seq, loops, tuple(self.ctx.stack)))
+        in_model_method = definition is not None and self._is_model_method(definition)
+        self.forwards.append(_Forward(node, function, name, in_model_method, event.seq, loops, tuple(self.ctx.stack)))
 
-    def _grad_mode_is_set(self) -> bool:
-        """Gradients disabled, explicitly enabled, or set from a variable at this point."""
-        stack = self.ctx.stack
-        return semantics.grad_enabled_at(stack, self.ctx) is not None or under_dynamic_grad_mode(stack, self.ctx)
+    def _is_model_method(self, definition: cst.FunctionDef) -> bool:
+        """`definition` (the innermost function) is defined directly in a model class."""
+        outer = [node for node in self.ctx.scope_nodes if isinstance(node, (cst.FunctionDef, cst.ClassDef))]
+        owner = outer[-2] if len(outer) > 1 and outer[-1] is definition else None
+        return isinstance(owner, cst.ClassDef) and owner.name.value in self.models.classes
+
+    def _grad_mode_is_set(self, stack: Sequence[cst.CSTNode]) -> bool:
+        """Gradients disabled, explicitly enabled, or set from a variable or another library's context manager."""
+        return (
+            semantics.grad_enabled_at(stack, self.ctx) is not None
+            or under_dynamic_grad_mode(stack, self.ctx)
+            or under_grad_mode_context(stack, self.ctx)
+        )
 
     def finish(self) -> None:
         for forward in self.forwards:
             if not self.models.is_model(forward.node.func, forward.stack):
                 continue
             evaluation = self._eval_before(forward)
-            if evaluation is None and not names_an_evaluation(forward.function_name):
+            if evaluation is None and (forward.in_model_method or not names_an_evaluation(forward.function_name)):
                 continue
             if self._backpropagates(forward, evaluation) or uses_autograd_grad(forward.function, self.ctx):
                 continue
-            if grad_disabled_by_a_caller(forward.function, self.ctx) is not None:
+            # A caller one level up that disables gradients (or sets them, deliberately) around the call.
+            if any(self._grad_mode_is_set(site.stack) for site in self.ctx.callgraph.call_sites(forward.function)):
                 continue
             self.report(forward.node)
 

@@ -48,8 +48,10 @@ class LossAccumulatedWithGraph(Rule):
     `loss.tolist()`.
 
     It does not flag accumulation into a loss that is then backpropagated (summing
-    several losses and calling `.backward()` on the sum, or returning the sum), an
-    accumulator reset in the same loop, nor accumulation with gradients disabled.
+    several losses and calling `.backward()` on the sum, returning the sum, or
+    backpropagating each collected loss in a later loop: `for loss in losses:
+    loss.backward()`, `accelerator.backward(losses[i])`), an accumulator reset in the
+    same loop, nor accumulation with gradients disabled.
 
     ## Why is this bad?
     The accumulator becomes a tensor that requires grad and references every
@@ -164,11 +166,16 @@ class LossAccumulatedWithGraph(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         if is_backward_call(node, self.ctx):
+            first = semantics.positional(node, 0)
+            argument = first.value if first is not None else None
             tensor = semantics.receiver(node) if semantics.method_name(node) == "backward" else None
             if tensor is None:
-                arg = semantics.positional(node, 0)
-                tensor = arg.value if arg is not None else None
-            self.backpropagated.setdefault(self._scope(), set()).update(names_in(tensor))
+                tensor = argument
+            backpropagated = self.backpropagated.setdefault(self._scope(), set())
+            # The argument too: `accelerator.backward(loss)` (accelerate, fabric), `torch.autograd.backward(loss)`.
+            for reached in (tensor, argument):
+                backpropagated.update(names_in(reached))
+                backpropagated.update(self._iterated_for(reached))
             receiver = dotted_name(tensor) if tensor is not None else None
             if receiver:
                 self.backward_receivers.setdefault(self._scope(), set()).add(receiver)
@@ -178,6 +185,15 @@ class LossAccumulatedWithGraph(Rule):
             if accumulator is not None:
                 self.reads.setdefault((self._scope(), accumulator), set()).update(names_in(node.args[0].value))
                 self._accumulation(node, accumulator, node.args[0].value)
+
+    def _iterated_for(self, tensor: Optional[cst.BaseExpression]) -> Set[str]:
+        """`for loss in losses: loss.backward()`: the collections whose elements the backward call reaches."""
+        found: Set[str] = set()
+        roots = {name.partition(".")[0] for name in names_in(tensor)}
+        for loop in loop_nodes(self.ctx.stack):
+            if isinstance(loop, cst.For) and roots.intersection(names_in(loop.target)):
+                found.update(names_in(loop.iter))
+        return found
 
     def _accumulation(self, statement: cst.CSTNode, accumulator: str, operand: cst.BaseExpression) -> None:
         loops = loop_nodes(self.ctx.stack)

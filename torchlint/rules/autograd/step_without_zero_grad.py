@@ -1,9 +1,11 @@
 from __future__ import annotations
 
-from typing import Set
+from typing import Dict, Set
 
 import libcst as cst
 
+from torchlint import semantics
+from torchlint.engine.scopes import dotted_name
 from torchlint.rules.autograd._shared import LoopIndex
 from torchlint.rules.base import Rule
 
@@ -16,6 +18,10 @@ class StepWithoutZeroGrad(Rule):
     any receiver, no `p.grad = None`, no `p.grad.zero_()`. Clearing inside an `if` counts
     (gradient accumulation is legitimate), and so does clearing in a function of the same
     module called in the loop. Backward and step may also sit in such a function.
+
+    Not flagged: an optimizer built in the loop body over tensors also built there
+    (`x = latents.detach().clone().requires_grad_()`, then `opt = torch.optim.SGD([x])`):
+    each iteration steps a new leaf whose `.grad` starts at `None`.
 
     ## Why is this bad?
     `backward()` adds into `.grad`; nothing resets it. After k steps each gradient is k
@@ -60,12 +66,40 @@ class StepWithoutZeroGrad(Rule):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.loops = LoopIndex(ctx)
+        # id of a loop -> variables its body assigns a new tensor (any call) to, so far.
+        self.fresh_tensors: Dict[int, Set[str]] = {}
+        # id of a loop -> variables its body assigns an optimizer over such tensors to, so far.
+        self.fresh_optimizers: Dict[int, Set[str]] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
         self.loops.observe(node)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self.loops.observe(node)
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            return
+        name = node.targets[0].target.value
+        for loop in self.loops.enclosing():
+            tensors = self.fresh_tensors.setdefault(id(loop.node), set())
+            optimizers = self.fresh_optimizers.setdefault(id(loop.node), set())
+            tensors.discard(name)
+            optimizers.discard(name)
+            if self._optimizer_over(node.value, tensors):
+                optimizers.add(name)
+            elif isinstance(node.value, cst.Call):
+                tensors.add(name)
+
+    def _optimizer_over(self, value: cst.BaseExpression, tensors: Set[str]) -> bool:
+        """`torch.optim.SGD([x, y], ...)` where every parameter is one of `tensors`."""
+        if not isinstance(value, cst.Call):
+            return False
+        origin = self.ctx.qualified_name(value.func) or ""
+        if not origin.startswith("torch.optim.") or origin.startswith("torch.optim.lr_scheduler."):
+            return False
+        params = semantics.positional(value, 0) or semantics.keyword(value, "params")
+        if params is None or not isinstance(params.value, (cst.List, cst.Tuple)) or not params.value.elements:
+            return False
+        return all(dotted_name(element.value) in tensors for element in params.value.elements)
 
     def finish(self) -> None:
         children = self.loops.children()
@@ -75,7 +109,10 @@ class StepWithoutZeroGrad(Rule):
                 continue
             if self.loops.sites(loop, "clears-grad"):
                 continue
-            for _, steps in self.loops.sites(loop, "optimizer-step"):
+            fresh = self.fresh_optimizers.get(id(loop.node), set())
+            for event, steps in self.loops.sites(loop, "optimizer-step"):
+                if "optimizer-step" in event.facts and dotted_name(semantics.receiver(event.node)) in fresh:
+                    continue
                 for step in steps:
                     if id(step) not in reported:
                         reported.add(id(step))
