@@ -68,7 +68,7 @@ def test_ignore_wins_over_select(project, capsys):
 def test_unknown_selector_is_a_usage_error(project, capsys):
     code, out, err = check(capsys, "--select", "TL9999", "bad.py")
     assert code == 2 and out == ""
-    assert err == "torchlint: error: --select/--ignore: 'select': unknown rule code or name 'TL9999'\n"
+    assert err == "torchlint: error: --select: unknown rule code or name 'TL9999'\n"
 
 
 def test_missing_path_is_one_line_and_exit_2(project, capsys):

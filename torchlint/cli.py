@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, TextIO
 
 from torchlint import __version__
 from torchlint import fixes as fixes_io
-from torchlint.config import OUTPUT_FORMATS, Config, ConfigError, load
+from torchlint.config import OUTPUT_FORMATS, Config, ConfigError, load, resolve_codes
 from torchlint.discovery import MissingPath, discover
 from torchlint.cache import Cache
 from torchlint.engine.parallel import lint_files
@@ -94,6 +94,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv.insert(0, "check")
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    # A file name that is not valid text must still be printable, not crash the report.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="surrogateescape")
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -137,13 +141,10 @@ def load_config(args) -> Config:
         "fix": args.fix,
         "unsafe-fixes": args.unsafe_fixes,
     }
-    where = "command line"
-    try:
-        return load(args.config, start, overrides)
-    except ConfigError as error:
-        if str(error).startswith(where):
-            raise ConfigError(str(error).replace(where, "--select/--ignore", 1)) from None
-        raise
+    # Command-line selectors are checked first, so their mistakes are not blamed on a config file.
+    for option, key in (("--select", "select"), ("--extend-select", "extend-select"), ("--ignore", "extend-ignore")):
+        resolve_codes(overrides[key] or [], f"{option}")
+    return load(args.config, start, overrides)
 
 
 def run_check(args) -> int:

@@ -124,8 +124,10 @@ def find_config_file(start: Path) -> Optional[Path]:
         if candidate.is_file():
             return candidate
         candidate = directory / "pyproject.toml"
-        if candidate.is_file() and "tool" in _read_toml(candidate) and "torchlint" in _read_toml(candidate)["tool"]:
-            return candidate
+        if candidate.is_file():
+            tool = _read_toml(candidate).get("tool")
+            if isinstance(tool, dict) and "torchlint" in tool:
+                return candidate
     return None
 
 
@@ -142,7 +144,8 @@ def _read_toml(path: Path) -> dict:
 def load_table(path: Path) -> dict:
     data = _read_toml(path)
     if path.name == "pyproject.toml":
-        table = data.get("tool", {}).get("torchlint", {})
+        tool = data.get("tool")
+        table = tool.get("torchlint", {}) if isinstance(tool, dict) else {}
         if not isinstance(table, dict):
             raise ConfigError(f"{path}: [tool.torchlint] must be a table")
         return table
@@ -196,6 +199,8 @@ def build(table: dict, root: Path, path: Optional[Path], where: str, torch_requi
         per_file.append((_spec([pattern], key_where("per-file-ignores")), resolve_codes(codes, key_where("per-file-ignores"))))
 
     exclude_patterns = list(table.get("exclude", DEFAULT_EXCLUDES)) + list(table.get("extend-exclude", []))
+    for key in ("exclude", "extend-exclude"):
+        _spec(table.get(key, []), key_where(key))
     output_format = table.get("output-format")
     if output_format is not None and output_format not in OUTPUT_FORMATS:
         raise ConfigError(f"{key_where('output-format')}: must be one of {', '.join(OUTPUT_FORMATS)}, got {output_format!r}")
@@ -251,12 +256,17 @@ def torch_requirement_floor(root: Path) -> Optional[Tuple[int, int]]:
         pyproject = directory / "pyproject.toml"
         if pyproject.is_file():
             try:
-                project = _read_toml(pyproject).get("project", {})
+                project = _read_toml(pyproject).get("project")
             except ConfigError:
                 return None
-            requirements = list(project.get("dependencies", []))
-            for extra in project.get("optional-dependencies", {}).values():
-                requirements.extend(extra)
+            if not isinstance(project, dict):
+                return None
+            # Malformed metadata is the packaging tools' business: take what is well-formed.
+            groups = [project.get("dependencies")]
+            extras = project.get("optional-dependencies")
+            if isinstance(extras, dict):
+                groups.extend(extras.values())
+            requirements = [item for group in groups if isinstance(group, list) for item in group]
             floors = []
             for requirement in requirements:
                 match = _TORCH_REQUIREMENT.match(requirement) if isinstance(requirement, str) else None
