@@ -8,8 +8,11 @@ BOM) travels with it.
 from __future__ import annotations
 
 import codecs
+import errno
 import io
+import os
 import re
+import stat
 import tokenize
 from dataclasses import dataclass
 
@@ -33,6 +36,15 @@ class Source:
     def encode(self, text: str) -> bytes:
         data = text.encode(self.encoding)
         return codecs.BOM_UTF8 + data if self.bom else data
+
+
+def read_bytes(path: str) -> bytes:
+    """A file's bytes; OSError for anything but a regular file (reading a FIFO would wait forever)."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return handle.read()
 
 
 def decode(data: bytes) -> Source:

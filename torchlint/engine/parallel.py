@@ -67,8 +67,7 @@ def _from_cache(cache: Cache, path: str, filename: str, config: "Config") -> Opt
     if filename not in cache:
         return None
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = sources.read_bytes(path)
     except OSError:
         return None
     findings = cache.lookup(filename, cache.key(data, config.codes_for(filename)))
@@ -112,8 +111,7 @@ def _work(item: Tuple[str, str], keyed: bool) -> Tuple[Optional[bytes], FileResu
 def _lint_one(path: str, filename: str, config: "Config", keyed: bool) -> Tuple[Optional[bytes], FileResult]:
     """The file's cache key (None when not keyed or unreadable) and its result, source kept only with findings."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = sources.read_bytes(path)
     except OSError:
         return None, lint_file(path, config, filename)
     result = lint_bytes(data, filename, config)

@@ -46,8 +46,7 @@ def parse_error(filename: str, message: str, row: int = 1, column: int = 1) -> F
 def lint_file(path: str, config: "Config", filename: Optional[str] = None) -> FileResult:
     filename = filename or path
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = sources.read_bytes(path)
     except OSError as error:
         return _unreadable(filename, config, f"cannot read file: {error.strerror or error}")
     return lint_bytes(data, filename, config)

@@ -70,8 +70,7 @@ def fix_file(path: str, filename: str, config: "Config", unsafe: bool) -> FileFi
     if not path.endswith(FIXABLE_SUFFIXES):
         return _unfixable(filename, path, None, lint_file(path, config, filename).findings)
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = sources.read_bytes(path)
     except OSError:
         # lint_file turns the same failure into the file's TL000 finding.
         return _unfixable(filename, path, None, lint_file(path, config, filename).findings)
@@ -86,8 +85,7 @@ def write(fix: FileFix) -> Optional[str]:
         # Root passes os.access whatever the mode says: a file nobody may write is read-only for us too.
         if not status.st_mode & _WRITE_BITS or not os.access(target, os.W_OK):
             return f"{fix.filename}: the file is read-only; its fixes were not written"
-        with open(target, "rb") as handle:
-            on_disk = handle.read()
+        on_disk = sources.read_bytes(target)
         if on_disk != fix.data:
             return f"{fix.filename}: the file changed on disk during the run; its fixes were not written (run again)"
         data = fix.output()
