@@ -145,7 +145,6 @@ def test_missing_weights_only_is_added_before_torch_2_6(code, expected):
 @pytest.mark.parametrize(
     "code",
     [
-        'torch.load("m.pt", **options)\n',  # may already pass weights_only
         'torch.load("m.pt", pickle_module=dill)\n',  # torch refuses weights_only=True with a pickle_module
         'torch.load("m.pt", None, dill, weights_only=False)\n',
         'def load(path, weights_only):\n    if not weights_only:\n        return torch.load(path, weights_only=False)\n',
@@ -168,3 +167,26 @@ def test_every_fix_in_the_fixtures_keeps_the_file_parseable(path):
     for finding in lint_file(str(path), fixture_config(text)).findings:
         if finding.fix is not None:
             cst.parse_module(apply_edits(text, finding.fix.edits))
+
+
+# TL306 offers no fix; its test-file exemption depends on the file name, which fixtures cannot vary.
+TRAINING_LOOP = """
+from torch.utils.data import DataLoader
+
+for batch in DataLoader(dataset):
+    model(batch).sum().backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("filename, flagged", [
+    ("train.py", True),
+    ("src/tests/helpers.py", True),
+    ("latest_results.py", True),
+    ("test_training.py", False),
+    ("tests/engine_test.py", False),
+    ("conftest.py", False),
+])
+def test_synchronous_dataloader_skips_test_files(filename, flagged):
+    findings = lint(TRAINING_LOOP, filename=filename, select=["TL306"])
+    assert [finding.code for finding in findings] == (["TL306"] if flagged else [])

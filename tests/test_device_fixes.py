@@ -58,7 +58,7 @@ MIXED = "import torch\nmodel = model.to(torch.device('cpu'))\n"
     ("x = x.cuda()\ndevice = 'cuda'\n", "x = x.to(\"cuda\")\ndevice = 'cuda'\n"),
     ("x = x.cuda(1)\n", 'x = x.to("cuda:1")\n'),
     ("x = x.cuda('cuda:2')\n", 'x = x.to("cuda:2")\n'),
-    ("x = x.cuda(rank, non_blocking=True)\n", "x = x.to(rank, non_blocking=True)\n"),
+    ("x = x.cuda(0, non_blocking=True)\n", 'x = x.to("cuda:0", non_blocking=True)\n'),
     ("device = 'cuda'\nx = (x).cuda(non_blocking=True)\n", "device = 'cuda'\nx = (x).to(device, non_blocking=True)\n"),
     ("def f(x, device):\n    return x.cuda()\n", "def f(x, device):\n    return x.to(device)\n"),
     ("def f(x):\n    y = x.cuda()\n    device = y.device\n", 'def f(x):\n    y = x.to("cuda")\n    device = y.device\n'),
@@ -172,6 +172,28 @@ def test_tl206_offers_no_fix_it_cannot_make_right(source):
     check_no_fix("TL206", source)
 
 
+@pytest.mark.parametrize("source", [
+    # `.to(tensor)` moves to the tensor's device and casts to its dtype; `device=tensor` raises TypeError.
+    "import torch\ndevice = t_value\nt = torch.tensor([0.0]).to(device)\n",
+    "import torch\ndef f(reference):\n    return torch.zeros(3).to(reference_device)\n",
+    "import torch\ndef f(device):\n    device = pick(device)\n    return torch.zeros(3).to(device)\n",
+])
+def test_tl206_no_fix_when_the_target_may_be_a_tensor(source):
+    check_no_fix("TL206", source)
+
+
+@pytest.mark.parametrize("setup, target", [
+    ("def f(device):\n    return ", "device"),  # a parameter named by the device-name option
+    ("def f(x):\n    return ", "x.device"),
+    ("dev = torch.device('cuda', 1)\ndef f():\n    return ", "dev"),
+    ("target_device = x.device if on_x else 'cpu'\ndef f():\n    return ", "target_device"),
+    ("def f(rank):\n    return ", "f'cuda:{rank}'"),
+])
+def test_tl206_fix_when_the_target_is_provably_a_device(setup, target):
+    source = f"import torch\n{setup}torch.zeros(3).to({target})\n"
+    check_fix("TL206", source, source.replace(f"zeros(3).to({target})", f"zeros(3, device={target})"), "safe")
+
+
 def test_tl206_leaves_star_kwargs_alone():
     assert lint("import torch\nt = torch.zeros(n, **options).to(device)\n", select=["TL206"]) == []
 
@@ -218,6 +240,6 @@ def test_every_device_fix_keeps_the_fixture_valid_python(path: Path):
 
 
 def test_tl206_moves_a_multiline_device_expression_as_is():
-    source = "import torch\nt = torch.zeros(n).to(\n    cuda_device\n    if use_gpu else cpu_device\n)\n"
-    expected = "import torch\nt = torch.zeros(n, device=cuda_device\n    if use_gpu else cpu_device)\n"
+    source = "import torch\nt = torch.zeros(n).to(\n    torch.device('cuda')\n    if use_gpu else 'cpu'\n)\n"
+    expected = "import torch\nt = torch.zeros(n, device=torch.device('cuda')\n    if use_gpu else 'cpu')\n"
     check_fix("TL206", source, expected, "safe")

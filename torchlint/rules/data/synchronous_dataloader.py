@@ -1,21 +1,37 @@
+import re
+from pathlib import PurePath
+from typing import Dict, List, NamedTuple, Optional, Tuple
+
 import libcst as cst
 
 from torchlint import semantics
 from torchlint.rules.base import Rule
-from torchlint.rules.data._dataset import is_tensor_dataset
+from torchlint.rules.data._dataset import construction, holds_items, indexing_dataset, loader_argument, unwrapped
 
 TRAINING_FACTS = ("backward", "optimizer-step")
+# The file names pytest collects by default.
+TEST_FILE = re.compile(r"(test_.*|.*_test|conftest)\.py")
 
 
 class SynchronousDataloader(Rule):
     """
     ## What it does
     Flags a `DataLoader` call without `num_workers` or with `num_workers=0` in a
-    file that trains (it calls `.backward()` or an optimizer's `.step()`).
+    file that trains (it calls `.backward()` or an optimizer's `.step()`) and is
+    not a test file (`test_*.py`, `*_test.py`, `conftest.py`: the names pytest
+    collects). Tests train for correctness, not speed, and often keep loading in
+    one process on purpose (deterministic, quick to start); what this gives up is
+    a training script named like a test (`test_performance.py`), which is not
+    flagged even where its loader would be worth parallelising.
 
-    Not flagged: loaders over a `TensorDataset` (the data is already in memory as
-    tensors, so there is nothing to overlap), and calls that pass `**kwargs`, which
-    may set `num_workers`.
+    Not flagged: calls that pass `**kwargs`, which may set `num_workers`, and
+    loaders over data already in memory, where workers would only add start-up
+    cost: a `TensorDataset`, a tensor or array built by torch or numpy, a Python
+    sequence (`range(n)`, a list), an instance of a class in the same file
+    whose `__getitem__` only indexes attributes holding such data (a tensor built
+    in `__init__`, or the list it was given), and a `Subset` of any of these. A
+    dataset class from another module cannot be seen from one file: one that is
+    in memory is still flagged.
 
     Not in the default selection, like TorchFix's TOR401: small datasets, notebooks
     and debugging sessions are often better off without worker processes.
@@ -60,19 +76,61 @@ class SynchronousDataloader(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.candidates = []
+        # (loader, the same-file class its dataset is built from, or None, and what its arguments hold)
+        self.candidates: List[Tuple[cst.Call, Optional[str], _Arguments]] = []
+        # class name -> for each class of that name, what `indexing_dataset` says of it
+        self.classes: Dict[str, List[Optional[Tuple[Tuple[int, str], ...]]]] = {}
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        summary = indexing_dataset(node, self.ctx, self.ctx.stack[:-1])
+        self.classes.setdefault(node.name.value, []).append(summary)
 
     def visit_Call(self, node: cst.Call) -> None:
         if not semantics.is_dataloader_call(node, self.ctx):
             return
         workers = semantics.workers_of(node)
-        if (workers is None or workers == 0) and not is_tensor_dataset(node, self.ctx):
-            self.candidates.append(node)
+        if workers is not None and workers != 0:
+            return
+        dataset = loader_argument(node, "dataset")
+        if dataset is not None and holds_items(dataset.value, self.ctx):
+            return
+        built = construction(unwrapped(dataset.value, self.ctx), self.ctx) if dataset is not None else None
+        if built is not None and isinstance(built.func, cst.Name) and self.ctx.qualified_name(built.func) is None:
+            # Possibly a class defined further down: judged once the whole file is read.
+            self.candidates.append((node, built.func.value, self._arguments(built)))
+        else:
+            self.candidates.append((node, None, _Arguments((), {})))
+
+    def _arguments(self, call: cst.Call) -> "_Arguments":
+        positional = tuple(holds_items(arg.value, self.ctx) for arg in call.args if arg.keyword is None and not arg.star)
+        keywords = {arg.keyword.value: holds_items(arg.value, self.ctx) for arg in call.args if arg.keyword is not None}
+        return _Arguments(positional, keywords)
 
     def finish(self) -> None:
-        if not self.candidates:
+        if not self.candidates or TEST_FILE.fullmatch(PurePath(self.ctx.filename).name):
             return
         functions = self.ctx.callgraph.functions.values()
-        if any(function.facts.get(fact) for function in functions for fact in TRAINING_FACTS):
-            for node in self.candidates:
+        if not any(function.facts.get(fact) for function in functions for fact in TRAINING_FACTS):
+            return
+        for node, class_name, arguments in self.candidates:
+            if class_name is None or not self._in_memory_class(class_name, arguments):
                 self.report(node)
+
+    def _in_memory_class(self, name: str, arguments: "_Arguments") -> bool:
+        summaries = self.classes.get(name)
+        return bool(summaries) and all(
+            summary is not None and all(arguments.holds_items(position, parameter) for position, parameter in summary)
+            for summary in summaries
+        )
+
+
+class _Arguments(NamedTuple):
+    """Which arguments of a dataset's construction hold their items in memory."""
+
+    positional: Tuple[bool, ...]
+    keywords: Dict[str, bool]
+
+    def holds_items(self, position: int, name: str) -> bool:
+        if name in self.keywords:
+            return self.keywords[name]
+        return position < len(self.positional) and self.positional[position]

@@ -240,10 +240,18 @@ def _read_to(call, ctx, stack, positional, keywords) -> Optional[Conversion]:
     )
 
 
-def implements_cuda_method(ctx: "FileContext") -> bool:
-    """Inside `def cuda(self, ...)`: a class implementing `.cuda()` by delegating to its tensors."""
+def implements_method(ctx: "FileContext", name: str) -> bool:
+    """Inside `def <name>(self, ...)`: a class implementing `.cuda()`/`.double()` by delegating to its tensors,
+    which forwards its caller's choice rather than making one."""
     function = ctx.enclosing(cst.FunctionDef)
-    return function is not None and function.name.value == "cuda"
+    return function is not None and function.name.value == name
+
+
+def computed_cuda_device(read: Conversion) -> bool:
+    """`.cuda(index)` with a device the program computed (not a literal): it follows a choice made elsewhere,
+    like `.to(device)` does, and is reached only where that choice is a CUDA device."""
+    node = read.device_node
+    return node is not None and semantics.is_missing(semantics.literal(node))
 
 
 # ------------------------------------------------------------------ naming torch

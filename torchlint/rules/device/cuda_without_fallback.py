@@ -33,10 +33,11 @@ class CudaWithoutFallback(Rule):
 
     Not flagged: files with any availability check; devices that come from a
     variable, a function parameter (its default included) or a command-line argument
-    (including `add_argument(..., default="cuda")`); code in a branch taken only
-    when the program asks for CUDA (`if args.cuda:`, `if backend == "cuda":`,
-    `x.cuda() if use_gpu else x`); `def cuda(...)` methods; files written for CUDA
-    machines only (`torch.cuda.set_device(...)`, `init_process_group(backend="nccl")`).
+    (including `add_argument(..., default="cuda")`), `.cuda(rank)` included; code
+    in a branch taken only when the program asks for CUDA (`if args.cuda:`,
+    `if backend == "cuda":`, `x.cuda() if use_gpu else x`); `def cuda(...)` methods;
+    files written for CUDA machines only (`torch.cuda.set_device(...)`,
+    `init_process_group(backend="nccl")`).
 
     ## Fix safety
     No fix: where the fallback belongs (one `device` chosen at start-up and passed
@@ -74,7 +75,8 @@ class CudaWithoutFallback(Rule):
         if name is not None:
             self._check_module_call(node, name)
         elif semantics.method_name(node) == "cuda":
-            if _shared.conversion(node, self.ctx) is not None:
+            read = _shared.conversion(node, self.ctx)
+            if read is not None and not _shared.computed_cuda_device(read):
                 self._add(node)
         elif semantics.method_name(node) == "to":
             device = semantics.positional(node, 0)
@@ -107,7 +109,7 @@ class CudaWithoutFallback(Rule):
             self._add(node.value)
 
     def _add(self, site: cst.CSTNode) -> None:
-        if not (_shared.implements_cuda_method(self.ctx) or self._chosen_elsewhere()):
+        if not (_shared.implements_method(self.ctx, "cuda") or self._chosen_elsewhere()):
             self.sites.append(site)
 
     def _chosen_elsewhere(self) -> bool:

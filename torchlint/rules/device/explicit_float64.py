@@ -30,7 +30,9 @@ class ExplicitFloat64(Rule):
 
     Not in the default selection: scientific code and `gradcheck` need float64.
     Inputs of `torch.autograd.gradcheck` / `gradgradcheck` (written in the call or
-    assigned to a variable passed to it) are never flagged.
+    assigned to a variable passed to it) are never flagged, nor is code inside a
+    `def double(...)` method (a class's own `.double()`, which forwards its
+    caller's request; the caller's `.double()` is flagged).
 
     ## Fix safety
     Unsafe: the fix writes float32 instead (`.float()`, `torch.float32`,
@@ -72,7 +74,7 @@ class ExplicitFloat64(Rule):
             scope = id(_shared.scope_node(self.ctx.stack))
             for arg in node.args[1:]:
                 self.gradcheck_inputs.update((scope, used.value) for used in _names_in(arg.value))
-        if self.open_gradchecks:
+        if self.open_gradchecks or _shared.implements_method(self.ctx, "double"):
             return
         read = _shared.conversion(node, self.ctx)
         if read is not None and semantics.method_name(node) == "double":

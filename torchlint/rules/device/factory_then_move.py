@@ -42,7 +42,14 @@ class FactoryThenMove(Rule):
     (`torch.tensor([0.1]).to(device, torch.float64)` holds float32's 0.1, while
     `torch.tensor([0.1], dtype=torch.float64)` holds float64's). No fix when the
     factory already passes the keyword, passes `**kwargs`, or has a non-literal
-    `requires_grad`.
+    `requires_grad`, nor when `.to(x)` may be given a tensor: `.to(tensor)` also
+    casts to its dtype, and `device=tensor` raises `TypeError`. The argument must
+    be a device string, `torch.device(...)`, `x.device`, a name assigned only
+    those, or the `device-name` variable (`device`) when nothing else is assigned
+    to it in its scope: a parameter named `device` is trusted to hold a device.
+
+    ## Options
+    - `device-name`: the variable trusted to hold a device (default `device`).
     """
 
     code = "TL206"
@@ -89,6 +96,8 @@ class FactoryThenMove(Rule):
             return None
         # `.to(...)` arguments move as they are; `.cuda(1)` and `.float()`-style calls are named in code.
         from_to = semantics.method_name(move.call) == "to"
+        if from_to and semantics.keyword(move.call, "device") is None and not self._is_device(move.device_node):
+            return None  # `.to(other_tensor)` also casts, and `device=other_tensor` raises TypeError
         keywords = [("device", move.device_node if from_to else _shared.expression(move.device))]
         if move.casts:
             code = move.dtype_code(self.ctx)
@@ -101,6 +110,23 @@ class FactoryThenMove(Rule):
         description = "Pass " + " and ".join(f"`{keyword}=`" for keyword, _ in keywords) + " to the factory"
         edit = self.ctx.replace(move.call, content)
         return Fix.safe(description, edit) if safe else Fix.unsafe(description, edit)
+
+    def _is_device(self, expr: cst.BaseExpression, seen=frozenset()) -> bool:
+        """`expr` is provably a device, not a tensor: a device string or f-string, `torch.device(...)`,
+        `x.device`, a name only ever assigned one of those, or the `device-name` variable when nothing else
+        is assigned to it in its scope (a parameter, typically)."""
+        if isinstance(expr, cst.IfExp):
+            return self._is_device(expr.body, seen) and self._is_device(expr.orelse, seen)
+        if isinstance(expr, cst.Attribute):
+            return expr.attr.value == "device"
+        if not isinstance(expr, cst.Name):
+            return _shared.names_device(expr, self.ctx)  # strings, f-strings, `torch.device(...)`
+        if expr.value in seen:
+            return False
+        values = self.ctx.assigned_values(expr)
+        if not values:
+            return expr.value == self.ctx.config.device_name
+        return all(self._is_device(value, seen | {expr.value}) for value in values)
 
 
 def _stays_on_host(move: _shared.Conversion) -> bool:

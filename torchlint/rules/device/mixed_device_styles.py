@@ -22,16 +22,17 @@ class MixedDeviceStyles(Rule):
     another GPU or `mps`, the tensors end up on two different devices. One style,
     `.to(device)`, keeps the choice in one place.
 
-    Not flagged: files that use only one style, and `.cuda()` calls inside a
-    `def cuda(...)` method (a class implementing `.cuda()` for its own tensors).
+    Not flagged: files that use only one style; `.cuda()` calls inside a
+    `def cuda(...)` method (a class implementing `.cuda()` for its own tensors);
+    `.cuda(index)` with a device the program computed (`.cuda(rank)`,
+    `.cuda(device_index)`), which follows a choice made elsewhere, as `.to(device)`
+    does, and is usually reached only once that choice is a CUDA device.
 
     ## Fix safety
     Safe. `x.cuda()` becomes `x.to(device)` when a variable named `device` (the
     `device-name` option) is bound before the call in an enclosing scope, otherwise
     `x.to("cuda")`, which moves to the same current CUDA device as `.cuda()`.
-    `.cuda(1)` becomes `.to("cuda:1")`, `.cuda(rank)` becomes `.to(rank)` (on a CUDA
-    machine an integer device is a CUDA index for both); `non_blocking=` and
-    `memory_format=` are kept.
+    `.cuda(1)` becomes `.to("cuda:1")`; `non_blocking=` and `memory_format=` are kept.
 
     ## Options
     - `device-name`: the variable the fix moves to (default `device`).
@@ -70,7 +71,7 @@ class MixedDeviceStyles(Rule):
         if read is None or not read.moves:
             return
         if node.func.attr.value == "cuda":
-            if not _shared.implements_cuda_method(self.ctx):
+            if not (_shared.implements_method(self.ctx, "cuda") or _shared.computed_cuda_device(read)):
                 self.cuda_calls.append((read, tuple(self.ctx.stack)))
         elif node.func.attr.value == "to":
             self.moves_with_to = True

@@ -1,5 +1,5 @@
 import re
-from typing import Optional
+from typing import Optional, Set, Tuple
 
 import libcst as cst
 
@@ -8,6 +8,7 @@ from torchlint.finding import Edit, Fix
 from torchlint.rules.base import Rule
 
 TORCH_LOAD = frozenset({"torch.load", "torch.serialization.load"})
+TORCH_SAVE = frozenset({"torch.save", "torch.serialization.save"})
 SAFE_DEFAULT_SINCE = (2, 6)
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 _DELIBERATE_TEST = re.compile(r"weights_only|trust|safe", re.IGNORECASE)
@@ -26,7 +27,17 @@ class UnsafeTorchLoad(Rule):
 
     Not flagged: `weights_only=True`, a `weights_only` given by a variable, and a
     missing `weights_only` when the minimum torch version is 2.6 or newer (the
-    default is already `True`).
+    default is already `True`), or when:
+
+    - the call passes `**kwargs`, which may carry `weights_only` (the caller's
+      choice: the rule cannot see what the dictionary holds);
+    - the same function saved to that file or buffer earlier with `torch.save`
+      (the same expression: `torch.save(obj, buffer)` ... `torch.load(buffer)`,
+      a deep copy or a checkpoint in a private temporary directory), and did not
+      assign that variable since, so it reads back only what it wrote; a file
+      another process could swap in between is not considered;
+    - it is the fallback in an `except TypeError:` after a load that passes
+      `weights_only`, for a torch too old to know the keyword.
 
     ## Why is this bad?
     A checkpoint loaded with `weights_only=False` is an ordinary pickle: loading it
@@ -38,9 +49,8 @@ class UnsafeTorchLoad(Rule):
     ## Fix safety
     Unsafe: `weights_only=True` refuses checkpoints that pickle whole modules,
     optimizers' custom classes or numpy arrays, which then need
-    `add_safe_globals`. The fix is not offered when `**kwargs` may already carry
-    `weights_only`, when a `pickle_module` is given (torch refuses the two
-    together), and where `weights_only=False` looks like the point of the code: in
+    `add_safe_globals`. The fix is not offered when a `pickle_module` is given
+    (torch refuses the two together), and where `weights_only=False` looks like the point of the code: in
     a branch whose condition is about `weights_only` or trust (`if not
     weights_only:`, `if trusted:`), or in an `except` handler that falls back after
     a safe load failed.
@@ -79,27 +89,78 @@ class UnsafeTorchLoad(Rule):
     checkpoint = torch.load("checkpoint.pt", weights_only=True)
     """
 
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        # (function, code of the file argument) for each `torch.save`, in source order
+        self.saved: Set[Tuple[Optional[int], str]] = set()
+        # `try` statements whose body loads with `weights_only`
+        self.tries_passing_weights_only: Set[int] = set()
+
     def visit_Call(self, node: cst.Call) -> None:
-        if self.ctx.qualified_name(node.func) not in TORCH_LOAD:
+        name = self.ctx.qualified_name(node.func)
+        if name in TORCH_SAVE:
+            target = semantics.keyword(node, "f") or semantics.positional(node, 1)
+            if target is not None:
+                self.saved.add(self._file_key(target.value))
+            return
+        if name not in TORCH_LOAD:
             return
         weights_only = semantics.keyword(node, "weights_only")
         # torch.load(f, map_location, pickle_module, *, weights_only, ...)
         pickle_module = semantics.keyword(node, "pickle_module") or semantics.positional(node, 2)
         if weights_only is not None:
+            self._note_try_body()
             if semantics.literal(weights_only.value) is False:
                 fixable = pickle_module is None and not self._chosen_deliberately()
                 self.report(node, fix=self._set_true(weights_only) if fixable else None)
         elif pickle_module is not None:
             self.report(node, self.pickle_module_message)
-        elif self.ctx.config.torch_version < SAFE_DEFAULT_SINCE:
+        elif self.ctx.config.torch_version < SAFE_DEFAULT_SINCE and not (
+            semantics.has_star_kwargs(node) or self._reads_back_own_save(node) or self._old_torch_fallback()
+        ):
             version = ".".join(map(str, self.ctx.config.torch_version))
             self.report(node, self.old_default_message.format(version=version), self._add_keyword(node))
 
     def _set_true(self, weights_only: cst.Arg) -> Fix:
         return Fix.unsafe("Pass `weights_only=True`", self.ctx.replace(weights_only.value, "True"))
 
+    def visit_Assign(self, node: cst.Assign) -> None:
+        # `buffer = io.BytesIO(received)`: what `buffer` holds is no longer what was saved to it.
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                self.saved.discard(self._file_key(target.target))
+
+    def _file_key(self, file: cst.BaseExpression) -> Tuple[Optional[int], str]:
+        function = self.ctx.enclosing(cst.FunctionDef, cst.Lambda)
+        return (id(function) if function is not None else None, self.ctx.code(file))
+
+    def _reads_back_own_save(self, node: cst.Call) -> bool:
+        source = semantics.keyword(node, "f") or semantics.positional(node, 0)
+        return source is not None and self._file_key(source.value) in self.saved
+
+    def _note_try_body(self) -> None:
+        """Remember the `try` whose body holds this load (stopping at handlers and scopes)."""
+        for parent, child in zip(reversed(self.ctx.stack[:-1]), reversed(self.ctx.stack)):
+            if isinstance(parent, (cst.ExceptHandler, cst.Finally, *_SCOPES)):
+                return
+            if isinstance(parent, cst.Try) and child is parent.body:
+                self.tries_passing_weights_only.add(id(parent))
+                return
+
+    def _old_torch_fallback(self) -> bool:
+        """In `except TypeError:` of a `try` whose body loads with `weights_only`: the retry for old torch."""
+        for parent, child in zip(reversed(self.ctx.stack[:-1]), reversed(self.ctx.stack)):
+            if isinstance(parent, _SCOPES):
+                return False
+            if isinstance(parent, cst.Try) and isinstance(child, cst.ExceptHandler):
+                caught = child.type
+                names = [element.value for element in caught.elements] if isinstance(caught, cst.Tuple) else [caught]
+                catches_type_error = any(isinstance(name, cst.Name) and name.value == "TypeError" for name in names)
+                return catches_type_error and id(parent) in self.tries_passing_weights_only
+        return False
+
     def _add_keyword(self, node: cst.Call) -> Optional[Fix]:
-        if not node.args or semantics.has_star_kwargs(node):
+        if not node.args:
             return None
         _, end = self.ctx.location(node.args[-1].value)
         return Fix.unsafe("Pass `weights_only=True`", Edit(", weights_only=True", end, end))
