@@ -1,8 +1,9 @@
 """The API table behind TL601/TL602/TL605 (`torchlint/data/api.toml`) checked against the installed torch.
 
-Deprecated names must exist and warn (or be documented as deprecated), removed names must
-be gone (absent, or a stub that raises), private names must have their public twin, every
-replacement must exist, and every mechanical rewrite must compute the same thing on CPU.
+Deprecated names must exist and warn or be documented as deprecated (an entry with `observed`
+must be as silent as its message says), removed names must be gone (absent, or a stub that
+raises), private names must have their public twin, every replacement must exist, and every
+mechanical rewrite must compute the same thing on CPU.
 """
 
 import importlib
@@ -10,6 +11,7 @@ import re
 import warnings
 
 import pytest
+from conftest import lint
 
 from torchlint.rules.api._table import (
     KINDS,
@@ -22,7 +24,7 @@ from torchlint.rules.api._table import (
 torch = pytest.importorskip("torch")
 
 REQUIRED = {"name", "kind", "replacement", "replacement-since", "instead", "mechanical"}
-OPTIONAL = {"deprecated-in", "removed-in", "rewrite", "device"}
+OPTIONAL = {"deprecated-in", "removed-in", "rewrite", "device", "observed"}
 INSTALLED = tuple(int(part) for part in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
 ENTRIES = sorted(api_table().values(), key=lambda entry: entry.name)
 
@@ -65,6 +67,7 @@ def test_table_entries_are_well_formed():
         assert ("device" in raw) == (raw.get("rewrite") == "prepend-device"), where
         assert not raw["mechanical"] or "rewrite" in raw, f"{where}: a mechanical replacement needs its rewrite"
         assert raw["instead"].strip(), where
+        assert "observed" not in raw or raw["kind"] == "deprecated", f"{where}: observed is for deprecated names"
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda entry: entry.name)
@@ -75,7 +78,6 @@ def test_replacement_exists_in_installed_torch(entry):
 
 # Deprecated names whose docstring does not say so: a call that shows the warning instead.
 DEPRECATION_WARNINGS = {
-    "torch.autograd.Variable": None,  # documented in the autograd notes only ("The Variable API has been deprecated")
     "torch.nn.utils.weight_norm": lambda: torch.nn.utils.weight_norm(torch.nn.Linear(2, 2)),
     "torch.backends.cuda.sdp_kernel": lambda: torch.backends.cuda.sdp_kernel(),
     "torch.utils._pytree._register_pytree_node": lambda: torch.utils._pytree._register_pytree_node(
@@ -114,8 +116,8 @@ def _warns_deprecation(call) -> bool:
 @pytest.mark.parametrize("entry", [entry for entry in ENTRIES if entry.kind == "deprecated"], ids=lambda entry: entry.name)
 def test_deprecated_name_exists_and_is_deprecated(entry):
     found = resolve(entry.name)
-    if entry.name in DEPRECATION_WARNINGS and DEPRECATION_WARNINGS[entry.name] is None:
-        return
+    if entry.observed is not None:
+        return  # its message says what torch does instead; test_observed_entries_are_silent checks that
     if re.search(r"deprecat", getattr(found, "__doc__", None) or "", re.IGNORECASE):
         return
     call = DEPRECATION_WARNINGS.get(entry.name)
@@ -123,6 +125,31 @@ def test_deprecated_name_exists_and_is_deprecated(entry):
         call = _functorch_warning(entry.name.split(".", 1)[1])
     assert call is not None, f"{entry.name}: its docstring does not say deprecated; add a call that warns"
     assert _warns_deprecation(call), f"{entry.name} did not warn"
+
+
+# Deprecated names whose message states that torch neither warns nor says "deprecated" in the docstring
+# (only the docs pages do): a call that would show a warning if torch started to give one.
+SILENT_CALLS = {
+    "torch.autograd.Variable": lambda: torch.autograd.Variable(torch.ones(2, requires_grad=True)),
+}
+
+
+@pytest.mark.parametrize("entry", [entry for entry in ENTRIES if entry.observed is not None], ids=lambda entry: entry.name)
+def test_observed_entries_are_silent(entry):
+    assert not re.search(r"deprecat", getattr(resolve(entry.name), "__doc__", None) or "", re.IGNORECASE)
+    assert not _warns_deprecation(SILENT_CALLS[entry.name])
+
+
+def test_variable_returns_a_detached_alias():
+    tensor = torch.ones(2, requires_grad=True)
+    alias = torch.autograd.Variable(tensor)
+    assert alias is not tensor and not alias.requires_grad and alias.data_ptr() == tensor.data_ptr()
+
+
+def test_variable_message_says_what_torch_does():
+    [finding] = lint("import torch\nv = torch.autograd.Variable(x)\n", select=["TL602"], torch_version="2.6")
+    assert "will be removed" not in finding.message
+    assert "does not warn" in finding.message and "detached alias" in finding.message
 
 
 # Arguments that make each removed function's stub run.

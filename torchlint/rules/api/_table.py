@@ -3,7 +3,8 @@
 Each of those rules reports the references to the table's names of its own kind:
 every import of one, and every use (call or attribute access) whose name resolves
 to one through the file's imports. The table says what to write instead and
-whether a fix can rewrite the use.
+whether a fix can rewrite the use. References in compatibility code for older
+torch (see `_compat.py`) are left alone.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import ClassVar, Dict, List, Optional, Sequence, Tuple
+from typing import ClassVar, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from torchlint.engine.scopes import dotted_name
+from torchlint.engine.scopes import Scope, dotted_name
 from torchlint.finding import Fix
+from torchlint.rules.api._compat import compat_imports, in_compat_branch, overridden_by_probe
 from torchlint.rules.api._names import import_edit, spell
 from torchlint.rules.base import Rule
 
@@ -44,6 +46,7 @@ class ApiEntry:
     removed_in: Optional[Version] = None
     rewrite: Optional[str] = None
     device: Optional[str] = None
+    observed: Optional[str] = None
 
 
 def parse_version(text: str) -> Version:
@@ -77,6 +80,7 @@ def _entry(raw: dict) -> ApiEntry:
         removed_in=version("removed-in"),
         rewrite=raw.get("rewrite"),
         device=raw.get("device"),
+        observed=raw.get("observed"),
     )
 
 
@@ -96,8 +100,8 @@ def lookup(qualified: str) -> Optional[ApiEntry]:
     return None
 
 
-# Names that are not references to what they spell: definitions, keywords, import parts.
-_DEFINING_PARENTS = (cst.FunctionDef, cst.ClassDef, cst.Param, cst.AsName, cst.ImportAlias, cst.NameItem)
+# Names that are not references to what they spell: definitions and assignment targets, keywords, import parts.
+_DEFINING_PARENTS = (cst.FunctionDef, cst.ClassDef, cst.Param, cst.AsName, cst.ImportAlias, cst.NameItem, cst.AssignTarget)
 
 
 def is_outermost_reference(node: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> bool:
@@ -116,6 +120,10 @@ class ApiTableRule(Rule):
     """Reports the table's names of one kind; subclasses set `kind` and word the message."""
 
     kind: ClassVar[str]
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self._compat_imports: Dict[int, Dict[str, Set[str]]] = {}
 
     def applies(self, entry: ApiEntry) -> bool:
         return entry.kind == self.kind
@@ -138,7 +146,7 @@ class ApiTableRule(Rule):
 
     def _report_import(self, alias: cst.ImportAlias, qualified: Optional[str]) -> None:
         entry = lookup(qualified) if qualified else None
-        if entry is not None and self.applies(entry):
+        if entry is not None and self.applies(entry) and not in_compat_branch(self.ctx.stack, self._imported):
             self.report(alias, self.describe(entry, qualified))
 
     # ------------------------------------------------------------ uses
@@ -155,9 +163,33 @@ class ApiTableRule(Rule):
             return
         qualified = self.ctx.qualified_name(node)
         entry = lookup(qualified) if qualified else None
-        if entry is None or not self.applies(entry):
+        if entry is None or not self.applies(entry) or self._in_compat_code(node, stack):
             return
         self.report(node, self.describe(entry, qualified), self._fix(node, entry, qualified))
+
+    def _in_compat_code(self, node: cst.BaseExpression, stack: Sequence[cst.CSTNode]) -> bool:
+        head = dotted_name(node).split(".")[0]
+        scope = self.ctx.scopes.binding_scope(head, self.ctx.scope_nodes)
+        path = scope.imports.get(head) if scope is not None else None
+        if path is not None:
+            if path in self._compat_imports_of(scope).get(head, ()):
+                return True  # `else: from ... import _LRScheduler as LRScheduler`: its uses are compatibility code too
+            entry = lookup(path)
+            if entry is not None and self.applies(entry):
+                return False  # the name's own import is reported, and so is each use, in whatever branch
+        return in_compat_branch(stack, self._imported) or overridden_by_probe(stack, self._imported)
+
+    def _imported(self, expr: cst.BaseExpression) -> bool:
+        return self.ctx.qualified_name(expr) is not None
+
+    def _compat_imports_of(self, scope: Scope) -> Dict[str, Set[str]]:
+        found = self._compat_imports.get(id(scope.node))
+        if found is None:
+            # Names in the scope's tests resolve as they do in the scope itself.
+            scope_nodes = self.ctx.scope_nodes[: self.ctx.scope_nodes.index(scope.node) + 1]
+            found = compat_imports(scope.node, lambda expr: self.ctx.qualified_name(expr, scope_nodes) is not None)
+            self._compat_imports[id(scope.node)] = found
+        return found
 
     # ------------------------------------------------------------ fixes
 

@@ -15,12 +15,20 @@ class DeprecatedApi(ApiTableRule):
 
     An API is reported only when the oldest torch the project supports (`torch-version`)
     already has its replacement, so the suggested code runs everywhere the project does.
+    Compatibility code for older torch is not reported: either arm of an `if` or conditional
+    expression that tests the torch version (`torch.__version__`, `Version(...)`,
+    `pytorch_after(...)`, `is_torch_greater_or_equal_than_2_0`, ...) or a feature
+    (`hasattr(...)`), the body of an `except ImportError`/`ModuleNotFoundError`/`AttributeError`
+    handler, the uses of a name imported there, and `x = old` replaced just below by
+    `if hasattr(...): x = new`.
 
     ## Why is this bad?
     Deprecated APIs warn at run time (torch 2.13: `FutureWarning: torch.cuda.amp.autocast(args...)
     is deprecated. Please use torch.amp.autocast('cuda', args...) instead.`, once per call
     site) or are documented as deprecated, and are removed in a later release, when the code
-    stops working.
+    stops working. `torch.autograd.Variable` is the exception, and its message says so: torch
+    2.13 does not warn and its docstring says nothing; only the autograd docs page calls the
+    Variable API deprecated, and `Variable(x)` returns a detached alias of `x`.
 
     ## Fix safety
     Safe where the replacement is the same function under another name (`torch.ger` ->
@@ -31,7 +39,7 @@ class DeprecatedApi(ApiTableRule):
     suite runs both forms of each on CPU. The file's own alias of torch is kept; when the file
     imports no name that reaches the replacement, the fix adds `import torch`.
 
-    Unsafe for `Variable(x)` -> `x`: `Variable(x)` returned a detached alias, so the two differ
+    Unsafe for `Variable(x)` -> `x`: `Variable(x)` returns a detached alias, so the two differ
     when `x` requires grad. No fix where the replacement takes other arguments
     (`torch.range`, `torch.norm`, `torch.cholesky`, ...).
 
@@ -64,7 +72,10 @@ class DeprecatedApi(ApiTableRule):
         return entry.kind == self.kind and self.ctx.config.torch_version >= entry.replacement_since
 
     def describe(self, entry: ApiEntry, qualified: str) -> str:
+        since = show_version(entry.deprecated_in)
+        if entry.observed is not None:
+            return f"`{qualified}` is deprecated since torch {since} ({entry.observed}); use {entry.instead}"
         return (
-            f"`{qualified}` is deprecated since torch {show_version(entry.deprecated_in)} and will be removed "
+            f"`{qualified}` is deprecated since torch {since} and will be removed "
             f"(until then it warns or is documented as deprecated); use {entry.instead}"
         )

@@ -10,6 +10,10 @@ class PrivateApi(ApiTableRule):
     `torch.utils.data.default_collate`), `torch.optim.lr_scheduler._LRScheduler` (public:
     `LRScheduler`), `torch.distributed._tensor` (public: `torch.distributed.tensor`), ...
     Reported only when the oldest supported torch (`torch-version`) has the public name.
+    Compatibility code for older torch is not reported: `try: from ... import LRScheduler`
+    / `except ImportError: from ... import _LRScheduler as LRScheduler`, the same choice
+    made by a torch version test (`if torch.__version__ >= "2.0": ... else: ...`) or a
+    `hasattr(...)` test, and the uses of a name imported that way.
 
     ## Why is this bad?
     Private names carry no compatibility promise: they move or vanish in any release

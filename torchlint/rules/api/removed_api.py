@@ -10,6 +10,12 @@ class RemovedApi(ApiTableRule):
     resolved through the file's imports, so `from torch import solve` and `import torch as T`
     are followed and a local variable called `solve` is not.
 
+    Compatibility code for older torch is not reported: either arm of an `if` or conditional
+    expression that tests the torch version (`torch.__version__`, `Version(...)`,
+    `pytorch_after(...)`, ...) or a feature (`hasattr(...)`), and the body of an
+    `except ImportError`/`ModuleNotFoundError`/`AttributeError` handler. There the removed
+    API is reached only on a torch that still has it.
+
     ## Why is this bad?
     The code fails as soon as it runs on a current torch. torch 2.13 keeps stubs for the
     linear-algebra functions that raise `RuntimeError: This function was deprecated since

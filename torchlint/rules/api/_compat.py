@@ -1,0 +1,147 @@
+"""Compatibility code for older torch: where an old name is reached only on a torch that still has it.
+
+Libraries that support several torch releases pick the API at run time: a
+version test (`if pytorch_after(1, 11): ... else: ...`), a feature test
+(`hasattr(nn.utils.parametrizations, "weight_norm")`), or a fallback in
+`except ImportError:`. The old name in such code is not the path a current torch
+takes, so TL601, TL602 and TL605 leave it alone.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, Dict, Iterator, List, Sequence, Set, Tuple
+
+import libcst as cst
+
+from torchlint.engine.scopes import ScopeNode, dotted_name
+from torchlint.engine.walk import walk, walk_visitor
+
+# Names that announce a torch version test: `torch.__version__`, `Version(...)`, `pytorch_after(1, 11)`,
+# `is_torch_greater_or_equal_than_2_0`, `_TORCH_GREATER_EQUAL_2_1`, `is_torch_version(">=", "2.0")`.
+_VERSION_NAME = re.compile(r"version|pytorch_after|torch_greater|torch_less", re.IGNORECASE)
+# ... except these, which test the Python release (`sys.version_info >= (3, 11)`), not torch's.
+_PYTHON_VERSION_NAMES = frozenset({"version_info", "python_version"})
+FALLBACK_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError"})
+
+# Whether an expression names something the file imported (`nn.utils.parametrizations`), as opposed to a
+# local value (`model_kwargs`): `hasattr` on the first asks which torch is running, on the second it does not.
+Imported = Callable[[cst.BaseExpression], bool]
+
+
+class _ProbeFinder(cst.CSTVisitor):
+    def __init__(self, imported: Imported):
+        self.imported = imported
+        self.found = False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        # Attribute names are Name nodes too: `torch.__version__` is seen through `__version__`.
+        if node.value not in _PYTHON_VERSION_NAMES and _VERSION_NAME.search(node.value):
+            self.found = True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value == "hasattr" and node.args and self.imported(node.args[0].value):
+            self.found = True
+
+
+def is_version_or_feature_test(test: cst.BaseExpression, imported: Imported) -> bool:
+    """A condition that asks which torch is running: a version comparison or `hasattr(<imported module>, ...)`."""
+    finder = _ProbeFinder(imported)
+    walk_visitor(test, finder)
+    return finder.found
+
+
+def catches_fallback(handler: cst.ExceptHandler) -> bool:
+    """`except ImportError:`, `except (ModuleNotFoundError, AttributeError):`: the handler of a failed probe."""
+    caught = handler.type
+    elements = [element.value for element in caught.elements] if isinstance(caught, cst.Tuple) else [caught]
+    return any(isinstance(element, cst.Name) and element.value in FALLBACK_ERRORS for element in elements)
+
+
+def in_compat_branch(stack: Sequence[cst.CSTNode], imported: Imported) -> bool:
+    """True when the innermost node of `stack` sits in code chosen by the running torch.
+
+    Either arm of an `if` or conditional expression that tests a version or a feature,
+    or the body of an `except ImportError`/`ModuleNotFoundError`/`AttributeError` handler.
+    """
+    for parent, child in zip(stack, stack[1:]):
+        if isinstance(parent, (cst.If, cst.IfExp)) and child is not parent.test and is_version_or_feature_test(parent.test, imported):
+            return True
+        if isinstance(parent, cst.ExceptHandler) and child is parent.body and catches_fallback(parent):
+            return True
+    return False
+
+
+def overridden_by_probe(stack: Sequence[cst.CSTNode], imported: Imported) -> bool:
+    """`x = old` holding the innermost node of `stack`, followed in its block by `if hasattr(...): x = new`."""
+    for index in range(len(stack) - 2, 1, -1):
+        node = stack[index]
+        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return False
+        if isinstance(node, cst.Assign) and stack[index + 1] is node.value:
+            line, block = stack[index - 1], stack[index - 2]
+            if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name) or not isinstance(line, cst.SimpleStatementLine):
+                return False  # also `if c: x = old` on one line, which has no block to read on from
+            return any(
+                isinstance(statement, cst.If) and is_version_or_feature_test(statement.test, imported)
+                and _assigns(statement.body, node.targets[0].target.value)
+                for statement in _after(block.body, line)
+            )
+    return False
+
+
+def _after(statements: Sequence[cst.CSTNode], line: cst.CSTNode) -> List[cst.CSTNode]:
+    for index, statement in enumerate(statements):
+        if statement is line:
+            return list(statements[index + 1:])
+    return []
+
+
+def _assigns(block: cst.BaseSuite, name: str) -> bool:
+    lines = block.body if isinstance(block, cst.IndentedBlock) else [block]
+    return any(
+        isinstance(small, cst.Assign)
+        and any(isinstance(target.target, cst.Name) and target.target.value == name for target in small.targets)
+        for line in lines if isinstance(line, cst.SimpleStatementLine)
+        for small in line.body
+    )
+
+
+def compat_imports(scope_node: cst.CSTNode, imported: Imported) -> Dict[str, Set[str]]:
+    """Local name -> the paths that imports in compatibility branches of one scope bind to it.
+
+    A name imported in both arms of a version test resolves to the import that comes
+    last; when that import is a compatibility one, the uses of the name are too.
+    """
+    found: Dict[str, Set[str]] = {}
+    stack: List[cst.CSTNode] = []
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        stack.append(node)
+        if isinstance(node, ScopeNode) and node is not scope_node:
+            return False  # a nested scope's imports bind its own names
+        if isinstance(node, (cst.Import, cst.ImportFrom)) and in_compat_branch(stack, imported):
+            for local, path in _bindings(node):
+                found.setdefault(local, set()).add(path)
+        return True
+
+    def on_leave(node: cst.CSTNode) -> None:
+        stack.pop()
+
+    walk(scope_node, on_visit, on_leave)
+    return found
+
+
+def _bindings(node: cst.CSTNode) -> Iterator[Tuple[str, str]]:
+    """(local name, imported path) for each name an absolute import binds."""
+    if isinstance(node, cst.Import):
+        for alias in node.names:
+            if alias.asname is not None:
+                yield alias.evaluated_alias, alias.evaluated_name
+            else:
+                top = alias.evaluated_name.split(".")[0]
+                yield top, top
+    elif not node.relative and node.module is not None and not isinstance(node.names, cst.ImportStar):
+        module = dotted_name(node.module)
+        for alias in node.names:
+            yield alias.evaluated_alias or alias.evaluated_name, f"{module}.{alias.evaluated_name}"
