@@ -28,8 +28,10 @@ class CudaWithoutFallback(Rule):
     ## Why is this bad?
     On a machine without a GPU (a laptop, a CI runner, a CPU-only build of torch)
     the script dies at the first tensor or module sent to CUDA:
-    `AssertionError: Torch not compiled with CUDA enabled` (observed on torch 2.13;
-    `torch.device("cuda")` itself builds fine, the error comes when it is used).
+    `AssertionError: Torch not compiled with CUDA enabled`, or for `.cuda(0)`
+    `RuntimeError: Cannot access accelerator device when none is available` (both
+    observed on torch 2.13's CPU build; `torch.device("cuda")` itself builds fine,
+    the error comes when it is used).
 
     Not flagged: files with any availability check; devices that come from a
     variable, a function parameter (its default included) or a command-line argument
@@ -48,7 +50,8 @@ class CudaWithoutFallback(Rule):
     name = "cuda-without-fallback"
     message = (
         "hard-coded CUDA device and no availability check in this file: without a GPU this raises "
-        "`AssertionError: Torch not compiled with CUDA enabled` (CPU build of torch); choose the device once, "
+        "`AssertionError: Torch not compiled with CUDA enabled` (CPU build of torch; `RuntimeError: Cannot access "
+        "accelerator device when none is available` for `.cuda(index)`); choose the device once, "
         '`torch.device("cuda" if torch.cuda.is_available() else "cpu")`, and move with `.to(device)`'
     )
     example = """
