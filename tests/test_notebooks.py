@@ -190,3 +190,31 @@ def test_fix_through_the_fix_engine():
     after = lint_notebook_bytes(fixed, "explore.ipynb", config).findings
     assert len([f for f in after if f.fix is not None and f.fix.applicability == "safe"]) < len(before)
     assert nbformat.reads(fixed.decode(), as_version=4).cells[0].source == "%load_ext autoreload"
+
+
+def test_check_fix_rewrites_only_the_changed_cells(tmp_path):
+    import nbformat
+
+    from conftest import run_cli
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    notebook.cells = [
+        nbformat.v4.new_markdown_cell("# Train"),
+        nbformat.v4.new_code_cell("import torch\n%matplotlib inline\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')"),
+        nbformat.v4.new_code_cell("x = torch.ones(3).to(device)\ny = x.cuda()  # moves"),
+    ]
+    path = tmp_path / "train.ipynb"
+    nbformat.write(notebook, str(path))
+    before = path.read_text(encoding="utf-8")
+
+    code, out, err = run_cli("check", "--fix", "train.ipynb", cwd=tmp_path)
+    assert (code, err) == (0, "") and out == "Found 2 findings (2 fixed, 0 remaining).\n"
+    after = path.read_text(encoding="utf-8")
+    changed = [(old, new) for old, new in zip(before.splitlines(), after.splitlines()) if old != new]
+    assert changed == [
+        ('    "x = torch.ones(3).to(device)\\n",', '    "x = torch.ones(3, device=device)\\n",'),
+        ('    "y = x.cuda()  # moves"', '    "y = x.to(device)  # moves"'),
+    ]
+    assert run_cli("check", "--fix", "train.ipynb", cwd=tmp_path)[:2] == (0, "All checks passed!\n")
+    assert path.read_text(encoding="utf-8") == after

@@ -22,7 +22,7 @@ from torchlint.fixes.rounds import FixResult, fix_text
 if TYPE_CHECKING:
     from torchlint.config import Config
 
-# Only Python source is fixed in place; other files (notebooks) are linted as usual.
+# Python source is fixed as text; notebooks through their code cells; other files are only linted.
 FIXABLE_SUFFIXES = (".py", ".pyi")
 _WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 
@@ -66,7 +66,34 @@ def fix_bytes(data: bytes, filename: str, config: "Config", unsafe: bool, path: 
     return FileFix(filename, path, data, source, result)
 
 
+def fix_notebook_bytes(data: bytes, filename: str, config: "Config", unsafe: bool, path: Optional[str] = None) -> FileFix:
+    """Fix a notebook's code cells as one script; only the changed cells' sources are rewritten."""
+    from torchlint.notebook import fix_notebook
+
+    original_findings = lint_bytes(data, filename, config).findings
+    try:
+        source = sources.decode(data)
+    except sources.SourceError:
+        return _unfixable(filename, path, data, original_findings)
+    scripts: List[FixResult] = []
+
+    def fix_script(script: str) -> str:
+        scripts.append(fix_text(script, lambda text: lint_text(text, filename, config), unsafe, filename))
+        return scripts[-1].text
+
+    text = sources.decode(fix_notebook(data, fix_script)).text
+    findings = lint_bytes(source.encode(text), filename, config).findings if text != source.text else original_findings
+    script = scripts[-1] if scripts else FixResult("", "")
+    result = FixResult(source.text, text, script.fixed, findings, original_findings, script.problems, script.broken)
+    return FileFix(filename, path, data, source, result)
+
+
 def fix_file(path: str, filename: str, config: "Config", unsafe: bool) -> FileFix:
+    if path.endswith(".ipynb"):
+        try:
+            return fix_notebook_bytes(sources.read_bytes(path), filename, config, unsafe, path)
+        except OSError:
+            return _unfixable(filename, path, None, lint_file(path, config, filename).findings)
     if not path.endswith(FIXABLE_SUFFIXES):
         return _unfixable(filename, path, None, lint_file(path, config, filename).findings)
     try:
