@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from torchlint import cli
+from torchlint import atomic, cli
 from torchlint.cli import main
 from torchlint.fixes import files as fix_files
 from torchlint.rules import rules_by_code
@@ -262,7 +262,7 @@ def test_a_folder_where_no_temporary_file_can_be_made(project, capsys, monkeypat
     def no_room(*args, **kwargs):
         raise OSError(errno.EACCES, os.strerror(errno.EACCES), str(project))
 
-    monkeypatch.setattr(fix_files.tempfile, "mkstemp", no_room)
+    monkeypatch.setattr(atomic.tempfile, "mkstemp", no_room)
     code, out, err = check(capsys, "--fix", "a.py")
     assert (code, out, err) == (1, f"a.py:{TL603}\n", "torchlint: a.py: cannot write the fixes: Permission denied\n")
     assert (project / "a.py").read_text() == FIXABLE

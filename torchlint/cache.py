@@ -19,11 +19,11 @@ import dataclasses
 import hashlib
 import marshal
 import os
-import tempfile
 from pathlib import Path
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 import torchlint
+from torchlint.atomic import replace_atomically
 from torchlint.finding import Edit, Finding, Fix, Location
 
 FOLDER = ".torchlint_cache"
@@ -194,15 +194,5 @@ def _write(path: Path, entries: Entries) -> None:
         ignore.write_text("# Created by torchlint: the cache is not part of the project.\n*\n")
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = marshal.dumps(entries)
-    # Write aside and rename, so a concurrent run reads the old cache or the new one, never half of one.
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(_MAGIC + _checksum(payload) + payload)
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
+    # Written aside and renamed, so a concurrent run reads the old cache or the new one, never half of one.
+    replace_atomically(str(path), _MAGIC + _checksum(payload) + payload)

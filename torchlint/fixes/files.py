@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional
 
 from torchlint import source as sources
+from torchlint.atomic import replace_atomically
 from torchlint.engine.runner import lint_bytes, lint_file, lint_text
 from torchlint.finding import Finding
 from torchlint.fixes.rounds import FixResult, fix_text
@@ -116,7 +116,7 @@ def write(fix: FileFix) -> Optional[str]:
         if on_disk != fix.data:
             return f"{fix.filename}: the file changed on disk during the run; its fixes were not written (run again)"
         data = fix.output()
-        _replace(target, data, status)
+        replace_atomically(target, data, status)
     except UnicodeEncodeError as error:
         return f"{fix.filename}: the fixed text cannot be written in the file's encoding ({error.encoding}); its fixes were not written"
     except OSError as error:
@@ -124,24 +124,3 @@ def write(fix: FileFix) -> Optional[str]:
     return None
 
 
-def _replace(target: str, data: bytes, status: os.stat_result) -> None:
-    folder, name = os.path.split(target)
-    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".torchlint-tmp")
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-            os.fchmod(handle.fileno(), stat.S_IMODE(status.st_mode))
-            if (status.st_uid, status.st_gid) != (os.getuid(), os.getgid()):
-                try:
-                    os.fchown(handle.fileno(), status.st_uid, status.st_gid)
-                except PermissionError:
-                    pass  # only root may give a file away; the file then belongs to whoever fixed it
-        os.replace(temporary, target)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
