@@ -2,6 +2,7 @@ from typing import Optional
 
 import libcst as cst
 
+from torchlint.engine.walk import walk_visitor
 from torchlint import semantics
 from torchlint.rules.base import Rule
 
@@ -86,7 +87,7 @@ class PersistentDataloaderInLoop(Rule):
             return False
         names = {target.target.value for target in assignment.targets if isinstance(target.target, cst.Name)}
         finder = _NestedIteration(names)
-        loop.body.visit(finder)
+        walk_visitor(loop.body, finder)
         return finder.found
 
 

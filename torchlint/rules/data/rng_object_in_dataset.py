@@ -2,6 +2,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from torchlint.engine.walk import walk_visitor
 from torchlint import semantics
 from torchlint.rules.base import Rule
 from torchlint.rules.data._dataset import construction, is_dataset_class, loader_argument
@@ -144,7 +145,7 @@ class RngObjectInDataset(Rule):
             reseeded: Set[str] = set()
             for function in self._item_methods(class_name, methods):
                 uses = _SelfAttributes(_self_name(function))
-                function.visit(uses)
+                walk_visitor(function, uses)
                 used |= uses.read
                 reseeded |= uses.reseeded
             reseeded |= reseeded_in_workers.get(None, set()) | reseeded_in_workers.get(class_name, set())
@@ -180,7 +181,7 @@ def _self_name(function: cst.CSTNode) -> Optional[str]:
 def _rngs_stored(init: cst.FunctionDef, ctx) -> List[Tuple[str, cst.Call]]:
     """(attribute, RNG constructor call) for each `self.attr = <RNG>` in `__init__`."""
     stores = _SelfStores(_self_name(init))
-    init.body.visit(stores)
+    walk_visitor(init.body, stores)
     found = []
     for attribute, value in stores.values:
         creation = value
@@ -199,7 +200,7 @@ def _stack_in(function: cst.FunctionDef, ctx) -> Tuple[cst.CSTNode, ...]:
 
 def _attribute_names(function: cst.CSTNode) -> Set[str]:
     names = _AttributeNames()
-    function.visit(names)
+    walk_visitor(function, names)
     return names.names
 
 

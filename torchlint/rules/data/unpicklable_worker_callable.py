@@ -2,6 +2,7 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
+from torchlint.engine.walk import walk_visitor
 from torchlint import semantics
 from torchlint.engine.scopes import Scope
 from torchlint.rules.base import Rule
@@ -116,7 +117,7 @@ class UnpicklableWorkerCallable(Rule):
         if scope is None or not isinstance(scope.node, cst.FunctionDef):
             return None
         finder = _Definition(name.value)
-        scope.node.body.visit(finder)
+        walk_visitor(scope.node.body, finder)
         return finder.found
 
     def _check_dataset_class(self, built: cst.Call) -> None:

@@ -2,6 +2,7 @@ from typing import List, Optional
 
 import libcst as cst
 
+from torchlint.engine.walk import walk_visitor
 from torchlint import semantics
 from torchlint.rules.base import Rule
 from torchlint.rules.device import _shared
@@ -149,7 +150,7 @@ def _asks_for_cuda(test: cst.BaseExpression) -> Optional[bool]:
         sides = {_asks_for_cuda(test.left), _asks_for_cuda(test.right)} - {None}
         return True if True in sides else (False if sides else None)
     finder = _CudaMention()
-    test.visit(finder)
+    walk_visitor(test, finder)
     if not finder.found:
         return None
     negated = (cst.NotEqual, cst.IsNot, cst.NotIn)

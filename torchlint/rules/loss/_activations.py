@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, ClassVar, Dict, FrozenSet, Optional, Sequence,
 
 import libcst as cst
 
+from torchlint.engine.walk import walk, walk_visitor
 from torchlint import semantics
 from torchlint.engine.scopes import Scope
 from torchlint.finding import Fix
@@ -169,7 +170,7 @@ class Tracer:
         found = self.branch_maps.get(id(scope_node))
         if found is None:
             collector = _BranchMap()
-            scope_node.visit(collector)
+            walk(scope_node, collector.on_visit, collector.on_leave)
             found = self.branch_maps[id(scope_node)] = collector.branches
         return found
 
@@ -209,7 +210,7 @@ class Tracer:
         if len(scope.assignments.get(name.value, ())) != 1:
             return False
         counter = _NameCount(name.value)
-        scope.node.visit(counter)
+        walk_visitor(scope.node, counter)
         return counter.count == 2
 
     def _model_output(self, call: cst.Call, stack, depth: int) -> Optional[str]:
@@ -245,7 +246,7 @@ class Tracer:
         kind = None
         if forward is not None:
             returns = _Returns()
-            forward.body.visit(returns)
+            walk_visitor(forward.body, returns)
             if not returns.depends_on_training:
                 tracer = Tracer(self.ctx, None, (self.forward_kinds, self.branch_maps))
                 stack = (self.ctx.module, model_class, forward, forward.body)
@@ -313,7 +314,7 @@ class _Returns(cst.CSTVisitor):
 
     def _condition(self, node) -> None:
         finder = _TrainingFlag()
-        node.test.visit(finder)
+        walk_visitor(node.test, finder)
         self.depends_on_training = self.depends_on_training or finder.found
 
     visit_If = visit_IfExp = visit_While = _condition
