@@ -12,18 +12,20 @@ import os
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Dict, List, Optional, TextIO
+from typing import Dict, List, Optional, TextIO, Tuple
 
 from torchlint import __version__
 from torchlint import fixes as fixes_io
 from torchlint.config import OUTPUT_FORMATS, Config, ConfigError, load, resolve_codes
-from torchlint.discovery import MissingPath, discover
+from torchlint.discovery import MissingPath, UnreadableFolder, discover
 from torchlint.cache import Cache
 from torchlint.engine.parallel import lint_files
-from torchlint.engine.runner import FileResult, lint_bytes
+from torchlint.engine.runner import FileResult, lint_bytes, parse_error
 from torchlint.finding import Finding
+from torchlint.fixes.files import unfixable
 from torchlint.reporters import REPORTERS
 from torchlint.rules import all_rules, rules_by_code
+from torchlint.rules.syntax.parse_error import ParseError
 
 COMMANDS = ("check", "rule", "verify", "doctor")
 # Commands that live with their feature; each module has `register(subparsers)` setting `handler`.
@@ -176,11 +178,23 @@ def _output_format(config: Config) -> str:
     return config.output_format or ("full" if sys.stdout.isatty() else "concise")
 
 
-def _discover(args, config: Config, paths: List[str]):
+def _discover(args, config: Config, paths: List[str]) -> Tuple[List[Tuple[str, str]], List[UnreadableFolder]]:
+    """The (path, name) of every file to lint, and the folders that could not be listed."""
+    unreadable: List[UnreadableFolder] = []
     try:
-        return list(discover(paths, config, respect_gitignore=not args.no_respect_gitignore, force_exclude=args.force_exclude))
+        files = list(discover(
+            paths, config, respect_gitignore=not args.no_respect_gitignore, force_exclude=args.force_exclude, unreadable=unreadable,
+        ))
     except MissingPath as error:
         raise UsageError(f"{error}: no such file or folder") from None
+    return files, unreadable
+
+
+def _folder_findings(folder: UnreadableFolder, config: Config) -> List[Finding]:
+    """A folder that could not be listed is a TL000 of its own, like an unreadable file: its files went unchecked."""
+    if ParseError.code not in config.codes_for(folder.name):
+        return []
+    return [parse_error(folder.name, f"cannot read folder: {folder.reason}")]
 
 
 def collect(args, config: Config) -> List[FileResult]:
@@ -192,8 +206,11 @@ def collect(args, config: Config) -> List[FileResult]:
             results.append(lint_bytes(sys.stdin.buffer.read(), name, config))
         else:
             files.append(path)
+    found, unreadable = _discover(args, config, files)
     cache = None if args.no_cache else Cache.load(config)
-    results.extend(lint_files(_discover(args, config, files), config, jobs=args.jobs, cache=cache))
+    results.extend(lint_files(found, config, jobs=args.jobs, cache=cache))
+    # Not through lint_files: a folder has no bytes to cache or lint.
+    results.extend(FileResult(folder.name, _folder_findings(folder, config)) for folder in unreadable)
     return results
 
 
@@ -241,7 +258,9 @@ def collect_fixes(args, config: Config) -> List[fixes_io.FileFix]:
             fixes.append(fixes_io.fix_bytes(sys.stdin.buffer.read(), name, config, config.unsafe_fixes))
         else:
             files.append(path)
-    fixes.extend(fixes_io.fix_file(path, filename, config, config.unsafe_fixes) for path, filename in _discover(args, config, files))
+    found, unreadable = _discover(args, config, files)
+    fixes.extend(fixes_io.fix_file(path, filename, config, config.unsafe_fixes) for path, filename in found)
+    fixes.extend(unfixable(folder.name, folder.path, None, _folder_findings(folder, config)) for folder in unreadable)
     return fixes
 
 

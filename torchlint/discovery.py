@@ -4,14 +4,16 @@ Folders are walked recursively for `*.py`, `*.pyi` and `*.ipynb` (Jupyter
 notebooks, see `torchlint.notebook`); the config's `exclude`/`extend-exclude` globs and, inside
 a git repository, `.gitignore` files prune the walk. Paths named on the command
 line are always linted, as in ruff and flake8, unless `force_exclude` is set
-(pre-commit passes every staged file explicitly).
+(pre-commit passes every staged file explicitly). A folder that cannot be listed
+is not skipped quietly: its files would go unchecked, so the walk hands it to the
+caller (see `UnreadableFolder`) and goes on.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Iterator, List, Optional, Tuple
+from typing import Callable, Iterator, List, Optional, Tuple
 
 import pathspec
 
@@ -22,6 +24,15 @@ SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb")
 
 class MissingPath(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class UnreadableFolder:
+    """A folder the walk could not list, under the name it is reported by, with the system's reason."""
+
+    path: str
+    name: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -85,9 +96,20 @@ def discover(
     suffixes: Tuple[str, ...] = SOURCE_SUFFIXES,
     respect_gitignore: bool = True,
     force_exclude: bool = False,
+    unreadable: Optional[List[UnreadableFolder]] = None,
 ) -> Iterator[Tuple[str, str]]:
-    """Yield (path on disk, name to report) for every file to lint, each once, in a stable order."""
+    """Yield (path on disk, name to report) for every file to lint, each once, in a stable order.
+
+    Folders that cannot be listed are appended to `unreadable`, each once, when it is given.
+    """
     seen = set()
+
+    def refused(folder: str, error: OSError) -> None:
+        key = os.path.realpath(folder)
+        if unreadable is not None and key not in seen:
+            seen.add(key)
+            unreadable.append(UnreadableFolder(folder, os.path.normpath(folder), error.strerror or str(error)))
+
     for given in paths:
         if not os.path.lexists(given):
             raise MissingPath(given)
@@ -96,7 +118,7 @@ def discover(
         if force_exclude and _ignored(given, is_dir, config, ignores):
             continue
         in_repository = respect_gitignore and _git_root(given) is not None
-        found = _walk(given, config, suffixes, ignores, in_repository) if is_dir else [given]
+        found = _walk(given, config, suffixes, ignores, in_repository, refused) if is_dir else [given]
         for path in found:
             key = os.path.realpath(path)
             if key not in seen:
@@ -104,14 +126,18 @@ def discover(
                 yield path, os.path.normpath(path)
 
 
-def _walk(directory: str, config: Config, suffixes, ignores: List[_Ignore], use_gitignore: bool) -> Iterator[str]:
+def _walk(
+    directory: str, config: Config, suffixes, ignores: List[_Ignore], use_gitignore: bool,
+    refused: Callable[[str, OSError], None],
+) -> Iterator[str]:
     if use_gitignore:
         own = _gitignore(directory)
         if own:
             ignores = ignores + [own]
     try:
         entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
-    except OSError:
+    except OSError as error:
+        refused(directory, error)
         return
     for entry in entries:
         try:
@@ -123,6 +149,6 @@ def _walk(directory: str, config: Config, suffixes, ignores: List[_Ignore], use_
         if _ignored(path, is_dir, config, ignores):
             continue
         if is_dir:
-            yield from _walk(path, config, suffixes, ignores, use_gitignore)
+            yield from _walk(path, config, suffixes, ignores, use_gitignore, refused)
         elif is_file and entry.name.endswith(suffixes):
             yield path

@@ -53,7 +53,7 @@ class FileFix:
         return self.source.encode(self.result.text)
 
 
-def _unfixable(filename: str, path: Optional[str], data: Optional[bytes], findings: List[Finding]) -> FileFix:
+def unfixable(filename: str, path: Optional[str], data: Optional[bytes], findings: List[Finding]) -> FileFix:
     return FileFix(filename, path, data, None, FixResult("", "", findings=findings, original_findings=findings))
 
 
@@ -61,7 +61,7 @@ def fix_bytes(data: bytes, filename: str, config: "Config", unsafe: bool, path: 
     try:
         source = sources.decode(data)
     except sources.SourceError:
-        return _unfixable(filename, path, data, lint_bytes(data, filename, config).findings)
+        return unfixable(filename, path, data, lint_bytes(data, filename, config).findings)
     result = fix_text(source.text, lambda text: lint_text(text, filename, config), unsafe, filename)
     return FileFix(filename, path, data, source, result)
 
@@ -74,7 +74,7 @@ def fix_notebook_bytes(data: bytes, filename: str, config: "Config", unsafe: boo
     try:
         source = sources.decode(data)
     except sources.SourceError:
-        return _unfixable(filename, path, data, original_findings)
+        return unfixable(filename, path, data, original_findings)
     scripts: List[FixResult] = []
 
     def fix_script(script: str) -> str:
@@ -93,14 +93,14 @@ def fix_file(path: str, filename: str, config: "Config", unsafe: bool) -> FileFi
         try:
             return fix_notebook_bytes(sources.read_bytes(path), filename, config, unsafe, path)
         except OSError:
-            return _unfixable(filename, path, None, lint_file(path, config, filename).findings)
+            return unfixable(filename, path, None, lint_file(path, config, filename).findings)
     if not path.endswith(FIXABLE_SUFFIXES):
-        return _unfixable(filename, path, None, lint_file(path, config, filename).findings)
+        return unfixable(filename, path, None, lint_file(path, config, filename).findings)
     try:
         data = sources.read_bytes(path)
     except OSError:
         # lint_file turns the same failure into the file's TL000 finding.
-        return _unfixable(filename, path, None, lint_file(path, config, filename).findings)
+        return unfixable(filename, path, None, lint_file(path, config, filename).findings)
     return fix_bytes(data, filename, config, unsafe, path)
 
 

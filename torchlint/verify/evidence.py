@@ -34,7 +34,11 @@ def canonical_rows(pool: sandbox.Pool, device: str) -> list:
 def fixture_rows(pool: sandbox.Pool, device: str) -> tuple:
     fixtures = ROOT / "fixtures"
     config = build({"select": ["ALL"]}, root=fixtures, path=None, where="evidence", torch_requirement_from=fixtures)
-    results = [lint_file(path, config, name) for path, name in discover([str(fixtures)], config)]
+    unreadable: list = []
+    results = [lint_file(path, config, name) for path, name in discover([str(fixtures)], config, unreadable=unreadable)]
+    if unreadable:
+        # Evidence missing a folder's fixtures would read as complete.
+        raise SystemExit("cannot read " + ", ".join(f"{folder.name} ({folder.reason})" for folder in unreadable))
     findings = sorted((f for result in results for f in result.findings), key=Finding.sort_key)
     sources = {result.filename: result.source.text for result in results if result.source is not None}
     started = time.monotonic()

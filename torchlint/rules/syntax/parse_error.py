@@ -6,7 +6,7 @@ class ParseError(Rule):
     ## What it does
     Reports a file that torchlint cannot read as Python: a syntax error, bytes that
     are not valid text in the file's declared encoding, a NUL byte, an unreadable
-    file, or code nested too deeply to analyse.
+    file or folder (the folder's files go unchecked), or code nested too deeply to analyse.
 
     ## Why is this bad?
     A linter that silently skips a file gives a clean report for code it never
