@@ -88,6 +88,9 @@ def test_tl201_does_not_take_torch_device_for_a_variable():
     ("y = y.cpu().double()", 'y = y.to("cpu", torch.float64)', "unsafe"),
     ("y = (y.cuda()).to(dtype)", 'y = y.to("cuda", dtype)', "unsafe"),
     ("y = y.to(dev).to(dev)", "y = y.to(dev)", "safe"),
+    # A run of repeated moves is one finding, fixed in one round (check_fix asserts exactly one finding).
+    ("y = y.cuda().cuda().cuda()", "y = y.cuda()", "safe"),
+    ("y = y.to(dev).to(dev).to(dev).to(dev)", "y = y.to(dev)", "safe"),
 ])
 def test_tl202_merges_into_one_to(before, after, applicability):
     check_fix("TL202", f"import torch\n{before}\n", f"import torch\n{after}\n", applicability)

@@ -1,8 +1,8 @@
-from typing import Optional
+from typing import List, Optional
 
 import libcst as cst
 
-from torchlint.finding import Fix
+from torchlint.finding import Edit, Fix
 from torchlint.rules.base import Rule
 from torchlint.rules.device import _shared
 
@@ -13,6 +13,7 @@ class ChainedConversion(Rule):
     Flags a device move and a dtype cast chained on one value, in either order
     (`x.float().cuda()`, `x.half().to(device)`, `x.cuda().float()`, `y.to(device).long()`,
     `x.cpu().double()`), and a move chained on a move (`x.cuda().cuda()`, `x.to(d).to(d)`).
+    A run of moves chained on one another is one finding, at its last move.
 
     ## Why is this bad?
     Move-then-cast copies the tensor to the device in its source dtype, then the
@@ -33,7 +34,9 @@ class ChainedConversion(Rule):
     converts on the host before copying, which moves more bytes when the source is
     narrower than the target (uint8 images to float32: 4x the transfer). Keyword
     arguments such as `non_blocking=` are kept. A repeated move is fixed (safely)
-    only when both moves are written the same way: the second one is dropped.
+    only when it is written the same way as the move before it: it is dropped, so
+    `x.to(d).to(d).to(d)` becomes `x.to(d)` in one fix, and `x.cuda().cuda().cpu()`
+    becomes `x.cuda().cpu()`, still reported.
     """
 
     code = "TL202"
@@ -64,31 +67,68 @@ class ChainedConversion(Rule):
         if inner is None or inner.moves == inner.casts or outer.moves == outer.casts:
             return
         if inner.moves and outer.moves:
-            self._repeated_move(inner, outer)
+            # A run of moves is one finding, at its last move, whose fix drops every repeat at once.
+            if not self._moved_again(node):
+                self._repeated_moves(self._move_run(node))
         elif inner.casts != outer.casts:
             self._move_and_cast(inner, outer)
 
-    def _repeated_move(self, inner: _shared.Conversion, outer: _shared.Conversion) -> None:
-        message = (
-            f"`.{_label(inner)}` then `.{_label(outer)}`: the second move returns the same tensor when the first "
-            "already reached that device, or copies it again when it names another one; keep one move"
-        )
+    def _moved_again(self, call: cst.Call) -> bool:
+        """Is `call` the receiver of another move (`call.cuda()`), which then reports the run?"""
+        stack = self.ctx.stack
+        if len(stack) < 3:
+            return False
+        attribute, outer = stack[-2], stack[-3]
+        chained = isinstance(attribute, cst.Attribute) and attribute.value is call
+        return chained and isinstance(outer, cst.Call) and outer.func is attribute and self._only_moves(outer)
+
+    def _move_run(self, last: cst.Call) -> List[cst.Call]:
+        """The moves chained directly on one another that end in `last`, innermost first."""
+        run = [last]
+        while isinstance(run[-1].func.value, cst.Call) and self._only_moves(run[-1].func.value):
+            run.append(run[-1].func.value)
+        return run[::-1]
+
+    def _only_moves(self, call: cst.Call) -> bool:
+        read = _shared.conversion(call, self.ctx)
+        return read is not None and read.moves and not read.casts
+
+    def _repeated_moves(self, run: List[cst.Call]) -> None:
+        if len(run) == 2:
+            message = (
+                f"`.{_label(run[0])}` then `.{_label(run[1])}`: the second move returns the same tensor when the first "
+                "already reached that device, or copies it again when it names another one; keep one move"
+            )
+        else:
+            message = (
+                f"`.{_label(run[0])}` then {len(run) - 1} more moves: each returns the same tensor when the one before "
+                "already reached that device, or copies it again when it names another one; keep one move"
+            )
+        tails = [_tail(self.ctx, call) for call in run]
+        # Only a move written exactly like the one before it is dropped: it returns the tensor it is given.
+        kept = [tail for index, tail in enumerate(tails) if index == 0 or tail != tails[index - 1]]
         fix = None
-        tail = _tail(self.ctx, outer.call)
-        if _tail(self.ctx, inner.call) == tail:
-            fix = Fix.safe("Drop the repeated move", _shared.tail_edit(self.ctx, inner.call, outer.call, tail))
-        self.report(outer.call, message, fix)
+        if len(kept) < len(tails):
+            description = "Drop the repeated move" if len(tails) - len(kept) == 1 else "Drop the repeated moves"
+            fix = Fix.safe(description, self._tail_edit(run, ".".join(kept)))
+        self.report(run[-1], message, fix)
+
+    def _tail_edit(self, run: List[cst.Call], content: str) -> Edit:
+        if any(call.lpar for call in run[1:-1]):
+            # `(x.cuda().cuda()).cuda()`: the tail would cross a parenthesis inside the run; rewrite the whole chain.
+            return self.ctx.replace(run[-1], f"{self.ctx.code(run[0].func.value)}.{content}")
+        return _shared.tail_edit(self.ctx, run[0], run[-1], content)
 
     def _move_and_cast(self, inner: _shared.Conversion, outer: _shared.Conversion) -> None:
         cast_first = inner.casts
         if cast_first:
             message = (
-                f"`.{_label(inner)}` then `.{_label(outer)}`: two conversion calls where one `.to(device, dtype)` "
+                f"`.{_label(inner.call)}` then `.{_label(outer.call)}`: two conversion calls where one `.to(device, dtype)` "
                 "does the same conversion and copy (a blocking copy converts on the host first either way)"
             )
         else:
             message = (
-                f"`.{_label(inner)}` then `.{_label(outer)}`: the tensor is copied to the device in its source dtype, "
+                f"`.{_label(inner.call)}` then `.{_label(outer.call)}`: the tensor is copied to the device in its source dtype, "
                 "then converted there into a second device tensor; write one `.to(device, dtype)`"
             )
         self.report(outer.call, message, self._merge(inner, outer, safe=cast_first))
@@ -106,8 +146,8 @@ class ChainedConversion(Rule):
         return Fix.safe(description, edit) if safe else Fix.unsafe(description, edit)
 
 
-def _label(read: _shared.Conversion) -> str:
-    return f"{read.call.func.attr.value}(...)" if read.call.args else f"{read.call.func.attr.value}()"
+def _label(call: cst.Call) -> str:
+    return f"{call.func.attr.value}(...)" if call.args else f"{call.func.attr.value}()"
 
 
 def _tail(ctx, call: cst.Call) -> str:
