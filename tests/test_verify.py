@@ -142,6 +142,60 @@ def test_table_witness_resolves_the_imported_name():
     assert "resolve('torch._six.string_classes')" in witness.program
 
 
+def _verdict_of(witness, preamble: str = ""):
+    from torchlint.verify import sandbox
+    from torchlint.verify.run import judge
+
+    [outcome] = sandbox.run_all([sandbox.Job(preamble + witness.program, "cpu", witness.timeout, witness.env)], 1)
+    return judge(witness, outcome, "cpu", "")
+
+
+def test_variable_witness_observes_the_silence_and_the_detached_alias_its_message_states():
+    witness = plan_of("TL602", """
+        from torch.autograd import Variable
+    """)
+    result = _verdict_of(witness)
+    assert result.status == "confirmed"
+    assert result.evidence == (
+        "`torch.autograd.Variable(A)` gave no warning (no exception) and its docstring is silent; "
+        "`Variable(x)` of an x that requires grad returns a plain `torch.Tensor`; not x itself: True; "
+        "sharing x's storage: True; requires_grad=False, grad_fn=None; "
+        "`Variable(x, requires_grad=True)` is a new leaf: True; `isinstance(torch.ones(1), Variable)`: True "
+        "[canonical witness: `torch.autograd.Variable` called with stand-in arguments]"
+    )
+
+
+# Stand-ins for `torch.autograd.Variable` that contradict its message, installed before the witness runs.
+CONTRADICTING_VARIABLES = {
+    "returns its argument": ("""
+        class Variable:
+            def __new__(cls, tensor, requires_grad=False):
+                return tensor.requires_grad_(requires_grad)
+    """, ["not x itself: False", "`isinstance(torch.ones(1), Variable)`: False"]),
+    "warns": ("""
+        import warnings
+
+
+        class Variable:
+            def __new__(cls, tensor, requires_grad=False):
+                warnings.warn("Variable is deprecated", FutureWarning)
+                return tensor.detach().requires_grad_(requires_grad)
+    """, ["`torch.autograd.Variable(A)` is no longer silent: FutureWarning: Variable is deprecated"]),
+}
+
+
+@pytest.mark.parametrize("variable, expected", CONTRADICTING_VARIABLES.values(), ids=CONTRADICTING_VARIABLES)
+def test_variable_witness_is_not_reproduced_by_a_variable_its_message_does_not_describe(variable, expected):
+    witness = plan_of("TL602", """
+        import torch
+        wrapped = torch.autograd.Variable(x)
+    """)
+    stand_in = textwrap.dedent(variable) + "\n\nimport torch.autograd\ntorch.autograd.Variable = Variable\n"
+    result = _verdict_of(witness, stand_in)
+    assert result.status == "not-reproduced"
+    assert all(part in result.evidence for part in expected), result.evidence
+
+
 def test_every_table_api_that_is_called_has_a_probe():
     from torchlint.rules.api._table import api_table
     from torchlint.verify.witnesses.api import PROBES

@@ -11,12 +11,6 @@ from conftest import ROOT
 
 pytest.importorskip("torch")
 
-# Findings the witness runs and torch 2.13 contradicts. `torch.autograd.Variable(x)` neither warns nor says
-# "deprecated" in its docstring (only the autograd documentation page does): an open question for TL602's
-# table, not a verifier failure; remove it here once the rule changes.
-KNOWN_NOT_REPRODUCED = {
-    ("fixtures/api/TL602_amp_aliases.py", 18, "TL602"),
-}
 # Skips that are not about the machine: rules without a witness yet, and parse errors.
 NO_WITNESS = "skipped (no witness for this rule)"
 
@@ -32,12 +26,12 @@ def verified():
 
 
 def test_no_fixture_finding_is_contradicted(verified):
-    contradicted = {
-        (finding["filename"], finding["location"]["row"], finding["code"])
+    contradicted = [
+        (finding["filename"], finding["location"]["row"], finding["code"], finding["verification"]["evidence"])
         for finding in verified
         if finding["verification"]["status"] == "not-reproduced"
-    }
-    assert contradicted == KNOWN_NOT_REPRODUCED
+    ]
+    assert contradicted == []
 
 
 def test_every_witness_ran_to_a_verdict(verified):

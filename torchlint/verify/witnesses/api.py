@@ -5,7 +5,9 @@ name in the installed torch (`resolve`, as code reaches it) and call it with sma
 stand-in arguments from `PROBES`, or with the finding's own call when every part
 of it may run. A deprecated name is confirmed by the warning torch gives, or,
 where torch gives none, by the deprecation its own docstring states, and the
-evidence says which.
+evidence says which. A name whose message says torch is silent about it (an
+`observed` entry of the table) is confirmed by that silence and by what the
+message says the name does instead.
 """
 
 from __future__ import annotations
@@ -97,6 +99,35 @@ class Pair:
 '''
 
 
+# For each deprecated name whose message says torch neither warns nor documents the deprecation
+# (`observed` in the table): source, run after the warning and the docstring are read, that ends
+# in a verdict on the message's own claims, the silence and what the name really does.
+SILENT_BEHAVIOUR = {
+    "torch.autograd.Variable": """
+if said or sentence:
+    not_reproduced(f"`{shown}` is no longer silent: " + (describe(said[0]) if said else f'its docstring says "{sentence[:200]}"'))
+source = torch.ones(2, requires_grad=True)
+alias, leaf = target(source), target(source, requires_grad=True)
+with torch.no_grad():
+    source[0] = 5.0  # seen through the alias only if it shares the storage
+facts = [
+    f"`Variable(x)` of an x that requires grad returns a plain `{type(alias).__module__}.{type(alias).__name__}`",
+    f"not x itself: {alias is not source}",
+    f"sharing x's storage: {alias[0].item() == 5.0}",
+    f"requires_grad={alias.requires_grad}, grad_fn={alias.grad_fn}",
+    f"`Variable(x, requires_grad=True)` is a new leaf: {leaf is not source and leaf.is_leaf and leaf.requires_grad}",
+    f"`isinstance(torch.ones(1), Variable)`: {isinstance(torch.ones(1), target)}",
+]
+evidence = f"`{shown}` gave no warning ({describe(error)}) and its docstring is silent; " + "; ".join(facts)
+detached_alias = (type(alias) is torch.Tensor and alias is not source and alias[0].item() == 5.0
+                  and not alias.requires_grad and alias.grad_fn is None)
+if detached_alias and leaf.is_leaf and leaf.requires_grad and isinstance(torch.ones(1), target):
+    confirmed(evidence)
+not_reproduced(evidence)
+""",
+}
+
+
 def _referenced_name(site) -> Optional[str]:
     """The qualified name the flagged import or reference reaches."""
     node = site.node
@@ -163,10 +194,11 @@ def removed_api(site, entry):
     target = resolve(name)
     caught, error = warnings_of(lambda: $call)
     said = [message for message in caught if "deprecat" in str(message).lower() or "renamed" in str(message).lower()]
-    if said:
-        confirmed(f"`{shown}` warns " + describe(said[0]))
     documentation = " ".join((inspect.getdoc(target) or "").split())
     sentence = next((part for part in re.split(r"(?<=\\.) ", documentation) if "deprecat" in part.lower()), "")
+    $silent_behaviour
+    if said:
+        confirmed(f"`{shown}` warns " + describe(said[0]))
     if sentence:
         confirmed(f"`{shown}` ran without a warning ({describe(error)}); torch's docstring of `{name}`: \\"{sentence[:200]}\\"")
     not_reproduced(f"`{shown}` gave no deprecation warning ({describe(error)}) and the docstring of `{name}` does not call it deprecated")
@@ -175,9 +207,13 @@ def removed_api(site, entry):
     name="torch.cuda.amp.autocast",
     call=Code("resolve('torch.cuda.amp.autocast')()"),
     shown="torch.cuda.amp.autocast()",
+    silent_behaviour=Code(""),
 )
 def deprecated_api(site, entry):
-    return _table_witness(site, entry)
+    name = _referenced_name(site)
+    table_entry = lookup(name) if name is not None else None
+    behaviour = SILENT_BEHAVIOUR.get(table_entry.name, "") if table_entry is not None else ""
+    return _table_witness(site, entry, silent_behaviour=Code(behaviour))
 
 
 @witness(
