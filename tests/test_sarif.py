@@ -156,3 +156,87 @@ def test_the_schema_check_can_fail(broken):
     log.update(broken)
     with pytest.raises(AssertionError):
         assert_valid_sarif(log)
+
+
+DOCTOR_FACTORIES = """\
+import functools
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class WithUnusedLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.used, self.unused = nn.Linear(4, 3), nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.used(x)
+
+
+def data(labels):
+    return DataLoader(TensorDataset(torch.randn(8, 4), labels), batch_size=4)
+
+
+def unused_layer_and_negative_smoothing():
+    return WithUnusedLayer(), data(torch.randint(0, 3, (8,))), nn.CrossEntropyLoss(label_smoothing=-0.1)
+
+
+def float_labels():
+    return nn.Linear(4, 3), data(torch.randint(0, 3, (8,)).float()), nn.CrossEntropyLoss()
+
+
+float_labels_without_source = functools.partial(float_labels)
+"""
+
+
+def doctor_sarif(factory, cwd):
+    pytest.importorskip("torch")
+    (cwd / "setup_for_doctor.py").write_text(DOCTOR_FACTORIES)
+    code, out, err = run_cli("doctor", f"setup_for_doctor:{factory}", "--output-format", "sarif", cwd=cwd)
+    log = json.loads(out)
+    assert_valid_sarif(log)
+    assert_github_code_scanning_accepts(log)
+    return code, log["runs"][0], err
+
+
+def test_doctor_codes_outside_the_catalogue_get_descriptors_from_their_findings(tmp_path):
+    code, run, err = doctor_sarif("unused_layer_and_negative_smoothing", tmp_path)
+    assert code == 1, err
+    rules = run["tool"]["driver"]["rules"]
+    assert [(rule["id"], rule["name"], rule["defaultConfiguration"]["level"]) for rule in rules] == [
+        ("TL906", "parameters-without-gradient", "warning"),
+        ("TL912", "negative-label-smoothing", "error"),
+    ]
+    assert rules[1]["helpUri"] == "https://github.com/torchlint/torchlint/blob/main/docs/health.md#tl912"
+    assert rules[1]["fullDescription"]["text"].startswith("CrossEntropyLoss(label_smoothing=-0.1): torch accepts")
+    results = run["results"]
+    assert [(result["ruleId"], result["level"]) for result in results] == [("TL912", "error"), ("TL906", "warning")]
+    assert "`unused.weight`, `unused.bias`" in results[1]["message"]["text"]
+    # On the factory's `def` line: SARIF locations are lines of files, not MODULE:FACTORY.
+    line = DOCTOR_FACTORIES.splitlines().index("def unused_layer_and_negative_smoothing():") + 1
+    for result in results:
+        physical = result["locations"][0]["physicalLocation"]
+        assert physical["artifactLocation"] == {"uri": "setup_for_doctor.py", "uriBaseId": "%SRCROOT%"}
+        assert physical["region"] == region(line, 1, line, 1)
+    assert err.strip() == "Found 2 problem(s): 1 error(s) (TL912), 1 warning(s)."
+
+
+def test_doctor_result_of_a_static_rule_keeps_its_descriptor_and_takes_the_checks_level(tmp_path):
+    code, run, _ = doctor_sarif("float_labels", tmp_path)
+    assert code == 1
+    [rule] = run["tool"]["driver"]["rules"]
+    assert (rule["id"], rule["defaultConfiguration"]["level"]) == ("TL203", "warning")
+    assert rule["helpUri"].endswith("/docs/rules/TL203.md")
+    [result] = run["results"]
+    assert (result["ruleId"], result["level"]) == ("TL203", "error")
+
+
+def test_doctor_factory_without_source_keeps_its_name_as_the_location(tmp_path):
+    code, run, _ = doctor_sarif("float_labels_without_source", tmp_path)
+    assert code == 1
+    [result] = run["results"]
+    physical = result["locations"][0]["physicalLocation"]
+    assert physical["artifactLocation"] == {"uri": "setup_for_doctor%3Afloat_labels_without_source", "uriBaseId": "%SRCROOT%"}
+    assert physical["region"] == region(1, 1, 1, 1)

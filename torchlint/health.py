@@ -14,7 +14,10 @@ command, and linting never imports torch.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import inspect
+import linecache
 import os
 import sys
 import warnings
@@ -363,7 +366,7 @@ def register(subparsers) -> None:
     doctor = subparsers.add_parser("doctor", help="check a live model, loader and criterion by running one step")
     doctor.add_argument("target", metavar="MODULE:FACTORY",
                         help="a function returning (model, loader[, criterion[, optimizer]]) or a dict of those")
-    doctor.add_argument("--output-format", choices=("full", "concise", "json", "github"), default=None)
+    doctor.add_argument("--output-format", choices=("full", "concise", "json", "github", "sarif"), default=None)
     doctor.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are errors")
     doctor.add_argument("-q", "--quiet", action="store_true", help="findings only, no summary")
     doctor.set_defaults(handler=run_doctor)
@@ -401,18 +404,37 @@ def run_doctor(args) -> int:
     from torchlint import cli
     from torchlint.reporters import REPORTERS
 
-    made = load_factory(args.target)()
-    model, loader, criterion, optimizer = unpack(made)
+    factory = load_factory(args.target)
+    model, loader, criterion, optimizer = unpack(factory())
     if model is None or loader is None:
         raise cli.UsageError(f"{args.target} must return (model, loader[, criterion[, optimizer]]) or a dict with those keys")
     findings = check(model, loader, criterion, optimizer, source=args.target)
     output_format = args.output_format or ("full" if sys.stdout.isatty() else "concise")
-    sys.stdout.write(REPORTERS[output_format](findings, {}, False))
+    shown, sources = _at_definition(findings, factory) if output_format == "sarif" else (findings, {})
+    sys.stdout.write(REPORTERS[output_format](shown, sources, False))
     errors = [finding for finding in findings if severity(finding) == ERROR]
     if not args.quiet:
         stream = sys.stdout if output_format in cli.TEXT_FORMATS else sys.stderr
         stream.write(summary(findings, errors) + "\n")
     return cli.EXIT_FINDINGS if errors and not args.exit_zero else cli.EXIT_CLEAN
+
+
+def _at_definition(findings: List[Finding], factory) -> tuple:
+    """(the findings placed on the factory's `def` line, {its file: its text}), for SARIF, whose locations are lines of files.
+
+    A factory whose source cannot be found keeps the `MODULE:FACTORY` name.
+    """
+    try:
+        path = inspect.getsourcefile(factory)
+        _, line = inspect.getsourcelines(factory)
+    except (OSError, TypeError):  # built in, or defined where no source is kept
+        return findings, {}
+    if path is None:
+        return findings, {}
+    at = Location(line, 1)
+    placed = [dataclasses.replace(finding, filename=path, location=at, end_location=at) for finding in findings]
+    # inspect has just read the file into linecache: its text, for the results' fingerprints.
+    return placed, {path: "".join(linecache.getlines(path))}
 
 
 def summary(findings: List[Finding], errors: List[Finding]) -> str:

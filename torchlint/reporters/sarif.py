@@ -9,6 +9,10 @@ its rule, file and line text, so an alert survives edits elsewhere in the file.
 
 A notebook finding's rows count within its cell, which SARIF cannot express:
 its location names the notebook without a region, and the message names the cell.
+
+A code outside the rule catalogue (the health check's TL9xx, `torchlint doctor`)
+gets its descriptor from its first finding: name, message and the finding's own
+`url`. A finding's own `severity` (the health check's) sets its level.
 """
 
 from __future__ import annotations
@@ -36,8 +40,14 @@ def _level(code: str) -> str:
     return "error" if code == ParseError.code else "warning"
 
 
-def _rule_descriptor(code: str) -> dict:
-    rule = rules_by_code()[code]
+def _result_level(finding: Finding) -> str:
+    return finding.extra.get("severity", _level(finding.code))
+
+
+def _rule_descriptor(code: str, first: Finding) -> dict:
+    rule = rules_by_code().get(code)
+    if rule is None:
+        return _descriptor_from_finding(first)
     return {
         "id": code,
         "name": rule.name,
@@ -48,6 +58,20 @@ def _rule_descriptor(code: str) -> dict:
         "defaultConfiguration": {"level": _level(code)},
         "properties": {"tags": ["torchlint", rule.family()]},
     }
+
+
+def _descriptor_from_finding(finding: Finding) -> dict:
+    url = finding.extra.get("url")
+    descriptor = {
+        "id": finding.code,
+        "name": finding.name,
+        "shortDescription": {"text": finding.name.replace("-", " ").capitalize()},
+        "fullDescription": {"text": finding.message},
+        "help": {"text": f"{finding.message} (see {url})" if url else finding.message},
+    }
+    if url:
+        descriptor["helpUri"] = url
+    return {**descriptor, "defaultConfiguration": {"level": _result_level(finding)}, "properties": {"tags": ["torchlint"]}}
 
 
 def _artifact_location(filename: str, base: str) -> dict:
@@ -90,7 +114,10 @@ def _line_text(finding: Finding, lines_by_file: Dict[str, List[str]], sources: M
 
 def render(findings: List[Finding], sources: Mapping[str, str], colour: bool) -> str:
     base = os.getcwd()
-    codes = sorted({finding.code for finding in findings})
+    first_of: Dict[str, Finding] = {}
+    for finding in findings:
+        first_of.setdefault(finding.code, finding)
+    codes = sorted(first_of)
     rule_index = {code: index for index, code in enumerate(codes)}
     lines_by_file: Dict[str, List[str]] = {}
     # The same rule on identical line text twice in a file: the occurrence number keeps the fingerprints apart.
@@ -110,7 +137,7 @@ def render(findings: List[Finding], sources: Mapping[str, str], colour: bool) ->
         result = {
             "ruleId": finding.code,
             "ruleIndex": rule_index[finding.code],
-            "level": _level(finding.code),
+            "level": _result_level(finding),
             "message": {"text": message},
             "locations": [{"physicalLocation": physical}],
             "partialFingerprints": {FINGERPRINT_KEY: fingerprint},
@@ -130,7 +157,7 @@ def render(findings: List[Finding], sources: Mapping[str, str], colour: bool) ->
                 "version": __version__,
                 "semanticVersion": __version__,
                 "informationUri": DOCS_URL.split("/blob/")[0],
-                "rules": [_rule_descriptor(code) for code in codes],
+                "rules": [_rule_descriptor(code, first_of[code]) for code in codes],
             }},
             "originalUriBaseIds": {BASE_ID: {"uri": Path(base).as_uri() + "/"}},
             "columnKind": "unicodeCodePoints",
