@@ -65,11 +65,11 @@ def is_missing(value) -> bool:
 
 def method_name(call: cst.Call) -> Optional[str]:
     """`m` for a call `receiver.m(...)`."""
-    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+    return call.func.attr.value if type(call.func) is cst.Attribute else None
 
 
 def receiver(call: cst.Call) -> Optional[cst.BaseExpression]:
-    return call.func.value if isinstance(call.func, cst.Attribute) else None
+    return call.func.value if type(call.func) is cst.Attribute else None
 
 
 # ------------------------------------------------------------------ grad mode
@@ -108,15 +108,16 @@ def grad_enabled_at(stack: Sequence[cst.CSTNode], ctx: "FileContext") -> Optiona
     """
     for index in range(len(stack) - 1, -1, -1):
         node = stack[index]
-        if isinstance(node, cst.With) and index + 1 < len(stack) and stack[index + 1] is node.body:
+        node_type = type(node)
+        if node_type is cst.With and index + 1 < len(stack) and stack[index + 1] is node.body:
             for item in reversed(node.items):
                 mode = grad_mode_of(item.item, ctx, stack[: index + 1])
                 if mode is not None:
                     return mode
                 if _is_dynamic_grad_mode(item.item, ctx, stack[: index + 1]):
                     return None
-        elif isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-            if isinstance(node, cst.FunctionDef) and index + 1 < len(stack) and stack[index + 1] is node.body:
+        elif node_type is cst.FunctionDef or node_type is cst.Lambda or node_type is cst.ClassDef:
+            if node_type is cst.FunctionDef and index + 1 < len(stack) and stack[index + 1] is node.body:
                 for decorator in node.decorators:
                     mode = grad_mode_of(decorator.decorator, ctx, stack[:index])
                     if mode is not None:

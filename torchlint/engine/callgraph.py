@@ -69,7 +69,7 @@ class CallGraph:
             node = nodes[-1]
         for index in range(len(scope_nodes) - 1, -1, -1):
             function = scope_nodes[index]
-            if isinstance(function, cst.FunctionDef) and function is not node:
+            if type(function) is cst.FunctionDef and function is not node:
                 return self.functions[self.key_of(function, scope_nodes[: index + 1])]
         return self.functions[MODULE]
 
@@ -84,11 +84,11 @@ class CallGraph:
     def callee_key(self, call: cst.Call, stack: Sequence[cst.CSTNode]) -> Optional[str]:
         """The key of the same-module function `call` invokes: `f(...)` or `self.m(...)`."""
         func = call.func
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             return None if func.value in _BUILTINS else func.value
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
+        if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value in ("self", "cls"):
             for node in reversed(stack):
-                if isinstance(node, cst.ClassDef):
+                if type(node) is cst.ClassDef:
                     return f"{node.name.value}.{func.attr.value}"
         return None
 

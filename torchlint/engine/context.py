@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import PositionProvider
 
 from torchlint.engine.callgraph import CallGraph
 from torchlint.engine.scopes import Scopes, dotted_name, scope_nodes_of
@@ -26,10 +26,11 @@ class FileContext:
         self.stack: List[cst.CSTNode] = []
         # The module, functions, lambdas and classes among `stack`, kept by the walker.
         self.scope_nodes: List[cst.CSTNode] = []
-        self.scopes = Scopes()
+        self.scopes = Scopes(has_walrus=":=" in text)
         self.callgraph = CallGraph()
         self.findings: List[Finding] = []
         self._positions = None
+        self._qualified: Dict[Tuple[int, Optional[int]], Optional[str]] = {}
 
     # ------------------------------------------------------------ names
 
@@ -39,14 +40,20 @@ class FileContext:
         None when the chain does not start at an imported name (a local variable
         named `torch` is not torch).
         """
+        scope_nodes = self._scope_nodes(stack)
+        # Several rules ask about the same name in a row; the answer depends only on the node and its scope.
+        key = (id(node), id(scope_nodes[-1]) if scope_nodes else None)
+        if key in self._qualified:
+            return self._qualified[key]
         dotted = dotted_name(node)
-        if dotted is None:
-            return None
-        head, _, rest = dotted.partition(".")
-        base = self.scopes.resolve(head, self._scope_nodes(stack))
-        if base is None:
-            return None
-        return f"{base}.{rest}" if rest else base
+        qualified = None
+        if dotted is not None:
+            head, _, rest = dotted.partition(".")
+            base = self.scopes.resolve(head, scope_nodes)
+            if base is not None:
+                qualified = f"{base}.{rest}" if rest else base
+        self._qualified[key] = qualified
+        return qualified
 
     def assigned_values(self, node: cst.CSTNode, stack: Optional[Sequence[cst.CSTNode]] = None) -> List[cst.BaseExpression]:
         """Values assigned to a variable (`x = ...`) or an instance attribute (`self.x = ...`) in its scope."""
@@ -77,9 +84,13 @@ class FileContext:
         return self.module.code_for_node(node)
 
     def _range(self, node: cst.CSTNode):
-        # Positions cost a full code-generation pass: paid only by files that report something.
+        # Positions cost a full code-generation pass: paid only by files that report something. The
+        # provider is run by itself: through a MetadataWrapper it would first walk the whole tree for
+        # batchable providers, of which there are none.
         if self._positions is None:
-            self._positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+            provider = PositionProvider()
+            provider._gen_impl(self.module)
+            self._positions = provider._computed
         return self._positions[node]
 
     def location(self, node: cst.CSTNode):

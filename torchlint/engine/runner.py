@@ -19,7 +19,7 @@ from torchlint import source as sources
 from torchlint.engine import noqa, prefilter
 from torchlint.engine.context import FileContext
 from torchlint.engine.facts import RECOGNIZERS
-from torchlint.engine.scopes import ScopeNode
+from torchlint.engine.scopes import SCOPE_TYPES
 from torchlint.engine.walk import walk
 from torchlint.finding import Finding, Location
 from torchlint.rules import rules_by_code
@@ -90,7 +90,7 @@ def lint_text(text: str, filename: str, config: "Config", codes: Optional[Frozen
         walk(module, walker.on_visit, walker.on_leave, walker.visits.keys() | walker.leaves.keys())
         for rule in rules:
             if not rule.crashed:
-                walker.guarded(rule, rule.finish)
+                walker.finish(rule)
     except RecursionError:
         ctx.findings = [parse_error(filename, "the file is nested too deeply to analyse")]
         if ParseError.code not in codes:
@@ -100,7 +100,8 @@ def lint_text(text: str, filename: str, config: "Config", codes: Optional[Frozen
 
 
 _BRACKETS = re.compile(r"[()\[\]{}]")
-_LONG_LINE = re.compile(r"[^\r\n]{2000}")
+_LINE_BREAK = re.compile(r"\r\n?|\n")
+_LONG_LINE = 2000
 _SAFE_DEPTH = 100
 
 
@@ -111,7 +112,8 @@ def _deeply_nested(text: str) -> bool:
     nested brackets or chained operators, and takes seconds well before that; such
     text is first checked by CPython's parser, which refuses it cleanly.
     """
-    if _LONG_LINE.search(text):
+    # (A regex for 2,000 characters without a line break backtracks at every character: splitting is linear.)
+    if any(len(line) >= _LONG_LINE for line in _LINE_BREAK.split(text)):
         return True
     depth = 0
     for bracket in _BRACKETS.findall(text):
@@ -153,9 +155,6 @@ def _handler_names(rule_class: Type[Rule]) -> Tuple[Tuple[str, type, str], ...]:
     return tuple(handlers)
 
 
-_SCOPE_TYPES = frozenset(ScopeNode)
-
-
 class _Walker:
     """One walk over the module that feeds the call graph and every rule."""
 
@@ -168,20 +167,24 @@ class _Walker:
                 table = self.visits if kind == "visit" else self.leaves
                 table.setdefault(node_type, []).append((rule, getattr(rule, attribute)))
 
-    def guarded(self, rule: Rule, method, *args) -> None:
+    def finish(self, rule: Rule) -> None:
         try:
-            method(*args)
+            rule.finish()
         except RecursionError:
             raise
-        except Exception as error:  # a rule's bug must not hide other rules' findings
-            rule.crashed = True
-            self.ctx.findings.append(_internal_error(self.ctx, rule, error, args[0] if args else None))
+        except Exception as error:
+            self.crashed(rule, error, None)
+
+    def crashed(self, rule: Rule, error: Exception, node: Optional[cst.CSTNode]) -> None:
+        # A rule's bug must not hide other rules' findings: the rule stops, the others go on.
+        rule.crashed = True
+        self.ctx.findings.append(_internal_error(self.ctx, rule, error, node))
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         ctx = self.ctx
         ctx.stack.append(node)
         node_type = type(node)
-        if node_type in _SCOPE_TYPES:
+        if node_type in SCOPE_TYPES:
             ctx.scope_nodes.append(node)
             if node_type is cst.FunctionDef:
                 # Every function is in the call graph, also one that calls nothing and shows no fact.
@@ -194,17 +197,28 @@ class _Walker:
             callee = ctx.callgraph.callee_key(node, ctx.stack)
             if callee:
                 ctx.callgraph.add_call(node, callee, ctx.stack, ctx.scope_nodes)
+        # Errors are caught here rather than in a helper: a call less for each of a million visits.
         for rule, method in self.visits.get(node_type, ()):
             if not rule.crashed:
-                self.guarded(rule, method, node)
+                try:
+                    method(node)
+                except RecursionError:
+                    raise
+                except Exception as error:
+                    self.crashed(rule, error, node)
         return True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         for rule, method in self.leaves.get(type(original_node), ()):
             if not rule.crashed:
-                self.guarded(rule, method, original_node)
+                try:
+                    method(original_node)
+                except RecursionError:
+                    raise
+                except Exception as error:
+                    self.crashed(rule, error, original_node)
         self.ctx.stack.pop()
-        if type(original_node) in _SCOPE_TYPES:
+        if type(original_node) in SCOPE_TYPES:
             self.ctx.scope_nodes.pop()
 
 

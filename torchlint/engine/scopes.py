@@ -17,9 +17,11 @@ from typing import Dict, List, Optional, Sequence
 
 import libcst as cst
 
-from torchlint.engine.walk import walk_visitor
+from torchlint.engine.walk import Dispatch, walk, walk_visitor
 
 ScopeNode = (cst.Module, cst.FunctionDef, cst.Lambda, cst.ClassDef)
+# Exact types: libcst's node classes are abstract base classes, and `isinstance` on those is slow.
+SCOPE_TYPES = frozenset(ScopeNode)
 
 
 @dataclass
@@ -38,10 +40,10 @@ class Scope:
 def dotted_name(node: cst.CSTNode) -> Optional[str]:
     """`a.b.c` for a Name/Attribute chain, else None."""
     parts = []
-    while isinstance(node, cst.Attribute):
+    while type(node) is cst.Attribute:
         parts.append(node.attr.value)
         node = node.value
-    if not isinstance(node, cst.Name):
+    if type(node) is not cst.Name:
         return None
     parts.append(node.value)
     return ".".join(reversed(parts))
@@ -160,11 +162,32 @@ class _AttributeCollector(cst.CSTVisitor):
                 self.scope.attributes.setdefault(attribute.attr.value, []).append(node.value)
 
 
+# Statements and the blocks that hold them. Only `:=` binds a name inside an expression, so in a
+# file without one a scan need not enter expressions, which are most of a tree.
+_STATEMENT_STRUCTURE = frozenset({
+    cst.IndentedBlock, cst.SimpleStatementSuite, cst.SimpleStatementLine, cst.If, cst.Else, cst.For, cst.While,
+    cst.Try, cst.TryStar, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.With, cst.Match, cst.MatchCase,
+})
+
+
+def _scan_walk(root: cst.CSTNode, visitor, enter_expressions: bool, enter_definitions: bool = False) -> None:
+    dispatch = Dispatch(visitor)
+    descend = _STATEMENT_STRUCTURE | {cst.FunctionDef, cst.ClassDef} if enter_definitions else _STATEMENT_STRUCTURE
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        return dispatch.on_visit(node) and (enter_expressions or type(node) in descend)
+
+    walk(root, on_visit, dispatch.on_leave)
+
+
 class Scopes:
     """Per-file cache of scanned scopes."""
 
-    def __init__(self):
+    def __init__(self, has_walrus: bool = True):
+        self.has_walrus = has_walrus
         self._scopes: Dict[int, Scope] = {}
+        # innermost scope node's id -> the chain seen from it: fixed by the tree, asked for at every name
+        self._chains: Dict[int, List[Scope]] = {}
 
     def scope_of(self, node: cst.CSTNode) -> Scope:
         scope = self._scopes.get(id(node))
@@ -178,17 +201,17 @@ class Scopes:
         if isinstance(node, (cst.FunctionDef, cst.Lambda)):
             for param in parameters(node.params):
                 scope.variables.add(param.name.value)
-            walk_visitor(node.body, collector)
+            _scan_walk(node.body, collector, self.has_walrus)
         elif isinstance(node, cst.ClassDef):
-            walk_visitor(node.body, collector)
+            _scan_walk(node.body, collector, self.has_walrus)
             for statement in node.body.body:
                 if isinstance(statement, cst.FunctionDef):
                     params = parameters(statement.params)
                     if params:
-                        walk_visitor(statement.body, _AttributeCollector(scope, params[0].name.value))
+                        _scan_walk(statement.body, _AttributeCollector(scope, params[0].name.value), False, enter_definitions=True)
         else:
             for statement in node.body:
-                walk_visitor(statement, collector)
+                _scan_walk(statement, collector, self.has_walrus)
         return scope
 
     def chain(self, nodes: Sequence[cst.CSTNode]) -> List[Scope]:
@@ -196,8 +219,12 @@ class Scopes:
 
         `nodes` may be a whole stack or only its scope nodes (`FileContext.scope_nodes`, cheaper).
         """
+        innermost = next((node for node in reversed(nodes) if type(node) in SCOPE_TYPES), None)
+        chain = self._chains.get(id(innermost))
+        if chain is not None:
+            return chain
         scope_nodes = scope_nodes_of(nodes)
-        chain = []
+        chain = self._chains[id(innermost)] = []
         for index in range(len(scope_nodes) - 1, -1, -1):
             node = scope_nodes[index]
             # A class body is visible only to code directly in it, not to its methods.
@@ -223,7 +250,7 @@ class Scopes:
 
 
 def scope_nodes_of(stack: Sequence[cst.CSTNode]) -> List[cst.CSTNode]:
-    return [node for node in stack if isinstance(node, ScopeNode)]
+    return [node for node in stack if type(node) in SCOPE_TYPES]
 
 
 def parameters(params: cst.Parameters) -> list:

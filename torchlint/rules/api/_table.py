@@ -101,19 +101,22 @@ def lookup(qualified: str) -> Optional[ApiEntry]:
 
 
 # Names that are not references to what they spell: definitions and assignment targets, keywords, import parts.
-_DEFINING_PARENTS = (cst.FunctionDef, cst.ClassDef, cst.Param, cst.AsName, cst.ImportAlias, cst.NameItem, cst.AssignTarget)
+# (Exact types: `isinstance` on libcst's abstract node classes is slow, and this runs for every name.)
+# A dotted name in an import is the child of its ImportAlias, or of the ImportFrom it names the module of.
+_DEFINING_PARENTS = frozenset({
+    cst.FunctionDef, cst.ClassDef, cst.Param, cst.AsName, cst.ImportAlias, cst.ImportFrom, cst.NameItem, cst.AssignTarget,
+})
 
 
 def is_outermost_reference(node: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> bool:
     """True for the whole of `a.b.c` used as an expression; False for its parts and for non-references."""
     parent = stack[-2] if len(stack) > 1 else None
-    if isinstance(parent, cst.Attribute):
+    parent_type = type(parent)
+    if parent_type is cst.Attribute:
         return False  # `node` is the receiver or the attribute name of a longer chain
-    if isinstance(parent, cst.Arg) and parent.keyword is node:
+    if parent_type is cst.Arg and parent.keyword is node:
         return False
-    if isinstance(parent, _DEFINING_PARENTS):
-        return False
-    return not any(isinstance(owner, (cst.Import, cst.ImportFrom)) for owner in stack)
+    return parent_type not in _DEFINING_PARENTS
 
 
 class ApiTableRule(Rule):

@@ -20,8 +20,10 @@ from torchlint.rules.autograd import _facts  # noqa: F401  (registers the facts 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
 
-LOOPS = (cst.For, cst.While)
-FUNCTION_BOUNDARIES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+# Sets of exact types, tested with `type(node) in ...`: these helpers scan the stack at every visit, and
+# `isinstance` on libcst's abstract node classes costs several times more.
+LOOPS = frozenset({cst.For, cst.While})
+FUNCTION_BOUNDARIES = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
 
 _CRITERION_NAME = re.compile(r"^(criterion|.*_criterion|criterion_.*|loss_?fn|loss_?func(tion)?|.*_loss_?fn|.*_loss_?func)$")
 _LOSS_FUNCTIONS = frozenset({"cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"})
@@ -38,9 +40,9 @@ def loop_nodes(stack: Sequence[cst.CSTNode]) -> List[cst.CSTNode]:
     found = []
     for index in range(len(stack) - 2, -1, -1):
         node = stack[index]
-        if isinstance(node, FUNCTION_BOUNDARIES):
+        if type(node) in FUNCTION_BOUNDARIES:
             break
-        if isinstance(node, LOOPS) and stack[index + 1] is node.body:
+        if type(node) in LOOPS and stack[index + 1] is node.body:
             found.append(node)
     return found
 
@@ -77,7 +79,7 @@ def evaluates(function_key: str, ctx: "FileContext") -> bool:
 
 def innermost_function(stack: Sequence[cst.CSTNode]) -> Optional[cst.FunctionDef]:
     for node in reversed(stack[:-1]):
-        if isinstance(node, cst.FunctionDef):
+        if type(node) is cst.FunctionDef:
             return node
     return None
 
@@ -85,7 +87,7 @@ def innermost_function(stack: Sequence[cst.CSTNode]) -> Optional[cst.FunctionDef
 def scope_node(stack: Sequence[cst.CSTNode]) -> cst.CSTNode:
     """The function (or the module) whose local variables the innermost point of `stack` sees."""
     for node in reversed(stack[:-1]):
-        if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+        if type(node) is cst.FunctionDef or type(node) is cst.Lambda:
             return node
     return stack[0]
 
@@ -129,10 +131,10 @@ def under_dynamic_grad_mode(stack: Sequence[cst.CSTNode], ctx: "FileContext") ->
     """Inside `with torch.set_grad_enabled(<not a literal>)` (or such a decorator) in the same function."""
     for index in range(len(stack) - 2, -1, -1):
         node = stack[index]
-        if isinstance(node, cst.With) and stack[index + 1] is node.body:
+        if type(node) is cst.With and stack[index + 1] is node.body:
             if any(_is_dynamic_grad_mode(item.item, ctx, stack[: index + 1]) for item in node.items):
                 return True
-        elif isinstance(node, FUNCTION_BOUNDARIES):
+        elif type(node) in FUNCTION_BOUNDARIES:
             return isinstance(node, cst.FunctionDef) and any(
                 _is_dynamic_grad_mode(decorator.decorator, ctx, stack[:index]) for decorator in node.decorators
             )
@@ -144,9 +146,9 @@ def under_grad_mode_context(stack: Sequence[cst.CSTNode], ctx: "FileContext") ->
     switches to evaluation or sets the grad mode: monai's `eval_mode(model)` enters `no_grad` itself."""
     for index in range(len(stack) - 2, -1, -1):
         node = stack[index]
-        if isinstance(node, FUNCTION_BOUNDARIES):
+        if type(node) in FUNCTION_BOUNDARIES:
             return False
-        if isinstance(node, cst.With) and stack[index + 1] is node.body:
+        if type(node) is cst.With and stack[index + 1] is node.body:
             for item in node.items:
                 manager = item.item.func if isinstance(item.item, cst.Call) else item.item
                 qualified = ctx.qualified_name(manager, stack[: index + 1]) or ""
@@ -299,7 +301,7 @@ class LoopIndex:
         """Record the visited node; its `seq` orders it against every other observed node."""
         ctx = self.ctx
         self.seq += 1
-        callee = ctx.callgraph.callee_key(node, ctx.stack) if isinstance(node, cst.Call) else None
+        callee = ctx.callgraph.callee_key(node, ctx.stack) if type(node) is cst.Call else None
         event = Event(self.seq, node, facts_at(node, ctx), callee)
         if event.facts or callee:
             for loop in self.enclosing():
