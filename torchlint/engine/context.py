@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
-from libcst.metadata import PositionProvider
 
 from torchlint.engine.callgraph import CallGraph
+from torchlint.engine.positions import Positions
 from torchlint.engine.scopes import Scopes, dotted_name, scope_nodes_of
 from torchlint.finding import Edit, Finding, Fix, Location
 
@@ -84,14 +84,10 @@ class FileContext:
         return self.module.code_for_node(node)
 
     def _range(self, node: cst.CSTNode):
-        # Positions cost a full code-generation pass: paid only by files that report something. The
-        # provider is run by itself: through a MetadataWrapper it would first walk the whole tree for
-        # batchable providers, of which there are none.
+        # Positions cost code generation: paid only by files that report something, statement by statement.
         if self._positions is None:
-            provider = PositionProvider()
-            provider._gen_impl(self.module)
-            self._positions = provider._computed
-        return self._positions[node]
+            self._positions = Positions(self.module, self.text)
+        return self._positions.range_of(node, self.stack[1] if len(self.stack) > 1 else None)
 
     def location(self, node: cst.CSTNode):
         code_range = self._range(node)

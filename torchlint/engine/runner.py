@@ -100,7 +100,6 @@ def lint_text(text: str, filename: str, config: "Config", codes: Optional[Frozen
 
 
 _BRACKETS = re.compile(r"[()\[\]{}]")
-_LINE_BREAK = re.compile(r"\r\n?|\n")
 _LONG_LINE = 2000
 _SAFE_DEPTH = 100
 
@@ -113,7 +112,7 @@ def _deeply_nested(text: str) -> bool:
     text is first checked by CPython's parser, which refuses it cleanly.
     """
     # (A regex for 2,000 characters without a line break backtracks at every character: splitting is linear.)
-    if any(len(line) >= _LONG_LINE for line in _LINE_BREAK.split(text)):
+    if any(len(line) >= _LONG_LINE for line in sources.split_lines(text)):
         return True
     depth = 0
     for bracket in _BRACKETS.findall(text):

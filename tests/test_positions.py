@@ -1,0 +1,94 @@
+"""Positions computed statement by statement equal libcst's own, whole-module ones, node for node."""
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from conftest import FIXTURES
+from torchlint.engine.positions import Positions
+from torchlint.engine.walk import walk
+
+TRICKY = {
+    "decorators and comments": "import torch\n\n# about f\n@a\n# between\n@b(1)\n\ndef f():\n    return 1\n",
+    "header comment": "#!/usr/bin/env python\n# -*- coding: utf-8 -*-\n\n\nimport torch\nx = 1\n",
+    "semicolons": "a = 1; b = 2\nc = torch.zeros(3); d = c.cuda()\n",
+    "crlf": "import torch\r\nx = torch.zeros(2)\r\n\r\ny = x.cuda()\r\n",
+    "cr only": "import torch\rx = torch.zeros(2)\ry = x.cuda()\r",
+    "mixed endings": "import torch\r\nx = 1\ny = x.cuda()\r\n",
+    "form feed": "import torch\n\x0c\nx = torch.zeros(2)\n",
+    "backslash": "x = \\\n    torch.zeros(2)\ny = (x\n     .cuda())\n",
+    "unicode": "é = 'ü'\nx = torch.zeros(2).cuda()  # ß\n",
+    "no final newline": "import torch\nx = torch.zeros(2)",
+    "tabs": "if x:\n\ty = 1\n\tz = y.cuda()\n",
+    "class": "class A(nn.Module):\n    '''doc'''\n\n    @property\n    def f(self):\n        return self.x.cuda()\n",
+    "empty": "",
+    "only comments": "# nothing\n",
+    "trailing comments": "x = 1\n# end\n\n",
+    "async": "async def f():\n    async with a as b:\n        await b\n",
+}
+
+
+def _top_level_statement(stack):
+    return stack[1] if len(stack) > 1 else None
+
+
+def assert_same_positions(text: str, expect_whole_module_pass: bool = False) -> int:
+    module = cst.parse_module(text)
+    expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions = Positions(module, text)
+    stack, checked = [], 0
+
+    def on_visit(node):
+        nonlocal checked
+        stack.append(node)
+        if node is not module:  # the module itself is not in any statement: it takes the whole-module pass
+            assert positions.range_of(node, _top_level_statement(stack)) == expected[node], module.code_for_node(node)
+            checked += 1
+        return True
+
+    walk(module, on_visit, lambda node: stack.pop())
+    assert positions._whole is expect_whole_module_pass
+    return checked
+
+
+@pytest.mark.parametrize("name", sorted(TRICKY))
+def test_tricky_texts(name):
+    assert_same_positions(TRICKY[name])
+
+
+def test_every_fixture():
+    checked = 0
+    for path in sorted(FIXTURES.rglob("*.py")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        try:
+            cst.parse_module(text)
+        except cst.ParserSyntaxError:
+            continue  # the TL000 fixtures
+        checked += assert_same_positions(text)
+    assert checked > 10000
+
+
+def test_a_node_asked_for_without_its_statement_is_found():
+    text = "import torch\nx = 1\ny = torch.zeros(2).cuda()\n"
+    module = cst.parse_module(text)
+    call = module.body[2].body[0].value
+    assert Positions(module, text).range_of(call, module.body[0]).start.line == 3
+
+
+def test_when_python_refuses_the_text_the_whole_module_is_done(monkeypatch):
+    def refuse(text):
+        raise SyntaxError("refused")
+
+    monkeypatch.setattr("torchlint.engine.positions.ast.parse", refuse)
+    assert assert_same_positions(TRICKY["decorators and comments"], expect_whole_module_pass=True) > 0
+
+
+def test_a_statement_whose_code_is_not_at_its_line_is_not_trusted():
+    # The statement's generated code differs from the text at the line Python gives for it, so the whole
+    # module's positions are used instead.
+    text = "import torch\nx = torch.zeros(2)\ny = x.cuda()\n"
+    module = cst.parse_module(text)
+    call = module.body[2].body[0].value
+    positions = Positions(module, text.replace("x.cuda()", "x.cpu()"))
+    assert positions.range_of(call, module.body[2]).start.line == 3
+    assert positions._whole
