@@ -28,27 +28,24 @@ TRICKY = {
 }
 
 
-def _top_level_statement(stack):
-    return stack[1] if len(stack) > 1 else None
-
-
 def assert_same_positions(text: str, expect_whole_module_pass: bool = False) -> int:
     module = cst.parse_module(text)
     expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    positions = Positions(module, text)
-    stack, checked = [], 0
+    stack, visited = [], []
 
     def on_visit(node):
-        nonlocal checked
         stack.append(node)
-        if node is not module:  # the module itself is not in any statement: it takes the whole-module pass
-            assert positions.range_of(node, _top_level_statement(stack)) == expected[node], module.code_for_node(node)
-            checked += 1
+        if node is not module:  # the module itself is in no statement: it takes the whole-module pass
+            visited.append((node, list(stack)))
         return True
 
     walk(module, on_visit, lambda node: stack.pop())
+    # Deepest first, so that statements in classes and functions are generated before those holding them.
+    positions = Positions(module, text)
+    for node, node_stack in sorted(visited, key=lambda pair: -len(pair[1])):
+        assert positions.range_of(node, node_stack) == expected[node], module.code_for_node(node)
     assert positions._whole is expect_whole_module_pass
-    return checked
+    return len(visited)
 
 
 @pytest.mark.parametrize("name", sorted(TRICKY))
@@ -72,7 +69,7 @@ def test_a_node_asked_for_without_its_statement_is_found():
     text = "import torch\nx = 1\ny = torch.zeros(2).cuda()\n"
     module = cst.parse_module(text)
     call = module.body[2].body[0].value
-    assert Positions(module, text).range_of(call, module.body[0]).start.line == 3
+    assert Positions(module, text).range_of(call, [module, module.body[0]]).start.line == 3
 
 
 def test_when_python_refuses_the_text_the_whole_module_is_done(monkeypatch):
@@ -90,5 +87,18 @@ def test_a_statement_whose_code_is_not_at_its_line_is_not_trusted():
     module = cst.parse_module(text)
     call = module.body[2].body[0].value
     positions = Positions(module, text.replace("x.cuda()", "x.cpu()"))
-    assert positions.range_of(call, module.body[2]).start.line == 3
+    assert positions.range_of(call, [module, module.body[2]]).start.line == 3
     assert positions._whole
+
+
+def test_only_the_innermost_statement_of_a_method_is_generated():
+    text = "import torch\n\nclass A:\n    x = 1\n\n    @property\n    def f(self):\n        # c\n        y = 2\n        return self.x.cuda()\n"
+    module = cst.parse_module(text)
+    cls = module.body[1]
+    method = cls.body.body[1]
+    statement = method.body.body[1]
+    call = statement.body[0].value
+    positions = Positions(module, text)
+    code_range = positions.range_of(call, [module, cls, cls.body, method, method.body, statement, statement.body[0]])
+    assert (code_range.start.line, code_range.start.column, code_range.end.column) == (10, 15, 28)
+    assert cls not in positions._ranges and method not in positions._ranges and statement in positions._ranges

@@ -87,7 +87,7 @@ class FileContext:
         # Positions cost code generation: paid only by files that report something, statement by statement.
         if self._positions is None:
             self._positions = Positions(self.module, self.text)
-        return self._positions.range_of(node, self.stack[1] if len(self.stack) > 1 else None)
+        return self._positions.range_of(node, self.stack)
 
     def location(self, node: cst.CSTNode):
         code_range = self._range(node)

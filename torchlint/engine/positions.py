@@ -1,19 +1,21 @@
-"""Where nodes are in the file, computed one top-level statement at a time.
+"""Where nodes are in the file, computed one statement at a time.
 
 libcst knows positions only by generating the code of the whole module with a
 position-recording state: for a large file with one finding that costs a good part
-of the parse. Python's own parser gives the first line of every top-level statement
-for a fraction of that, so only the statement holding the reported node is
-generated, starting at its line. The generated code is compared with the file's
-text at that line; on any disagreement (or when Python's parser refuses the text)
-the whole module is done as libcst does it, so a position is never wrong.
+of the parse. Python's own parser gives the first line of every statement for a
+fraction of that, so only the innermost statement of a module, class or function
+body that holds the reported node is generated, starting at its line and with its
+block's indentation. The generated code is compared with the file's text at that
+line; on any disagreement (or when Python's parser refuses the text) an enclosing
+statement, and at last the whole module, is done as libcst does it, so a position
+is never wrong.
 """
 
 from __future__ import annotations
 
 import ast
 import warnings
-from typing import Dict, List, Optional
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 from libcst.metadata import CodeRange, PositionProvider
@@ -21,45 +23,69 @@ from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from torchlint.source import split_lines
 
+# Statements whose body is searched for a smaller statement to generate.
+_DEFINITIONS = (cst.ClassDef, cst.FunctionDef)
+
 
 class Positions:
     def __init__(self, module: cst.Module, text: str):
         self.module = module
         self.text = text
         self._ranges: Dict[cst.CSTNode, CodeRange] = {}
-        self._index = {id(statement): index for index, statement in enumerate(module.body)}
-        self._done: set = set()
+        self._done: Set[int] = set()
         self._whole = False
         self._lines: Optional[List[str]] = None
-        self._first_lines: Optional[List[int]] = None
+        # id of a statement in a module, class or function body -> its first line (decorators included)
+        self._first_lines: Optional[Dict[int, int]] = None
 
-    def range_of(self, node: cst.CSTNode, statement: Optional[cst.CSTNode] = None) -> CodeRange:
-        """`node`'s range; `statement` is the top-level statement that probably holds it (the one being visited)."""
+    def range_of(self, node: cst.CSTNode, stack: Sequence[cst.CSTNode] = ()) -> CodeRange:
+        """`node`'s range; `stack` holds the nodes being visited (outermost first), which probably enclose it."""
         found = self._ranges.get(node)
         if found is not None:
             return found
-        for candidate in (statement, node):
-            index = self._index.get(id(candidate))
-            if index is not None and index not in self._done and self._statement(index):
+        for statement, indents in self._units(node, stack):
+            if id(statement) not in self._done and self._generate(statement, indents):
                 found = self._ranges.get(node)
                 if found is not None:
                     return found
         self._module()
         return self._ranges[node]
 
-    def _statement(self, index: int) -> bool:
-        """Generate statement `index` alone, at its line; False when that cannot be done exactly."""
+    def _units(self, node: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> Iterator[Tuple[cst.CSTNode, List[str]]]:
+        """Statements of module, class and function bodies on `stack`, innermost first, with their blocks' indents;
+        then `node` itself when it is a top-level statement (an edit's anchor, off the stack)."""
+        units = []
+        indents: List[str] = []
+        body: Sequence[cst.CSTNode] = self.module.body
+        block = None
+        for statement in stack[1:]:
+            if statement is block:
+                continue
+            if not any(statement is candidate for candidate in body):
+                break
+            units.append((statement, list(indents)))
+            block = statement.body if isinstance(statement, _DEFINITIONS) else None
+            if not isinstance(block, cst.IndentedBlock):
+                break
+            indents.append(self.module.default_indent if block.indent is None else block.indent)
+            body = block.body
+        yield from reversed(units)
+        if any(node is statement for statement in self.module.body):
+            yield node, []
+
+    def _generate(self, statement: cst.CSTNode, indents: List[str]) -> bool:
+        """Generate `statement` alone, at its line; False when that cannot be done exactly."""
         first_lines = self._statement_lines()
-        if first_lines is None:
+        if id(statement) not in first_lines:
             return False
-        statement = self.module.body[index]
         # Comments and blank lines above a statement belong to it in libcst, not in Python's tree.
-        start = first_lines[index] - len(statement.leading_lines)
+        start = first_lines[id(statement)] - len(statement.leading_lines)
         provider = PositionProvider()
         state = PositionProvidingCodegenState(
             default_indent=self.module.default_indent, default_newline=self.module.default_newline, provider=provider,
         )
         state.line = start
+        state.indent_tokens = indents
         statement._codegen(state)
         if self._lines is None:
             self._lines = split_lines(self.text)
@@ -70,32 +96,35 @@ class Positions:
         if start < 1 or self._lines[start - 1: end] != whole_lines or not after.startswith(last):
             return False
         self._ranges.update(provider._computed)
-        self._done.add(index)
+        self._done.add(id(statement))
         return True
 
-    def _statement_lines(self) -> Optional[List[int]]:
-        """The first line of each of the module's top-level statements (decorators included), or None."""
+    def _statement_lines(self) -> Dict[int, int]:
         if self._first_lines is None:
+            self._first_lines = {}
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # invalid escapes and the like: the linted file's business
                     tree = ast.parse(self.text)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
-                self._first_lines = []
-                return None
-            python_statements = iter(tree.body)
-            first_lines = []
-            for statement in self.module.body:
-                # A line `a = 1; b = 2` is one statement in libcst and two in Python's tree.
-                count = len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
-                heads = [next(python_statements, None) for _ in range(count)]
-                if heads[0] is None:
-                    self._first_lines = []
-                    return None
-                decorators = getattr(heads[0], "decorator_list", [])
-                first_lines.append(min([heads[0].lineno] + [decorator.lineno for decorator in decorators]))
-            self._first_lines = first_lines
-        return self._first_lines or None
+                return self._first_lines
+            self._match(self.module.body, tree.body)
+        return self._first_lines
+
+    def _match(self, statements: Sequence[cst.CSTNode], python_statements: List[ast.stmt]) -> None:
+        """Note the first line of each of `statements` from Python's tree of the same body; stop at a mismatch."""
+        heads = iter(python_statements)
+        for statement in statements:
+            # A line `a = 1; b = 2` is one statement in libcst and two in Python's tree.
+            count = len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+            group = [next(heads, None) for _ in range(count)]
+            if group[-1] is None:
+                return
+            head = group[0]
+            decorators = getattr(head, "decorator_list", [])
+            self._first_lines[id(statement)] = min([head.lineno] + [decorator.lineno for decorator in decorators])
+            if isinstance(statement, _DEFINITIONS) and isinstance(statement.body, cst.IndentedBlock):
+                self._match(statement.body.body, getattr(head, "body", []))
 
     def _module(self) -> None:
         if not self._whole:
