@@ -113,3 +113,22 @@ def test_the_code_fingerprint_is_part_of_the_settings(tmp_path, monkeypatch):
     base = settings_digest(config_at(tmp_path))
     monkeypatch.setattr(cache_module, "_fingerprint", "an edited rule")
     assert settings_digest(config_at(tmp_path)) != base
+
+
+def test_a_run_answered_from_the_cache_does_not_load_libcst(tmp_path):
+    # The engine, the rules and libcst cost a third of a second to import: a warm run must not need them.
+    import subprocess
+    import sys
+
+    (tmp_path / "train.py").write_text((FIXTURES / "examples" / "train.py").read_text())
+    program = (
+        "import sys, io, contextlib\n"
+        "from torchlint.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    code = main(['check', '--output-format', 'full', 'train.py'])\n"
+        "print(code, 'libcst' in sys.modules, 'torchlint.rules' in sys.modules, out.getvalue().count('TL'))\n"
+    )
+    runs = [subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True, check=True).stdout.split() for _ in range(2)]
+    cold, warm = runs
+    assert cold[:3] == ["1", "True", "True"]
+    assert warm == ["1", "False", "False", cold[3]]

@@ -235,7 +235,7 @@ def test_a_file_deleted_between_its_fix_and_its_write_stays_deleted(project, cap
             os.unlink(path)
         return fixed
 
-    monkeypatch.setattr(cli.fixes_io, "fix_file", fix_then_delete)
+    monkeypatch.setattr("torchlint.fixes.fix_file", fix_then_delete)
     code, out, err = check(capsys, "--fix", ".")
     assert (code, out, err) == (1, f"gone.py:{TL603}\n", "torchlint: gone.py: cannot write the fixes: No such file or directory\n")
     assert sorted(path.name for path in project.iterdir()) == ["kept.py", "pyproject.toml"]
@@ -252,7 +252,7 @@ def test_a_file_rewritten_between_its_fix_and_its_write_keeps_the_new_text(proje
         (project / "edited.py").write_text(edit)
         return fixed
 
-    monkeypatch.setattr(cli.fixes_io, "fix_file", fix_then_edit)
+    monkeypatch.setattr("torchlint.fixes.fix_file", fix_then_edit)
     code, out, err = check(capsys, "--fix", "edited.py")
     assert (code, out) == (1, f"edited.py:{TL603}\n")
     assert err == "torchlint: edited.py: the file changed on disk during the run; its fixes were not written (run again)\n"

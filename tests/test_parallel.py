@@ -69,7 +69,7 @@ def test_a_second_run_is_answered_by_the_cache_until_a_file_changes(project, tmp
     def must_not_lint(*args, **kwargs):
         raise AssertionError("linted a file the cache knows")
 
-    monkeypatch.setattr(parallel, "lint_bytes", must_not_lint)
+    monkeypatch.setattr("torchlint.engine.runner.lint_bytes", must_not_lint)
     second = parallel.lint_files(project, config, jobs=1, cache=Cache.load(config))
     assert summary(second) == summary(first)
     assert [result.source.text if result.source else None for result in second] == [

@@ -47,3 +47,12 @@ def test_readme_lists_every_rule():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for rule in RULES:
         assert f"[{rule.code}](docs/rules/{rule.code}.md)" in readme
+
+
+def test_the_catalogue_is_generated_from_the_rules():
+    # Configuration reads torchlint/catalogue.py instead of importing the rules: it must say what they say.
+    from torchlint.catalogue import RULES
+    from torchlint.docs import catalogue
+
+    assert [(entry.code, entry.name, entry.opt_in) for entry in RULES] == [(rule.code, rule.name, rule.opt_in) for rule in all_rules()]
+    assert (ROOT / "torchlint" / "catalogue.py").read_text(encoding="utf-8") == catalogue()

@@ -21,7 +21,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
-from torchlint.rules import all_rules
+from torchlint.catalogue import RULES
 
 DEFAULT_EXCLUDES = (
     ".git", ".hg", ".venv", "venv", "build", "dist", "__pycache__", ".tox", ".nox",
@@ -87,14 +87,13 @@ def _relative(path: str, root: Path) -> str:
 
 def resolve_codes(selectors: Iterable[str], where: str) -> FrozenSet[str]:
     """Codes named by selectors: `ALL`, a code, a code prefix (`TL1`) or a kebab name."""
-    rules = all_rules()
     codes = set()
     for selector in selectors:
         if not isinstance(selector, str):
             raise ConfigError(f"{where}: expected rule codes, got {selector!r}")
         token = selector.strip()
         matched = [
-            rule.code for rule in rules
+            rule.code for rule in RULES
             if token.upper() == "ALL" or rule.code.startswith(token.upper()) or rule.name == token
         ]
         if not matched or not token:
@@ -104,7 +103,7 @@ def resolve_codes(selectors: Iterable[str], where: str) -> FrozenSet[str]:
 
 
 def default_codes() -> FrozenSet[str]:
-    return frozenset(rule.code for rule in all_rules() if not rule.opt_in)
+    return frozenset(rule.code for rule in RULES if not rule.opt_in)
 
 
 # ---------------------------------------------------------------- loading

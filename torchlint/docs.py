@@ -1,4 +1,5 @@
-"""Regenerate `docs/rules/*.md` and the README's rule table from the rule classes: `python -m torchlint.docs`."""
+"""Regenerate `docs/rules/*.md`, the README's rule table and `torchlint/catalogue.py` from the rule classes:
+`python -m torchlint.docs`."""
 
 from __future__ import annotations
 
@@ -20,8 +21,32 @@ def rules_table() -> str:
     return "\n".join(rows)
 
 
+CATALOGUE_HEADER = '''"""Every rule's code, name and opt-in flag: what configuration needs, readable without importing the rules.
+
+Importing the rules imports libcst, about a third of a second; a run whose every file is
+answered from the cache needs neither. Written by `python -m torchlint.docs` from the rule
+classes and checked against them by tests/test_rules_catalogue.py: do not edit by hand.
+"""
+
+from typing import NamedTuple, Tuple
+
+
+class RuleEntry(NamedTuple):
+    code: str
+    name: str
+    opt_in: bool
+
+
+'''
+
+
+def catalogue() -> str:
+    rows = "".join(f'    RuleEntry("{rule.code}", "{rule.name}", {rule.opt_in}),\n' for rule in all_rules())
+    return CATALOGUE_HEADER + "RULES: Tuple[RuleEntry, ...] = (\n" + rows + ")\n"
+
+
 def main(codes=(), root: Path = Path(".")) -> int:
-    """Write every rule page and the README table, or only the pages of `codes` when given."""
+    """Write every rule page, the README table and the catalogue, or only the pages of `codes` when given."""
     pages = root / "docs" / "rules"
     pages.mkdir(parents=True, exist_ok=True)
     for rule in all_rules():
@@ -33,6 +58,7 @@ def main(codes=(), root: Path = Path(".")) -> int:
     text = readme.read_text(encoding="utf-8")
     pattern = re.compile(re.escape(TABLE_START) + ".*?" + re.escape(TABLE_END), re.DOTALL)
     readme.write_text(pattern.sub(f"{TABLE_START}\n{rules_table()}\n{TABLE_END}", text), encoding="utf-8")
+    (root / "torchlint" / "catalogue.py").write_text(catalogue(), encoding="utf-8")
     return 0
 
 

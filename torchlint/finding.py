@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
+
+from torchlint import source as sources
 
 DOCS_URL = "https://github.com/torchlint/torchlint/blob/main/docs/rules/{code}.md"
 
@@ -92,3 +94,13 @@ class Finding:
             data["cell"] = self.cell
         data.update(self.extra)
         return data
+
+
+@dataclass
+class FileResult:
+    """What linting one file gave."""
+
+    filename: str
+    findings: List[Finding]
+    # The decoded file, when it could be read: fixes are applied to it.
+    source: Optional[sources.Source] = None

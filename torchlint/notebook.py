@@ -26,8 +26,8 @@ from dataclasses import dataclass, field, replace
 from json.decoder import scanstring
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple, Union
 
-from torchlint.engine.runner import FileResult, lint_text, parse_error
-from torchlint.finding import Edit, Finding, Fix, Location
+from torchlint.engine.runner import lint_text, parse_error
+from torchlint.finding import Edit, FileResult, Finding, Fix, Location
 from torchlint.rules.syntax.parse_error import ParseError
 
 if TYPE_CHECKING:

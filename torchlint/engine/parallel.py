@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Iterable, List, Optional, Sequence, Tuple
 
 from torchlint import source as sources
 from torchlint.cache import Cache
-from torchlint.engine.runner import FileResult, lint_bytes, lint_file
+from torchlint.finding import FileResult
 
 if TYPE_CHECKING:
     from torchlint.config import Config
@@ -110,6 +110,9 @@ def _work(item: Tuple[str, str], keyed: bool) -> Tuple[Optional[bytes], FileResu
 
 def _lint_one(path: str, filename: str, config: "Config", keyed: bool) -> Tuple[Optional[bytes], FileResult]:
     """The file's cache key (None when not keyed or unreadable) and its result, source kept only with findings."""
+    # Imported on first use: a run answered from the cache never loads the engine, its rules or libcst.
+    from torchlint.engine.runner import lint_bytes, lint_file
+
     try:
         data = sources.read_bytes(path)
     except OSError:

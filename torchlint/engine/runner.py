@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Tuple, Type
 
@@ -21,21 +20,13 @@ from torchlint.engine.context import FileContext
 from torchlint.engine.facts import RECOGNIZERS
 from torchlint.engine.scopes import SCOPE_TYPES
 from torchlint.engine.walk import walk
-from torchlint.finding import Finding, Location
+from torchlint.finding import FileResult, Finding, Location
 from torchlint.rules import rules_by_code
 from torchlint.rules.base import Rule
 from torchlint.rules.syntax.parse_error import ParseError
 
 if TYPE_CHECKING:
     from torchlint.config import Config
-
-
-@dataclass
-class FileResult:
-    filename: str
-    findings: List[Finding]
-    # The decoded file, when it could be read: fixes are applied to it.
-    source: Optional[sources.Source] = None
 
 
 def parse_error(filename: str, message: str, row: int = 1, column: int = 1) -> Finding:

@@ -27,8 +27,6 @@ from urllib.parse import quote
 
 from torchlint import __version__
 from torchlint.finding import DOCS_URL, Finding, Location
-from torchlint.rules import rules_by_code
-from torchlint.rules.syntax.parse_error import ParseError
 from torchlint.source import split_lines
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -36,7 +34,10 @@ BASE_ID = "%SRCROOT%"
 FINGERPRINT_KEY = "torchlint/v1"
 
 
+# The rules are imported on use: they bring libcst, which a run answered from the cache does not need.
 def _level(code: str) -> str:
+    from torchlint.rules.syntax.parse_error import ParseError
+
     return "error" if code == ParseError.code else "warning"
 
 
@@ -45,6 +46,8 @@ def _result_level(finding: Finding) -> str:
 
 
 def _rule_descriptor(code: str, first: Finding) -> dict:
+    from torchlint.rules import rules_by_code
+
     rule = rules_by_code().get(code)
     if rule is None:
         return _descriptor_from_finding(first)
