@@ -131,6 +131,34 @@ def test_a_crashing_rule_becomes_a_finding_and_other_rules_still_run(monkeypatch
     assert findings[0].message.startswith("internal error in TL998 (crashing): ValueError: boom")
 
 
+def test_references_are_imported_names_used_as_values_resolved_once_for_every_rule(monkeypatch):
+    from torchlint.rules import rules_by_code
+
+    seen = []
+
+    class Listening(Rule):
+        code = "TL997"
+        name = "listening"
+        message = "never"
+
+        def visit_reference(self, node, qualified):
+            seen.append((self.ctx.code(node), qualified))
+            if qualified == "torch.zeros":
+                raise ValueError("boom")
+
+    monkeypatch.setattr(runner, "rules_by_code", lambda: dict(rules_by_code(), TL997=Listening))
+    text = (
+        "import torch\nfrom torch import nn as tnn\n"
+        "def f(x, torch2=None):\n    y = tnn.Linear(2, 2)(x)\n    return torch.zeros(2).to(y)\n"
+        "z = torch.ones(1)\n"
+    )
+    findings = runner.lint_text(text, "t.py", make_config(), codes=frozenset({"TL997"}))
+    # Not the import lines, not `x`/`y` (local), not the parts of `torch.zeros`; the rule stops at its crash.
+    assert seen == [("tnn.Linear", "torch.nn.Linear"), ("torch.zeros", "torch.zeros")]
+    assert [(f.code, f.location.row, f.location.column) for f in findings] == [("TL997", 5, 12)]
+    assert findings[0].message.startswith("internal error in TL997 (listening): ValueError: boom")
+
+
 def test_each_rule_method_is_called_from_one_walk(monkeypatch):
     walks = []
     original = runner.walk

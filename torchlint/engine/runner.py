@@ -18,7 +18,7 @@ from torchlint import source as sources
 from torchlint.engine import noqa, prefilter
 from torchlint.engine.context import FileContext
 from torchlint.engine.facts import RECOGNIZERS
-from torchlint.engine.scopes import SCOPE_TYPES
+from torchlint.engine.scopes import SCOPE_TYPES, is_outermost_reference
 from torchlint.engine.walk import walk
 from torchlint.finding import FileResult, Finding, Location
 from torchlint.rules import rules_by_code
@@ -156,6 +156,9 @@ class _Walker:
             for attribute, node_type, kind in _handler_names(type(rule)):
                 table = self.visits if kind == "visit" else self.leaves
                 table.setdefault(node_type, []).append((rule, getattr(rule, attribute)))
+        # `visit_reference(node, qualified)`: a name or attribute chain used as a value that resolves through the
+        # file's imports. Resolved once here for all the rules that ask, and only the few that resolve reach them.
+        self.references = [(rule, rule.visit_reference) for rule in rules if hasattr(rule, "visit_reference")]
 
     def finish(self, rule: Rule) -> None:
         try:
@@ -196,7 +199,24 @@ class _Walker:
                     raise
                 except Exception as error:
                     self.crashed(rule, error, node)
+        if self.references and (node_type is cst.Name or node_type is cst.Attribute):
+            self.on_reference(node)
         return True
+
+    def on_reference(self, node: cst.CSTNode) -> None:
+        if not is_outermost_reference(node, self.ctx.stack):
+            return
+        qualified = self.ctx.qualified_name(node)
+        if qualified is None:
+            return
+        for rule, method in self.references:
+            if not rule.crashed:
+                try:
+                    method(node, qualified)
+                except RecursionError:
+                    raise
+                except Exception as error:
+                    self.crashed(rule, error, node)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         for rule, method in self.leaves.get(type(original_node), ()):

@@ -49,6 +49,25 @@ def dotted_name(node: cst.CSTNode) -> Optional[str]:
     return ".".join(reversed(parts))
 
 
+# Names that are not references to what they spell: definitions and assignment targets, keywords, import parts.
+# (Exact types: `isinstance` on libcst's abstract node classes is slow, and this runs for every name.)
+# A dotted name in an import is the child of its ImportAlias, or of the ImportFrom it names the module of.
+_DEFINING_PARENTS = frozenset({
+    cst.FunctionDef, cst.ClassDef, cst.Param, cst.AsName, cst.ImportAlias, cst.ImportFrom, cst.NameItem, cst.AssignTarget,
+})
+
+
+def is_outermost_reference(node: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> bool:
+    """True for the whole of `a.b.c` used as an expression; False for its parts and for non-references."""
+    parent = stack[-2] if len(stack) > 1 else None
+    parent_type = type(parent)
+    if parent_type is cst.Attribute:
+        return False  # `node` is the receiver or the attribute name of a longer chain
+    if parent_type is cst.Arg and parent.keyword is node:
+        return False
+    return parent_type not in _DEFINING_PARENTS
+
+
 class _BindingCollector(cst.CSTVisitor):
     """Collects one scope's bindings without entering nested scopes."""
 

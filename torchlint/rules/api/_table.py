@@ -100,25 +100,6 @@ def lookup(qualified: str) -> Optional[ApiEntry]:
     return None
 
 
-# Names that are not references to what they spell: definitions and assignment targets, keywords, import parts.
-# (Exact types: `isinstance` on libcst's abstract node classes is slow, and this runs for every name.)
-# A dotted name in an import is the child of its ImportAlias, or of the ImportFrom it names the module of.
-_DEFINING_PARENTS = frozenset({
-    cst.FunctionDef, cst.ClassDef, cst.Param, cst.AsName, cst.ImportAlias, cst.ImportFrom, cst.NameItem, cst.AssignTarget,
-})
-
-
-def is_outermost_reference(node: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> bool:
-    """True for the whole of `a.b.c` used as an expression; False for its parts and for non-references."""
-    parent = stack[-2] if len(stack) > 1 else None
-    parent_type = type(parent)
-    if parent_type is cst.Attribute:
-        return False  # `node` is the receiver or the attribute name of a longer chain
-    if parent_type is cst.Arg and parent.keyword is node:
-        return False
-    return parent_type not in _DEFINING_PARENTS
-
-
 class ApiTableRule(Rule):
     """Reports the table's names of one kind; subclasses set `kind` and word the message."""
 
@@ -154,18 +135,9 @@ class ApiTableRule(Rule):
 
     # ------------------------------------------------------------ uses
 
-    def visit_Name(self, node: cst.Name) -> None:
-        self._check_reference(node)
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        self._check_reference(node)
-
-    def _check_reference(self, node: cst.BaseExpression) -> None:
+    def visit_reference(self, node: cst.BaseExpression, qualified: str) -> None:
         stack = self.ctx.stack
-        if not is_outermost_reference(node, stack):
-            return
-        qualified = self.ctx.qualified_name(node)
-        entry = lookup(qualified) if qualified else None
+        entry = lookup(qualified)
         if entry is None or not self.applies(entry) or self._in_compat_code(node, stack):
             return
         self.report(node, self.describe(entry, qualified), self._fix(node, entry, qualified))

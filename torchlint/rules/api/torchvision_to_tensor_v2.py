@@ -4,7 +4,6 @@ import libcst as cst
 
 from torchlint.finding import Fix
 from torchlint.rules.api._names import import_edit, spell
-from torchlint.rules.api._table import is_outermost_reference
 from torchlint.rules.base import Rule
 
 TO_TENSOR = "torchvision.transforms.v2.ToTensor"
@@ -50,15 +49,9 @@ class TorchvisionToTensorV2(Rule):
     transform = v2.Compose([v2.RandomHorizontalFlip(), v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])
     """
 
-    def visit_Name(self, node: cst.Name) -> None:
-        self._check(node)
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        self._check(node)
-
-    def _check(self, node: cst.BaseExpression) -> None:
+    def visit_reference(self, node: cst.BaseExpression, qualified: str) -> None:
         stack = self.ctx.stack
-        if is_outermost_reference(node, stack) and self.ctx.qualified_name(node) == TO_TENSOR:
+        if qualified == TO_TENSOR:
             parent = stack[-2]
             call = parent if isinstance(parent, cst.Call) and parent.func is node and not parent.args else None
             self.report(node, fix=self._fix(call) if call is not None else None)
