@@ -295,7 +295,9 @@ def render_profile(stats_file: Path, top: int = 15) -> str:
     import pstats
 
     stats = pstats.Stats(str(stats_file)).stats
-    own = [item for item in stats.items() if "/torchlint/" in item[0][0]]
+    # A recursive function's total is counted once per level of nesting (the walk's `visit` would show
+    # thousands of percent): only functions that do not call themselves have a meaningful total.
+    own = [item for item in stats.items() if "/torchlint/" in item[0][0] and item[0] not in item[1][4]]
     # The whole run: torchlint's entry point (pyinstrument's own root also counts time spent off the CPU).
     total = max(cumulative for _, (_, _, _, cumulative, _) in own)
 
