@@ -20,6 +20,7 @@ and into docs/performance.md between its `benchmark` markers.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import inspect
 import json
 import os
@@ -331,6 +332,10 @@ def main(argv=None) -> int:
     parser.add_argument("--no-torchfix", action="store_true", help="skip TorchFix")
     parser.add_argument("--no-doc", action="store_true", help="print the report without writing docs/performance.md")
     args = parser.parse_args(argv)
+    # `python -m ruff` without ruff exits 1, which a linter's run may do: a missing tool would be timed as a fast one.
+    missing = [module for module in ("ruff", "pyinstrument", "flake8") if importlib.util.find_spec(module) is None]
+    if missing:
+        raise SystemExit(f"missing {', '.join(missing)}: pip install -e \".[dev,bench]\"")
 
     from torchlint.config import load
 
