@@ -172,3 +172,16 @@ def test_each_rule_method_is_called_from_one_walk(monkeypatch):
     # A file without findings: positions (their own metadata pass) are computed only for reports.
     assert lint("import torch\nfor batch in loader:\n    x = torch.zeros(3)\n") == []
     assert walks == ["Module"]
+
+
+def test_a_node_a_rule_builds_is_never_answered_for_another():
+    # Names are resolved once per node; a node a rule builds and drops can leave its id to the next one.
+    from torchlint.engine.context import FileContext
+
+    text = "import torch\nimport numpy as np\n"
+    module = cst.parse_module(text)
+    ctx = FileContext("t.py", text, module, make_config())
+    ctx.scope_nodes.append(module)
+    for _ in range(100):
+        assert ctx.qualified_name(cst.Attribute(cst.Name("torch"), cst.Name("zeros"))) == "torch.zeros"
+        assert ctx.qualified_name(cst.Attribute(cst.Name("np"), cst.Name("ones"))) == "numpy.ones"

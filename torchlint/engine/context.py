@@ -30,7 +30,8 @@ class FileContext:
         self.callgraph = CallGraph()
         self.findings: List[Finding] = []
         self._positions = None
-        self._qualified: Dict[Tuple[int, Optional[int]], Optional[str]] = {}
+        self._qualified: Dict[Tuple[int, Optional[int]], Tuple[cst.CSTNode, Optional[str]]] = {}
+        self._shared: Dict[type, object] = {}
 
     # ------------------------------------------------------------ names
 
@@ -43,8 +44,11 @@ class FileContext:
         scope_nodes = self._scope_nodes(stack)
         # Several rules ask about the same name in a row; the answer depends only on the node and its scope.
         key = (id(node), id(scope_nodes[-1]) if scope_nodes else None)
-        if key in self._qualified:
-            return self._qualified[key]
+        cached = self._qualified.get(key)
+        # The node is kept with its answer: a rule may ask about a node it built, and once that is
+        # freed a new one can get its id.
+        if cached is not None and cached[0] is node:
+            return cached[1]
         dotted = dotted_name(node)
         qualified = None
         if dotted is not None:
@@ -52,8 +56,15 @@ class FileContext:
             base = self.scopes.resolve(head, scope_nodes)
             if base is not None:
                 qualified = f"{base}.{rest}" if rest else base
-        self._qualified[key] = qualified
+        self._qualified[key] = (node, qualified)
         return qualified
+
+    def shared(self, kind: type):
+        """One `kind(ctx)` per file, for state several rules build the same way (the autograd rules' loop index)."""
+        found = self._shared.get(kind)
+        if found is None:
+            found = self._shared[kind] = kind(self)
+        return found
 
     def assigned_values(self, node: cst.CSTNode, stack: Optional[Sequence[cst.CSTNode]] = None) -> List[cst.BaseExpression]:
         """Values assigned to a variable (`x = ...`) or an instance attribute (`self.x = ...`) in its scope."""
