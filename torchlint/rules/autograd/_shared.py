@@ -290,15 +290,22 @@ class Loop:
 
 
 class LoopIndex:
-    """The facts and same-module calls of each loop body, fed node by node from a rule's visits."""
+    """The facts and same-module calls of each loop body, fed node by node from the rules' visits.
+
+    One per file (`ctx.shared(LoopIndex)`): the rules that use it observe the same calls and
+    assignments, so the first to visit a node records it and the others get its event.
+    """
 
     def __init__(self, ctx: "FileContext"):
         self.ctx = ctx
         self.loops: Dict[int, Loop] = {}
         self.seq = 0
+        self._last: Optional[Event] = None
 
     def observe(self, node: cst.CSTNode) -> Event:
         """Record the visited node; its `seq` orders it against every other observed node."""
+        if self._last is not None and self._last.node is node:
+            return self._last
         ctx = self.ctx
         self.seq += 1
         callee = ctx.callgraph.callee_key(node, ctx.stack) if type(node) is cst.Call else None
@@ -306,6 +313,7 @@ class LoopIndex:
         if event.facts or callee:
             for loop in self.enclosing():
                 loop.events.append(event)
+        self._last = event
         return event
 
     def enclosing(self, stack: Optional[Sequence[cst.CSTNode]] = None) -> List[Loop]:

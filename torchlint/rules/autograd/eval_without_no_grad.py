@@ -111,7 +111,7 @@ class EvalWithoutNoGrad(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.loops = LoopIndex(ctx)
+        self.loops = ctx.shared(LoopIndex)
         self.models = Models(ctx)
         self.forwards: List[_Forward] = []
         # function key -> its eval() calls so far

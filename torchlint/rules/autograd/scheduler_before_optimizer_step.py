@@ -67,7 +67,7 @@ class SchedulerBeforeOptimizerStep(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.loops = LoopIndex(ctx)
+        self.loops = ctx.shared(LoopIndex)
         self.scheduler_steps: List[Tuple[cst.Call, int, Loop]] = []
 
     def visit_Assign(self, node: cst.Assign) -> None:

@@ -65,7 +65,7 @@ class StepWithoutZeroGrad(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.loops = LoopIndex(ctx)
+        self.loops = ctx.shared(LoopIndex)
         # id of a loop -> variables its body assigns a new tensor (any call) to, so far.
         self.fresh_tensors: Dict[int, Set[str]] = {}
         # id of a loop -> variables its body assigns an optimizer over such tensors to, so far.

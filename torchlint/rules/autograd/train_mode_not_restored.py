@@ -61,7 +61,7 @@ class TrainModeNotRestored(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.loops = LoopIndex(ctx)
+        self.loops = ctx.shared(LoopIndex)
 
     def visit_Call(self, node: cst.Call) -> None:
         self.loops.observe(node)
