@@ -11,6 +11,7 @@ quote those lines): a run's memory then grows with its findings, not its files.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import sys
@@ -87,8 +88,19 @@ def _lint_all(work: Sequence[Tuple[str, str]], config: "Config", jobs: int, keye
     if workers <= 1:
         return [_lint_one(path, filename, config, keyed) for path, filename in work]
     chunk = max(1, min(_MAX_CHUNK, len(work) // (workers * _CHUNKS_PER_WORKER)))
-    with ProcessPoolExecutor(workers, mp_context=_context(), initializer=_start_worker, initargs=(config,)) as pool:
-        return list(pool.map(_work, work, [keyed] * len(work), chunksize=chunk))
+    # Imported before the fork, so that the workers start with the engine and every rule loaded
+    # instead of each importing them (libcst alone is a third of a second).
+    from torchlint.engine.runner import rules_by_code
+
+    rules_by_code()
+    # The collector of each worker would otherwise walk every inherited object and copy its pages;
+    # the parent's objects are thawed once the workers are done, so a long-lived caller frees them as usual.
+    gc.freeze()
+    try:
+        with ProcessPoolExecutor(workers, mp_context=_context(), initializer=_start_worker, initargs=(config,)) as pool:
+            return list(pool.map(_work, work, [keyed] * len(work), chunksize=chunk))
+    finally:
+        gc.unfreeze()
 
 
 def _context():
