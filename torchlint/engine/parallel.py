@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from torchlint.config import Config
 
 # Tasks per worker handed out at once: small enough to balance big files, large enough to keep the pipes quiet.
-_CHUNKS_PER_WORKER = 8
+_CHUNKS_PER_WORKER = 16
 _MAX_CHUNK = 32
 
 _worker_config: Optional["Config"] = None
@@ -93,14 +93,26 @@ def _lint_all(work: Sequence[Tuple[str, str]], config: "Config", jobs: int, keye
     from torchlint.engine.runner import rules_by_code
 
     rules_by_code()
+    # Largest files first, so that no worker is left with a big one while the other has finished
+    # (the results are put back in the given order).
+    order = sorted(range(len(work)), key=lambda index: -_size(work[index][0]))
     # The collector of each worker would otherwise walk every inherited object and copy its pages;
     # the parent's objects are thawed once the workers are done, so a long-lived caller frees them as usual.
     gc.freeze()
     try:
         with ProcessPoolExecutor(workers, mp_context=_context(), initializer=_start_worker, initargs=(config,)) as pool:
-            return list(pool.map(_work, work, [keyed] * len(work), chunksize=chunk))
+            done = list(pool.map(_work, [work[index] for index in order], [keyed] * len(work), chunksize=chunk))
     finally:
         gc.unfreeze()
+    by_index = dict(zip(order, done))
+    return [by_index[index] for index in range(len(work))]
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def _context():
