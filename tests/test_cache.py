@@ -1,6 +1,8 @@
 """The findings cache: exact round trips, keys that notice every change, and no failure ever."""
 
 import os
+import subprocess
+import sys
 
 from conftest import FIXTURES
 from torchlint import cache as cache_module
@@ -117,9 +119,6 @@ def test_the_code_fingerprint_is_part_of_the_settings(tmp_path, monkeypatch):
 
 def test_a_run_answered_from_the_cache_does_not_load_libcst(tmp_path):
     # The engine, the rules and libcst cost a third of a second to import: a warm run must not need them.
-    import subprocess
-    import sys
-
     (tmp_path / "train.py").write_text((FIXTURES / "examples" / "train.py").read_text())
     program = (
         "import sys, io, contextlib\n"
