@@ -102,3 +102,37 @@ def test_only_the_innermost_statement_of_a_method_is_generated():
     code_range = positions.range_of(call, [module, cls, cls.body, method, method.body, statement, statement.body[0]])
     assert (code_range.start.line, code_range.start.column, code_range.end.column) == (10, 15, 28)
     assert cls not in positions._ranges and method not in positions._ranges and statement in positions._ranges
+
+
+def test_only_the_innermost_statement_of_nested_blocks_is_generated(monkeypatch):
+    text = (
+        "def f(x):\n    for i in range(3):\n        if i:\n            pass\n        elif x:\n            y = 1\n"
+        "        else:\n            try:\n                z = 2\n            except E:\n                q = 3\n"
+        "            finally:\n                r = 4\n    return x\n"
+    )
+    module = cst.parse_module(text)
+    stack, targets = [], []
+
+    def on_visit(node):
+        stack.append(node)
+        if type(node) is cst.Name and node.value in ("y", "z", "q", "r"):
+            targets.append((node, list(stack)))
+        return True
+
+    walk(module, on_visit, lambda node: stack.pop())
+    generated = []
+    original = Positions._generate
+    monkeypatch.setattr(Positions, "_generate", lambda self, statement, indents: generated.append(self.module.code_for_node(statement).strip()) or original(self, statement, indents))
+    rows = [Positions(module, text).range_of(node, node_stack).start.line for node, node_stack in targets]
+    assert rows == [6, 9, 11, 13]
+    assert generated == ["y = 1", "z = 2", "q = 3", "r = 4"]
+
+
+def test_a_node_asked_for_without_any_enclosing_node_is_found_without_the_whole_module():
+    # Reports made in `finish()`, after the walk, come without a stack.
+    text = "import torch\n\n\ndef f():\n    for x in y:\n        z = x.cuda()\n    return z\n"
+    module = cst.parse_module(text)
+    call = module.body[1].body.body[0].body.body[0].body[0].value
+    positions = Positions(module, text)
+    assert positions.range_of(call, ()).start.line == 6
+    assert positions._whole is False

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from functools import lru_cache
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 
 class FileContext:
-    def __init__(self, filename: str, text: str, module: cst.Module, config: "Config"):
+    def __init__(self, filename: str, text: str, module: cst.Module, config: "Config", with_callgraph: bool = True):
         self.filename = filename
         self.text = text
         self.module = module
@@ -26,8 +27,10 @@ class FileContext:
         self.stack: List[cst.CSTNode] = []
         # The module, functions, lambdas and classes among `stack`, kept by the walker.
         self.scope_nodes: List[cst.CSTNode] = []
-        self.scopes = Scopes(has_walrus=":=" in text)
-        self.callgraph = CallGraph()
+        self.scopes = Scopes(module, has_walrus=":=" in text)
+        # Built only when a rule that reads it runs (`Rule.uses_callgraph`); None otherwise, so a rule reading it
+        # without saying so fails loudly instead of seeing an empty graph.
+        self.callgraph: Optional[CallGraph] = CallGraph() if with_callgraph else None
         self.findings: List[Finding] = []
         self._positions = None
         self._qualified: Dict[Tuple[int, Optional[int]], Tuple[cst.CSTNode, Optional[str]]] = {}
@@ -58,6 +61,16 @@ class FileContext:
                 qualified = f"{base}.{rest}" if rest else base
         self._qualified[key] = (node, qualified)
         return qualified
+
+    def qualified_name_in(self, node: cst.CSTNode, names: FrozenSet[str], stack: Optional[Sequence[cst.CSTNode]] = None) -> bool:
+        """`qualified_name(node) in names`, answered without resolving when `node` cannot be any of them.
+
+        An attribute chain ends with the last part of what it names (`nn.functional.softmax`);
+        only a bare name can be an alias (`from torch.nn.functional import softmax as sm`).
+        """
+        if type(node) is cst.Attribute and node.attr.value not in _last_parts(names):
+            return False
+        return self.qualified_name(node, stack) in names
 
     def shared(self, kind: type):
         """One `kind(ctx)` per file, for state several rules build the same way (the autograd rules' loop index)."""
@@ -120,3 +133,8 @@ class FileContext:
     def report(self, rule: "Rule", node: cst.CSTNode, message: str, fix: Optional[Fix] = None) -> None:
         start, end = self.location(node)
         self.findings.append(Finding(rule.code, rule.name, message, self.filename, start, end, fix))
+
+
+@lru_cache(maxsize=None)
+def _last_parts(names: FrozenSet[str]) -> FrozenSet[str]:
+    return frozenset(name.rpartition(".")[2] for name in names)

@@ -34,7 +34,7 @@ def recognizes(node_type: type) -> Callable[[Recognizer], Recognizer]:
 
 
 def is_backward_call(call: cst.Call, ctx: "FileContext", stack=None) -> bool:
-    return semantics.method_name(call) == "backward" or ctx.qualified_name(call.func, stack) in BACKWARD_FUNCTIONS
+    return semantics.method_name(call) == "backward" or ctx.qualified_name_in(call.func, BACKWARD_FUNCTIONS, stack)
 
 
 @recognizes(cst.Call)
@@ -85,7 +85,7 @@ def sets_mode(call: cst.Call, ctx: "FileContext") -> Optional[str]:
 @recognizes(cst.Call)
 def starts_processes(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     """`torch.multiprocessing.spawn(...)`, `Process(...).start()`, and iterating a DataLoader with workers."""
-    if ctx.qualified_name(call.func) in MULTIPROCESSING_SPAWN:
+    if ctx.qualified_name_in(call.func, MULTIPROCESSING_SPAWN):
         return "starts-workers"
     if semantics.method_name(call) == "start" and _is_process(semantics.receiver(call), ctx):
         return "starts-workers"
@@ -101,7 +101,7 @@ def iterates_worker_loader(node: cst.For, ctx: "FileContext") -> Optional[str]:
 
 def _is_process(expr: Optional[cst.BaseExpression], ctx: "FileContext") -> bool:
     if isinstance(expr, cst.Call):
-        return ctx.qualified_name(expr.func) in PROCESS_CLASSES
+        return ctx.qualified_name_in(expr.func, PROCESS_CLASSES)
     return expr is not None and semantics.built_from(expr, ctx) in PROCESS_CLASSES
 
 

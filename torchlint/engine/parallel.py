@@ -12,10 +12,8 @@ quote those lines): a run's memory then grows with its findings, not its files.
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from typing import TYPE_CHECKING, Iterable, List, Optional, Sequence, Tuple
 
 from torchlint import source as sources
@@ -87,6 +85,9 @@ def _lint_all(work: Sequence[Tuple[str, str]], config: "Config", jobs: int, keye
     workers = min(jobs, len(work))
     if workers <= 1:
         return [_lint_one(path, filename, config, keyed) for path, filename in work]
+    # Imported only for a pool: a one-process run does not pay for multiprocessing's import.
+    from concurrent.futures import ProcessPoolExecutor
+
     chunk = max(1, min(_MAX_CHUNK, len(work) // (workers * _CHUNKS_PER_WORKER)))
     # Imported before the fork, so that the workers start with the engine and every rule loaded
     # instead of each importing them (libcst alone is a third of a second).
@@ -116,6 +117,8 @@ def _size(path: str) -> int:
 
 
 def _context():
+    import multiprocessing
+
     # Forking starts workers that already imported torchlint; elsewhere fork is unsafe or absent.
     if sys.platform.startswith("linux"):
         return multiprocessing.get_context("fork")

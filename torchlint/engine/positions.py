@@ -3,12 +3,12 @@
 libcst knows positions only by generating the code of the whole module with a
 position-recording state: for a large file with one finding that costs a good part
 of the parse. Python's own parser gives the first line of every statement for a
-fraction of that, so only the innermost statement of a module, class or function
-body that holds the reported node is generated, starting at its line and with its
-block's indentation. The generated code is compared with the file's text at that
-line; on any disagreement (or when Python's parser refuses the text) an enclosing
-statement, and at last the whole module, is done as libcst does it, so a position
-is never wrong.
+fraction of that, so only the innermost statement of any body (module, class,
+function, or a block of `if`, `for`, `while`, `with`, `try`) that holds the reported
+node is generated, starting at its line and with its block's indentation. The
+generated code is compared with the file's text at that line; on any disagreement
+(or when Python's parser refuses the text) an enclosing statement, and at last the
+whole module, is done as libcst does it, so a position is never wrong.
 """
 
 from __future__ import annotations
@@ -21,10 +21,13 @@ import libcst as cst
 from libcst.metadata import CodeRange, PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
+from torchlint.engine.walk import walk
 from torchlint.source import split_lines
 
-# Statements whose body is searched for a smaller statement to generate.
-_DEFINITIONS = (cst.ClassDef, cst.FunctionDef)
+
+
+class _Found(Exception):
+    pass
 
 
 class Positions:
@@ -43,32 +46,52 @@ class Positions:
         found = self._ranges.get(node)
         if found is not None:
             return found
-        for statement, indents in self._units(node, stack):
-            if id(statement) not in self._done and self._generate(statement, indents):
-                found = self._ranges.get(node)
-                if found is not None:
-                    return found
+        for enclosing in (stack, None):
+            if enclosing is None:
+                # Asked without the nodes around it (a report made after the walk): find them, which costs
+                # a walk to the node, far less than generating the whole module.
+                enclosing = self._stack_to(node)
+            for statement, indents in self._units(node, enclosing):
+                if id(statement) not in self._done and self._generate(statement, indents):
+                    found = self._ranges.get(node)
+                    if found is not None:
+                        return found
         self._module()
         return self._ranges[node]
 
+    def _stack_to(self, node: cst.CSTNode) -> List[cst.CSTNode]:
+        """The nodes from the module down to `node`, outermost first; empty when `node` is not in the module."""
+        stack: List[cst.CSTNode] = []
+
+        def on_visit(visited: cst.CSTNode) -> bool:
+            stack.append(visited)
+            if visited is node:
+                raise _Found
+            return True
+
+        try:
+            walk(self.module, on_visit, lambda visited: stack.pop())
+        except _Found:
+            return stack
+        return []
+
     def _units(self, node: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> Iterator[Tuple[cst.CSTNode, List[str]]]:
-        """Statements of module, class and function bodies on `stack`, innermost first, with their blocks' indents;
-        then `node` itself when it is a top-level statement (an edit's anchor, off the stack)."""
+        """The statements on `stack` that stand in a module body or an indented block, innermost first, with
+        the indents of their blocks; then `node` itself when it is a top-level statement (an edit's anchor, off the stack)."""
         units = []
         indents: List[str] = []
         body: Sequence[cst.CSTNode] = self.module.body
-        block = None
-        for statement in stack[1:]:
-            if statement is block:
-                continue
-            if not any(statement is candidate for candidate in body):
-                break
-            units.append((statement, list(indents)))
-            block = statement.body if isinstance(statement, _DEFINITIONS) else None
-            if not isinstance(block, cst.IndentedBlock):
-                break
-            indents.append(self.module.default_indent if block.indent is None else block.indent)
-            body = block.body
+        for enclosing in stack[1:]:
+            if type(enclosing) is cst.IndentedBlock:
+                if body:
+                    break  # a block outside any statement of the body above: not a shape this module knows
+                indents.append(self.module.default_indent if enclosing.indent is None else enclosing.indent)
+                body = enclosing.body
+            elif body:
+                if not any(enclosing is statement for statement in body):
+                    break
+                units.append((enclosing, list(indents)))
+                body = ()  # until the statement's next indented block
         yield from reversed(units)
         if any(node is statement for statement in self.module.body):
             yield node, []
@@ -123,8 +146,20 @@ class Positions:
             head = group[0]
             decorators = getattr(head, "decorator_list", [])
             self._first_lines[id(statement)] = min([head.lineno] + [decorator.lineno for decorator in decorators])
-            if isinstance(statement, _DEFINITIONS) and isinstance(statement.body, cst.IndentedBlock):
-                self._match(statement.body.body, getattr(head, "body", []))
+            self._match_blocks(statement, head)
+
+    def _match_blocks(self, statement: cst.CSTNode, head: ast.stmt) -> None:
+        """Match the indented blocks of a compound statement with the bodies of Python's statement, in order."""
+        blocks = _blocks(statement)
+        bodies = _python_bodies(head)
+        if len(blocks) != len(bodies):
+            return
+        for block, body in zip(blocks, bodies):
+            if isinstance(block, cst.If):  # `elif`: Python's tree holds it as the one statement of an `else`
+                if len(body) == 1 and isinstance(body[0], ast.If):
+                    self._match_blocks(block, body[0])
+            elif isinstance(block, cst.IndentedBlock):
+                self._match(block.body, body)
 
     def _module(self) -> None:
         if not self._whole:
@@ -132,3 +167,28 @@ class Positions:
             provider._gen_impl(self.module)
             self._ranges = provider._computed
             self._whole = True
+
+
+def _blocks(statement: cst.CSTNode) -> List[cst.CSTNode]:
+    """A compound statement's blocks in source order: indented blocks, or the `If` of an `elif`."""
+    if isinstance(statement, (cst.FunctionDef, cst.ClassDef, cst.With)):
+        return [statement.body]
+    if isinstance(statement, (cst.If, cst.For, cst.While)):
+        orelse = statement.orelse
+        return [statement.body] + ([] if orelse is None else [orelse if isinstance(orelse, cst.If) else orelse.body])
+    if isinstance(statement, (cst.Try, cst.TryStar)):
+        blocks = [statement.body] + [handler.body for handler in statement.handlers]
+        return blocks + [part.body for part in (statement.orelse, statement.finalbody) if part is not None]
+    return []
+
+
+def _python_bodies(head: ast.stmt) -> List[List[ast.stmt]]:
+    """The same bodies in Python's tree (empty `else` and `finally` bodies left out, as libcst has no block there)."""
+    if isinstance(head, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.With, ast.AsyncWith)):
+        return [head.body]
+    if isinstance(head, (ast.If, ast.For, ast.AsyncFor, ast.While)):
+        return [head.body] + ([head.orelse] if head.orelse else [])
+    if isinstance(head, ast.Try) or type(head).__name__ == "TryStar":
+        bodies = [head.body] + [handler.body for handler in head.handlers]
+        return bodies + [part for part in (head.orelse, head.finalbody) if part]
+    return []

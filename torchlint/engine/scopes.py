@@ -13,11 +13,11 @@ after no import is a variable, not torch).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from torchlint.engine.walk import Dispatch, walk, walk_visitor
+from torchlint.engine.walk import walk_visitor
 
 ScopeNode = (cst.Module, cst.FunctionDef, cst.Lambda, cst.ClassDef)
 # Exact types: libcst's node classes are abstract base classes, and `isinstance` on those is slow.
@@ -68,6 +68,24 @@ def is_outermost_reference(node: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> b
     return parent_type not in _DEFINING_PARENTS
 
 
+def import_bindings(node: cst.CSTNode) -> Iterator[Tuple[str, str]]:
+    """(local name, dotted path) for each name an `import` or `from ... import` statement binds."""
+    if type(node) is cst.Import:
+        for alias in node.names:
+            full = dotted_name(alias.name)
+            if alias.asname is not None:
+                yield alias.asname.name.value, full
+            else:
+                top = full.split(".")[0]
+                yield top, top
+    elif type(node) is cst.ImportFrom and not isinstance(node.names, cst.ImportStar):
+        module = "." * len(node.relative) + (dotted_name(node.module) if node.module else "")
+        for alias in node.names:
+            name = alias.name.value if isinstance(alias.name, cst.Name) else dotted_name(alias.name)
+            local = alias.asname.name.value if alias.asname is not None else name
+            yield local, f"{module}.{name}" if module and not module.endswith(".") else module + name
+
+
 class _BindingCollector(cst.CSTVisitor):
     """Collects one scope's bindings without entering nested scopes."""
 
@@ -112,22 +130,10 @@ class _BindingCollector(cst.CSTVisitor):
     visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehension
 
     def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            full = dotted_name(alias.name)
-            if alias.asname is not None:
-                self._bind_import(alias.asname.name.value, full)
-            else:
-                top = full.split(".")[0]
-                self._bind_import(top, top)
+        for local, path in import_bindings(node):
+            self._bind_import(local, path)
 
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if isinstance(node.names, cst.ImportStar):
-            return
-        module = "." * len(node.relative) + (dotted_name(node.module) if node.module else "")
-        for alias in node.names:
-            name = alias.name.value if isinstance(alias.name, cst.Name) else dotted_name(alias.name)
-            local = alias.asname.name.value if alias.asname is not None else name
-            self._bind_import(local, f"{module}.{name}" if module and not module.endswith(".") else module + name)
+    visit_ImportFrom = visit_Import
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -163,6 +169,18 @@ class _BindingCollector(cst.CSTVisitor):
     visit_Nonlocal = visit_Global
 
 
+class _ImportedNames(cst.CSTVisitor):
+    """The local names the imports of a module bind, in every scope."""
+
+    def __init__(self):
+        self.names: set = set()
+
+    def visit_Import(self, node: cst.Import) -> None:
+        self.names.update(local for local, _ in import_bindings(node))
+
+    visit_ImportFrom = visit_Import
+
+
 class _AttributeCollector(cst.CSTVisitor):
     """`self.x = value` in a method body (the instance attributes a class sets)."""
 
@@ -190,23 +208,32 @@ _STATEMENT_STRUCTURE = frozenset({
 
 
 def _scan_walk(root: cst.CSTNode, visitor, enter_expressions: bool, enter_definitions: bool = False) -> None:
-    dispatch = Dispatch(visitor)
     descend = _STATEMENT_STRUCTURE | {cst.FunctionDef, cst.ClassDef} if enter_definitions else _STATEMENT_STRUCTURE
-
-    def on_visit(node: cst.CSTNode) -> bool:
-        return dispatch.on_visit(node) and (enter_expressions or type(node) in descend)
-
-    walk(root, on_visit, dispatch.on_leave)
+    walk_visitor(root, visitor, None if enter_expressions else descend | {type(root)})
 
 
 class Scopes:
     """Per-file cache of scanned scopes."""
 
-    def __init__(self, has_walrus: bool = True):
+    def __init__(self, module: cst.Module, has_walrus: bool = True):
+        self.module = module
         self.has_walrus = has_walrus
         self._scopes: Dict[int, Scope] = {}
         # innermost scope node's id -> the chain seen from it: fixed by the tree, asked for at every name
         self._chains: Dict[int, List[Scope]] = {}
+        self._imported: Optional[FrozenSet[str]] = None
+
+    def imported_names(self) -> FrozenSet[str]:
+        """The names any import of the module binds, in whatever scope.
+
+        Most names a rule asks about are locals, `self` or builtins; this answers them
+        without scanning the scopes, from one pass over the module's statements.
+        """
+        if self._imported is None:
+            collector = _ImportedNames()
+            walk_visitor(self.module, collector, _STATEMENT_STRUCTURE | {cst.Module, cst.FunctionDef, cst.ClassDef})
+            self._imported = frozenset(collector.names)
+        return self._imported
 
     def scope_of(self, node: cst.CSTNode) -> Scope:
         scope = self._scopes.get(id(node))
@@ -229,8 +256,7 @@ class Scopes:
                     if params:
                         _scan_walk(statement.body, _AttributeCollector(scope, params[0].name.value), False, enter_definitions=True)
         else:
-            for statement in node.body:
-                _scan_walk(statement, collector, self.has_walrus)
+            _scan_walk(node, collector, self.has_walrus)
         return scope
 
     def chain(self, nodes: Sequence[cst.CSTNode]) -> List[Scope]:
@@ -254,6 +280,8 @@ class Scopes:
 
     def resolve(self, name: str, scope_nodes: Sequence[cst.CSTNode]) -> Optional[str]:
         """The dotted path an import bound to `name`, or None for a variable or an unknown name."""
+        if name not in self.imported_names():
+            return None
         for scope in self.chain(scope_nodes):
             if name in scope.imports:
                 return scope.imports[name]
