@@ -161,16 +161,16 @@ def test_references_are_imported_names_used_as_values_resolved_once_for_every_ru
 
 def test_each_rule_method_is_called_from_one_walk(monkeypatch):
     walks = []
-    original = runner.walk
+    original = runner._Walker.walk
 
-    def counting_walk(root, *args):
+    def counting_walk(walker, root):
         walks.append(type(root).__name__)
-        return original(root, *args)
+        return original(walker, root)
 
-    monkeypatch.setattr(runner, "walk", counting_walk)
+    monkeypatch.setattr(runner._Walker, "walk", counting_walk)
     monkeypatch.setattr(cst.Module, "visit", lambda *args: walks.append("libcst visit"))
     # A file without findings: positions (their own metadata pass) are computed only for reports.
-    assert lint("import torch\nfor batch in loader:\n    x = torch.zeros(3)\n") == []
+    assert lint("import torch\nfor batch in loader:\n    x = torch.zeros(3)\n    loss = criterion(x)\n") == []
     assert walks == ["Module"]
 
 

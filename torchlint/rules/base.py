@@ -23,6 +23,7 @@ import libcst as cst
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
     from torchlint.finding import Fix
+    from torchlint.rules.triggers import Trigger
 
 SECTION_ORDER = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety", "Options")
 
@@ -39,6 +40,11 @@ class Rule:
     example: ClassVar[str] = ""
     # The corrected code; the tests require it to produce no finding of this rule.
     use_instead: ClassVar[str] = ""
+    # What every file this rule can report in holds (torchlint/rules/triggers.py): the engine runs the rule only
+    # on such files. None: every file.
+    triggers: ClassVar[Optional["Trigger"]] = None
+    # Reads `ctx.callgraph` (directly or through a family helper): the engine builds the graph only for such rules.
+    uses_callgraph: ClassVar[bool] = False
 
     def __init__(self, ctx: "FileContext"):
         self.ctx = ctx

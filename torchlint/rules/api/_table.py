@@ -23,6 +23,7 @@ from torchlint.finding import Fix
 from torchlint.rules.api._compat import compat_imports, in_compat_branch, overridden_by_probe
 from torchlint.rules.api._names import import_edit, spell
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -104,6 +105,13 @@ class ApiTableRule(Rule):
     """Reports the table's names of one kind; subclasses set `kind` and word the message."""
 
     kind: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # A reported name is an entry of the rule's kind or a name under one, and each part of a resolved name is
+        # written in the file (in the import or the attribute chain): so is the entry's last part.
+        entries = api_table().values()
+        cls.triggers = words(*(entry.name.rsplit(".", 1)[-1] for entry in entries if entry.kind == cls.kind))
 
     def __init__(self, ctx):
         super().__init__(ctx)

@@ -3,6 +3,7 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.finding import Edit, Fix, Location
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 
 CHECKPOINT_FUNCTIONS = frozenset({"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"})
 
@@ -30,6 +31,8 @@ class CheckpointWithoutUseReentrant(Rule):
 
     code = "TL604"
     name = "checkpoint-without-use-reentrant"
+    # Both functions live in `torch.utils.checkpoint`, and each part of a resolved name is written in the file.
+    triggers = words("checkpoint")
     fix_safety = "unsafe"
     message = (
         "`checkpoint` without `use_reentrant=`: torch warns on every call and runs the legacy reentrant "

@@ -6,6 +6,7 @@ from torchlint.finding import Fix
 from torchlint.rules.api._names import import_edit, spell
 from torchlint.rules.api.log1p import is_one, single_argument
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 
 
 class Expm1(Rule):
@@ -27,6 +28,8 @@ class Expm1(Rule):
 
     code = "TL607"
     name = "expm1"
+    # Only a call resolving to `torch.exp` is flagged: its last part is written in the import or the attribute chain.
+    triggers = words("exp")
     fix_safety = "unsafe"
     message = "`torch.exp(x) - 1` cancels to 0 for small `x` (1e-8 gives 0.0 in float32); write `torch.expm1(x)`"
     example = """

@@ -6,6 +6,7 @@ from torchlint import semantics
 from torchlint.finding import Fix
 from torchlint.rules.api._names import import_edit, spell
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 
 
 def is_one(node: cst.BaseExpression) -> bool:
@@ -40,6 +41,8 @@ class Log1p(Rule):
 
     code = "TL606"
     name = "log1p"
+    # Only a call resolving to `torch.log` is flagged: its last part is written in the import or the attribute chain.
+    triggers = words("log")
     fix_safety = "unsafe"
     message = "`torch.log(1 + x)` loses precision for small `x` (1e-8 gives 0.0 in float32); write `torch.log1p(x)`"
     example = """

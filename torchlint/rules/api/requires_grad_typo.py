@@ -2,6 +2,7 @@ import libcst as cst
 
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 
 
 class RequiresGradTypo(Rule):
@@ -22,6 +23,8 @@ class RequiresGradTypo(Rule):
 
     code = "TL603"
     name = "requires-grad-typo"
+    # Only an assignment to the attribute `require_grad` is flagged.
+    triggers = words("require_grad")
     fix_safety = "safe"
     message = (
         "`.require_grad` is a typo: the assignment creates an unused attribute and `requires_grad` "

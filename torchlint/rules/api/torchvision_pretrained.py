@@ -8,6 +8,7 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -66,6 +67,8 @@ class TorchvisionPretrained(Rule):
 
     code = "TL608"
     name = "torchvision-pretrained"
+    # A flagged builder resolves to a name under `torchvision.models`, so the file imports `torchvision` by name.
+    triggers = words("torchvision")
     fix_safety = "safe"
     message = (
         "`pretrained=` is deprecated since torchvision 0.13 (it warns on each call and will be removed); "

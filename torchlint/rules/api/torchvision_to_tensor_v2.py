@@ -5,6 +5,7 @@ import libcst as cst
 from torchlint.finding import Fix
 from torchlint.rules.api._names import import_edit, spell
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 
 TO_TENSOR = "torchvision.transforms.v2.ToTensor"
 V2 = "torchvision.transforms.v2"
@@ -32,6 +33,8 @@ class TorchvisionToTensorV2(Rule):
 
     code = "TL609"
     name = "torchvision-to-tensor-v2"
+    # Only a reference resolving to `v2.ToTensor` is flagged: its last part is written in the import or the chain.
+    triggers = words("ToTensor")
     fix_safety = "safe"
     message = (
         "`v2.ToTensor()` is deprecated and will be removed (it warns when built); write "

@@ -8,6 +8,7 @@ from torchlint import semantics
 from torchlint.engine.facts import BACKWARD_FUNCTIONS, is_backward_call
 from torchlint.rules.autograd._shared import grad_disabled_by_a_caller, is_loss_call, names_in, scope_node
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 
 # Where a local tensor was computed, as far as gradients go.
 NO_GRAD = "no-grad"  # with gradients disabled, or only from such values by parameter-free operations
@@ -61,6 +62,10 @@ class BackwardUnderNoGrad(Rule):
 
     code = "TL101"
     name = "backward-under-no-grad"
+    uses_callgraph = True
+    # Every report is at a backward call (`.backward()`, `torch.autograd.backward`/`grad`) in a region a
+    # `no_grad`/`inference_mode`/`set_grad_enabled` disables, here or around a caller in the file.
+    triggers = words("backward", "grad") & words("no_grad", "inference_mode", "set_grad_enabled")
     message = (
         "backward on a tensor computed with gradients disabled (`no_grad`, `inference_mode` or "
         "`set_grad_enabled(False)`): it has no grad_fn, so this raises `RuntimeError: element 0 of tensors does "

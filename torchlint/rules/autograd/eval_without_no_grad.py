@@ -19,6 +19,7 @@ from torchlint.rules.autograd._shared import (
     uses_autograd_grad,
 )
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 
 # Lightning runs these hooks under no_grad/inference_mode itself.
 _LIGHTNING_HOOKS = frozenset({"validation_step", "test_step", "predict_step"})
@@ -78,6 +79,12 @@ class EvalWithoutNoGrad(Rule):
 
     code = "TL106"
     name = "eval-without-no-grad"
+    uses_callgraph = True
+    # Only a model is reported (`Models.is_model`): built from a class defined here, `nn.Sequential`, a torchvision,
+    # timm, hub or `from_pretrained` builder, or given `.eval()`/`.train()`/`.parameters()`; and only in a loop.
+    triggers = words("class", "Sequential", "torchvision", "timm", "hub", "from_pretrained", "eval", "train", "parameters") & words(
+        "for", "while"
+    )
     message = (
         "model forward in an evaluation loop with gradients enabled: `eval()` does not disable autograd, so every "
         "batch records a graph and keeps its activations while outputs are held (255 MB per 1,000 small batches "

@@ -20,6 +20,7 @@ from torchlint.rules.autograd._shared import (
     under_dynamic_grad_mode,
 )
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import fragments, words
 
 # Calls whose result no longer holds the graph: `loss.item()`, `float(loss)`, `loss.detach()`.
 _DETACHING_METHODS = frozenset({"item", "detach", "tolist", "numpy"})
@@ -70,6 +71,10 @@ class LossAccumulatedWithGraph(Rule):
 
     code = "TL103"
     name = "loss-accumulated-with-graph"
+    uses_callgraph = True
+    # Only an accumulation in a loop is reported, of a loss: a torch loss, a name like one (`my_criterion`,
+    # `loss_fn`, in any case), or a value `.backward()` is called on.
+    triggers = words("for", "while") & (words("torch", "backward") | fragments("loss", "criterion"))
     fix_safety = "unsafe"
     message = (
         "accumulating the loss tensor keeps every iteration's autograd graph reachable from the accumulator (it "

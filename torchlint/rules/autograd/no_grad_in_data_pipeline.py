@@ -9,6 +9,7 @@ from torchlint import semantics
 from torchlint.engine.scopes import dotted_name
 from torchlint.finding import Edit, Fix, Location
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 
 NO_GRAD = frozenset({"torch.no_grad", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
 DATASET_BASES = frozenset({
@@ -69,6 +70,10 @@ class NoGradInDataPipeline(Rule):
 
     code = "TL105"
     name = "no-grad-in-data-pipeline"
+    uses_callgraph = True
+    # A region counts only in a method of a `Dataset`/`IterableDataset` subclass or a function given to `DataLoader`,
+    # and the region is a `no_grad`.
+    triggers = words("Dataset", "IterableDataset", "DataLoader") & words("no_grad")
     fix_safety = "safe"
     message = (
         "`torch.no_grad()` here guards only tensor construction from data, which never records a graph: it changes "

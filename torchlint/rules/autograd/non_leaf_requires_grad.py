@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 
 TENSOR_FACTORIES = frozenset(
     f"torch.{name}"
@@ -86,6 +87,8 @@ class NonLeafRequiresGrad(Rule):
 
     code = "TL104"
     name = "non-leaf-requires-grad"
+    # Only a factory call given `requires_grad=True` as a keyword is reported.
+    triggers = words("requires_grad")
     fix_safety = "safe or unsafe"
     message = (
         "converting a `requires_grad=True` factory result gives a non-leaf copy whenever the device or dtype "

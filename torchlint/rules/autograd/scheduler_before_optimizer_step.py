@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.rules.autograd._shared import Loop, LoopIndex
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import attributes, fragments
 
 _PLATEAU = frozenset({"torch.optim.lr_scheduler.ReduceLROnPlateau"})
 
@@ -35,6 +36,10 @@ class SchedulerBeforeOptimizerStep(Rule):
 
     code = "TL109"
     name = "scheduler-before-optimizer-step"
+    uses_callgraph = True
+    # Only a `.step()` call of a scheduler is reported: built from `torch.optim.lr_scheduler` or named like one
+    # (`.*sched.*`, any case).
+    triggers = attributes("step") & fragments("sched")
     message = (
         "`scheduler.step()` runs before `optimizer.step()` in this loop: the learning rate changes before the first "
         "update uses it, so the first value of the schedule is skipped (torch warns `Detected call of "

@@ -8,6 +8,7 @@ from torchlint import semantics
 from torchlint.engine.scopes import dotted_name
 from torchlint.rules.autograd._shared import LoopIndex
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 
 
 class StepWithoutZeroGrad(Rule):
@@ -37,6 +38,10 @@ class StepWithoutZeroGrad(Rule):
 
     code = "TL102"
     name = "step-without-zero-grad"
+    uses_callgraph = True
+    # A loop is reported only when it trains, which needs an accumulating backward (`.backward()` or
+    # `autograd.backward`), and it is the optimizer's `.step()` it reports.
+    triggers = words("backward") & words("step")
     message = (
         "this loop runs `backward()` and `optimizer.step()` but never clears gradients: `.grad` accumulates, so "
         "after k steps each gradient is k times one step's; call `optimizer.zero_grad()` in the loop (inside an "

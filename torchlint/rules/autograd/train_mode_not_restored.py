@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.rules.autograd._shared import LoopIndex
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 
 
 class TrainModeNotRestored(Rule):
@@ -33,6 +34,10 @@ class TrainModeNotRestored(Rule):
 
     code = "TL107"
     name = "train-mode-not-restored"
+    uses_callgraph = True
+    # A loop is reported only when it trains, which needs an accumulating backward (`.backward()` or
+    # `autograd.backward`), after a mode switch, `.eval()` or `.train(False)`.
+    triggers = words("backward") & words("eval", "train")
     message = (
         "`eval()` in the epoch loop is never undone: no `model.train()` runs before the next training step, so "
         "from the second epoch on dropout and batch norm stay in eval mode, silently; call `model.train()` at the "

@@ -2,6 +2,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 
 
 class PersistentWorkersWithoutWorkers(Rule):
@@ -22,6 +23,8 @@ class PersistentWorkersWithoutWorkers(Rule):
 
     code = "TL303"
     name = "persistent-workers-without-workers"
+    # Only a call passing the `persistent_workers` keyword is ever reported.
+    triggers = words("persistent_workers")
     message = (
         "`persistent_workers=True` with no workers: DataLoader raises `ValueError: persistent_workers "
         "option needs num_workers > 0` at construction; set `num_workers > 0` or drop `persistent_workers`"

@@ -5,6 +5,7 @@ import libcst as cst
 from torchlint.engine.walk import walk_visitor
 from torchlint import semantics
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 from torchlint.rules.data._dataset import construction, is_dataset_class, loader_argument
 
 RNG_CONSTRUCTORS = frozenset({
@@ -44,6 +45,9 @@ class RngObjectInDataset(Rule):
 
     code = "TL305"
     name = "rng-object-in-dataset"
+    uses_callgraph = True
+    # Nothing is reported unless the file builds a DataLoader with workers: the rarest of the names the rule needs.
+    triggers = words("DataLoader")
     message = (
         "RNG object created in `Dataset.__init__`: every DataLoader worker gets an identical copy and repeats the same "
         "stream every epoch (observed with 4 workers: 4 unique values of 16){extra}; draw from the global "

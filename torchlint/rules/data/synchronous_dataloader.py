@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 from torchlint.rules.data._dataset import construction, holds_items, indexing_dataset, loader_argument, unwrapped
 
 TRAINING_FACTS = ("backward", "optimizer-step")
@@ -47,6 +48,9 @@ class SynchronousDataloader(Rule):
 
     code = "TL306"
     name = "synchronous-dataloader"
+    uses_callgraph = True
+    # Only DataLoader calls are reported (the training facts it also needs are far more common words).
+    triggers = words("DataLoader")
     opt_in = True
     message = (
         "DataLoader without worker processes (`num_workers` absent or 0) in training code: every batch is loaded "

@@ -6,6 +6,7 @@ from torchlint.engine.walk import walk_visitor
 from torchlint import semantics
 from torchlint.engine.scopes import Scope
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 from torchlint.rules.data._dataset import construction, loader_argument
 
 PARTIAL = frozenset({"functools.partial"})
@@ -42,6 +43,8 @@ class UnpicklableWorkerCallable(Rule):
 
     code = "TL304"
     name = "unpicklable-worker-callable"
+    # Every report concerns an argument of a DataLoader call (or of the dataset it is given).
+    triggers = words("DataLoader")
     message = (
         "{what} cannot be pickled to DataLoader workers: under the spawn and forkserver start methods (Windows, macOS, "
         "and Linux from Python 3.14) starting the workers fails with `Can't pickle`; define it as a module-level "

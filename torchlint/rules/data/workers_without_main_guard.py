@@ -6,6 +6,7 @@ from torchlint import semantics
 from torchlint.engine.callgraph import MODULE
 from torchlint.engine.facts import MULTIPROCESSING_SPAWN
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 
 STARTS_WORKERS = "starts-workers"
 ITERATING = "iterating a DataLoader with workers"
@@ -38,6 +39,9 @@ class WorkersWithoutMainGuard(Rule):
 
     code = "TL302"
     name = "workers-without-main-guard"
+    uses_callgraph = True
+    # Workers start only from a DataLoader, `spawn`/`start_processes` or a `Process`: names written however imported.
+    triggers = words("DataLoader", "spawn", "start_processes", "Process")
     message = (
         "{what} at module level without `if __name__ == \"__main__\":`: under the spawn and forkserver start methods "
         "(Windows, macOS, and Linux from Python 3.14) every worker re-imports this script and dies with `An attempt "

@@ -4,6 +4,7 @@ import libcst as cst
 
 from torchlint.finding import Edit, Fix
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import attributes
 from torchlint.rules.device import _shared
 
 
@@ -41,6 +42,9 @@ class ChainedConversion(Rule):
 
     code = "TL202"
     name = "chained-conversion"
+    # Every finding holds a call that only moves: `.cuda()`, `.cpu()` or `.to(...)` (`.type(torch.cuda.X)` also
+    # casts, so it is never that call).
+    triggers = attributes("cuda", "cpu", "to")
     fix_safety = "safe or unsafe"
     message = "a device move and a dtype cast chained on one value: write one `.to(device, dtype)`"
     example = """

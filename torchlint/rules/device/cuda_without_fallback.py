@@ -5,6 +5,7 @@ import libcst as cst
 from torchlint.engine.walk import walk_visitor
 from torchlint import semantics
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 from torchlint.rules.device import _shared
 
 AVAILABILITY_CHECKS = frozenset({
@@ -49,6 +50,8 @@ class CudaWithoutFallback(Rule):
 
     code = "TL205"
     name = "cuda-without-fallback"
+    # Every site is a `.cuda()` call or a "cuda"/"cuda:N" string literal (spelled out: not escaped, not split in parts).
+    triggers = words("cuda")
     message = (
         "hard-coded CUDA device and no availability check in this file: without a GPU this raises "
         "`AssertionError: Torch not compiled with CUDA enabled` (CPU build of torch; `RuntimeError: Cannot access "

@@ -5,6 +5,7 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 from torchlint.rules.device import _shared
 
 GRADCHECKS = frozenset({
@@ -41,6 +42,9 @@ class ExplicitFloat64(Rule):
 
     code = "TL207"
     name = "explicit-float64"
+    # Every site is `.double()`, or a dtype naming `torch.float64`/`torch.double`/`torch.DoubleTensor` (last part
+    # written however torch is imported).
+    triggers = words("double", "float64", "DoubleTensor")
     opt_in = True
     fix_safety = "unsafe"
     message = (

@@ -5,6 +5,7 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import attributes, words
 from torchlint.rules.device import _shared
 
 # Random factories draw from the CPU generator; built on the GPU they draw from the GPU's, other numbers.
@@ -54,6 +55,9 @@ class FactoryThenMove(Rule):
 
     code = "TL206"
     name = "factory-then-move"
+    # Only a move (`.cuda()`, `.to()`, `.type()`) chained on a torch factory is reported, and the factory's name
+    # (the last part of `torch.<factory>`) is written however torch is imported.
+    triggers = words(*(factory.rsplit(".", 1)[-1] for factory in FACTORIES)) & attributes("cuda", "cpu", "to", "type")
     fix_safety = "safe or unsafe"
     message = (
         "the tensor is built and filled in host memory, then copied to the device: a host allocation and a "

@@ -5,6 +5,7 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.finding import Edit, Fix
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 from torchlint.rules.device import _shared
 
 TORCH_FROM_ARRAY = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor"})
@@ -52,6 +53,9 @@ class Float64FromNumpy(_shared.LatestAssignments, Rule):
 
     code = "TL204"
     name = "float64-from-numpy"
+    # The array must come from a `numpy.*` producer resolved through the file's imports, which write `numpy`
+    # (a rarer word than the torch converters' `tensor`/`from_numpy`/`as_tensor`).
+    triggers = words("numpy")
     fix_safety = "safe or unsafe"
     message = (
         "numpy's float64 default becomes a float64 tensor: twice the memory, 1.8-2x slower matmul on CPU, and "

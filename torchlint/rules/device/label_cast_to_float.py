@@ -5,6 +5,7 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 from torchlint.rules.device import _shared
 
 FLOAT_TARGET_LOSS_MODULES = frozenset(
@@ -67,6 +68,9 @@ class LabelCastToFloat(_shared.LatestAssignments, Rule):
 
     code = "TL203"
     name = "label-cast-to-float"
+    # Every finding is a float cast: a `.float()`-style method, a float dtype (aliases included) or a float
+    # tensor type, whose last part is written however torch is imported.
+    triggers = words("float", "double", "half", "bfloat16", "float32", "float64", "float16", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor")
     fix_safety = "unsafe"
     message = (
         "class labels cast to float: CrossEntropyLoss/NLLLoss raise `expected target dtype to be Long or Byte, "

@@ -5,6 +5,7 @@ import libcst as cst
 from torchlint.engine.scopes import parameters
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import attributes
 from torchlint.rules.device import _shared
 
 
@@ -40,6 +41,8 @@ class MixedDeviceStyles(Rule):
 
     code = "TL201"
     name = "mixed-device-styles"
+    # Only `.cuda(...)` calls are reported (the `.to(...)` they are set against is a far more common word).
+    triggers = attributes("cuda")
     fix_safety = "safe"
     message = (
         "`.cuda()` in a file that also moves with `.to(...)`: it ignores the device the rest of the file "

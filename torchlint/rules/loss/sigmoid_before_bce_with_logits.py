@@ -2,6 +2,7 @@ from typing import Optional
 
 from torchlint.finding import Fix
 from torchlint.rules.loss._activations import SIGMOID, ActivationBeforeLoss, Trace
+from torchlint.rules.triggers import fragments, words
 
 
 class SigmoidBeforeBceWithLogits(ActivationBeforeLoss):
@@ -33,6 +34,9 @@ class SigmoidBeforeBceWithLogits(ActivationBeforeLoss):
 
     code = "TL402"
     name = "sigmoid-before-bce-with-logits"
+    # A flagged call is the loss (qualified name or the constructor a criterion came from), so its last part is
+    # written; the sigmoid it is fed is written in the same file (`torch.sigmoid`, `nn.Sigmoid`, `special.expit`).
+    triggers = words("binary_cross_entropy_with_logits", "BCEWithLogitsLoss") & fragments("sigmoid", "expit")
     fix_safety = "unsafe"
     loss_modules = frozenset({"torch.nn.BCEWithLogitsLoss", "torch.nn.modules.loss.BCEWithLogitsLoss"})
     loss_functions = frozenset({

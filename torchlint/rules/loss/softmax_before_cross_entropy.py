@@ -2,6 +2,7 @@ from typing import Optional
 
 from torchlint.finding import Fix
 from torchlint.rules.loss._activations import LOG_SOFTMAX, SOFTMAX, ActivationBeforeLoss, Trace
+from torchlint.rules.triggers import fragments, words
 
 
 class SoftmaxBeforeCrossEntropy(ActivationBeforeLoss):
@@ -38,6 +39,9 @@ class SoftmaxBeforeCrossEntropy(ActivationBeforeLoss):
 
     code = "TL401"
     name = "softmax-before-cross-entropy"
+    # A flagged call is the loss (qualified name or the constructor a criterion came from), so its last part is
+    # written; the softmax it is fed is written in the same file, in whatever case (`F.softmax`, `nn.LogSoftmax`).
+    triggers = words("cross_entropy", "CrossEntropyLoss") & fragments("softmax")
     fix_safety = "unsafe"
     loss_modules = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.modules.loss.CrossEntropyLoss"})
     loss_functions = frozenset({"torch.nn.functional.cross_entropy"})

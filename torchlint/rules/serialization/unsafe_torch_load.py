@@ -6,6 +6,7 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.finding import Edit, Fix
 from torchlint.rules.base import Rule
+from torchlint.rules.triggers import words
 
 TORCH_LOAD = frozenset({"torch.load", "torch.serialization.load"})
 TORCH_SAVE = frozenset({"torch.save", "torch.serialization.save"})
@@ -63,6 +64,8 @@ class UnsafeTorchLoad(Rule):
 
     code = "TL501"
     name = "unsafe-torch-load"
+    # Only `torch.load` calls are reported, and `load`, the last part of that name, is written however it is imported.
+    triggers = words("load")
     fix_safety = "unsafe"
     message = (
         "`torch.load(..., weights_only=False)` unpickles arbitrary objects: a malicious checkpoint runs its code on "

@@ -1,0 +1,127 @@
+"""What a file's text must hold for a rule to be able to report in it.
+
+Each rule names, in its `triggers`, text that occurs in every file it can report in;
+the engine runs the rule only on files that hold it (torchlint/engine/prefilter.py).
+Three kinds of evidence, each a superset of what rules read, so that a trigger
+never misses a file the rule would report in:
+
+- `words(...)`: whole `\\w+` runs anywhere in the text (code, strings, comments).
+  A name resolved through imports has every part of its dotted path written in the
+  file (in the import or in the attribute chain), so the last part is a sound word.
+- `attributes(...)`: names written right after a dot, as in `x.to(...)` or `x . cuda`:
+  what a rule that matches method calls by name needs.
+- `fragments(...)`: parts of words, in any case: for names a rule recognises by
+  pattern (`lr_Scheduler` holds `sched`).
+
+`a & b` needs both, `a | b` either.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import FrozenSet, Optional, Tuple
+
+_WORD = re.compile(r"\w+")
+# A dot, then whitespace, line continuations or comments (inside brackets), then the name.
+_ATTRIBUTE = re.compile(r"\.(?:[ \t\f\r\n\\]|#[^\r\n]*)*(\w+)")
+
+
+class FileText:
+    """A file's text and the evidence triggers read from it, each found on first use."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self._words: Optional[FrozenSet[str]] = None
+        self._attributes: Optional[FrozenSet[str]] = None
+        self._lowered: Optional[str] = None
+
+    @property
+    def words(self) -> FrozenSet[str]:
+        if self._words is None:
+            self._words = frozenset(_WORD.findall(self.text))
+        return self._words
+
+    @property
+    def attributes(self) -> FrozenSet[str]:
+        if self._attributes is None:
+            self._attributes = frozenset(_ATTRIBUTE.findall(self.text))
+        return self._attributes
+
+    @property
+    def lowered(self) -> str:
+        if self._lowered is None:
+            self._lowered = self.text.lower()
+        return self._lowered
+
+
+class Trigger:
+    def matches(self, text: FileText) -> bool:
+        raise NotImplementedError
+
+    def __and__(self, other: "Trigger") -> "Trigger":
+        return _AllOf((self, other))
+
+    def __or__(self, other: "Trigger") -> "Trigger":
+        return _AnyOf((self, other))
+
+
+class _Words(Trigger):
+    def __init__(self, names: FrozenSet[str]):
+        self.names = names
+
+    def matches(self, text: FileText) -> bool:
+        return not self.names.isdisjoint(text.words)
+
+    def __repr__(self) -> str:
+        return f"words({', '.join(map(repr, sorted(self.names)))})"
+
+
+class _Attributes(_Words):
+    def matches(self, text: FileText) -> bool:
+        return not self.names.isdisjoint(text.attributes)
+
+    def __repr__(self) -> str:
+        return f"attributes({', '.join(map(repr, sorted(self.names)))})"
+
+
+class _Fragments(Trigger):
+    def __init__(self, parts: Tuple[str, ...]):
+        self.parts = parts
+
+    def matches(self, text: FileText) -> bool:
+        return any(part in text.lowered for part in self.parts)
+
+    def __repr__(self) -> str:
+        return f"fragments({', '.join(map(repr, self.parts))})"
+
+
+class _AllOf(Trigger):
+    def __init__(self, parts: Tuple[Trigger, ...]):
+        self.parts = parts
+
+    def matches(self, text: FileText) -> bool:
+        return all(part.matches(text) for part in self.parts)
+
+    def __repr__(self) -> str:
+        return "(" + " & ".join(map(repr, self.parts)) + ")"
+
+
+class _AnyOf(_AllOf):
+    def matches(self, text: FileText) -> bool:
+        return any(part.matches(text) for part in self.parts)
+
+    def __repr__(self) -> str:
+        return "(" + " | ".join(map(repr, self.parts)) + ")"
+
+
+def words(*names: str) -> Trigger:
+    return _Words(frozenset(names))
+
+
+def attributes(*names: str) -> Trigger:
+    return _Attributes(frozenset(names))
+
+
+def fragments(*parts: str) -> Trigger:
+    """Parts of words, matched whatever their case (give them in lower case)."""
+    return _Fragments(tuple(part.lower() for part in parts))
