@@ -186,6 +186,11 @@ class _Walker:
         # `visit_reference(node, qualified)`: a name or attribute chain used as a value that resolves through the
         # file's imports. Resolved once here for all the rules that ask, and only the few that resolve reach them.
         self.references = [(rule, rule.visit_reference) for rule in rules if hasattr(rule, "visit_reference")]
+        # When every listening rule says which parts its names hold, a reference is resolved only if its chain holds
+        # one, or its head is imported from a path that does.
+        parts = [rule.reference_parts for rule, _ in self.references]
+        self.reference_parts = frozenset().union(*parts) if parts and None not in parts else None
+        self.reference_heads = ctx.scopes.names_importing(self.reference_parts) if self.reference_parts else frozenset()
         self.recognizers = RECOGNIZERS if ctx.callgraph is not None else {}
 
     def walk(self, module: cst.Module) -> None:
@@ -271,6 +276,8 @@ class _Walker:
     def on_reference(self, node: cst.CSTNode) -> None:
         if not is_outermost_reference(node, self.ctx.stack):
             return
+        if self.reference_parts is not None and not self._may_name_a_part(node):
+            return
         qualified = self.ctx.qualified_name(node)
         if qualified is None:
             return
@@ -282,6 +289,15 @@ class _Walker:
                     raise
                 except Exception as error:
                     self.crashed(rule, error, node)
+
+
+    def _may_name_a_part(self, node: cst.CSTNode) -> bool:
+        parts = self.reference_parts
+        while type(node) is cst.Attribute:
+            if node.attr.value in parts:
+                return True
+            node = node.value
+        return type(node) is cst.Name and (node.value in parts or node.value in self.reference_heads)
 
 
 def _internal_error(ctx: FileContext, rule: Rule, error: Exception, node: Optional[cst.CSTNode]) -> Finding:

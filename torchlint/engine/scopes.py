@@ -13,7 +13,7 @@ after no import is a variable, not torch).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -170,13 +170,14 @@ class _BindingCollector(cst.CSTVisitor):
 
 
 class _ImportedNames(cst.CSTVisitor):
-    """The local names the imports of a module bind, in every scope."""
+    """The local names the imports of a module bind, in every scope, with the paths they bind them to."""
 
     def __init__(self):
-        self.names: set = set()
+        self.paths: Dict[str, Set[str]] = {}
 
     def visit_Import(self, node: cst.Import) -> None:
-        self.names.update(local for local, _ in import_bindings(node))
+        for local, path in import_bindings(node):
+            self.paths.setdefault(local, set()).add(path)
 
     visit_ImportFrom = visit_Import
 
@@ -221,7 +222,7 @@ class Scopes:
         self._scopes: Dict[int, Scope] = {}
         # innermost scope node's id -> the chain seen from it: fixed by the tree, asked for at every name
         self._chains: Dict[int, List[Scope]] = {}
-        self._imported: Optional[FrozenSet[str]] = None
+        self._imported: Optional[Dict[str, Set[str]]] = None
 
     def imported_names(self) -> FrozenSet[str]:
         """The names any import of the module binds, in whatever scope.
@@ -229,10 +230,21 @@ class Scopes:
         Most names a rule asks about are locals, `self` or builtins; this answers them
         without scanning the scopes, from one pass over the module's statements.
         """
+        return frozenset(self._import_paths())
+
+    def names_importing(self, parts: FrozenSet[str]) -> FrozenSet[str]:
+        """The local names some import binds to a path with one of `parts` (`F` for `import torch.nn.functional as F`
+        and the part `functional`)."""
+        return frozenset(
+            local for local, paths in self._import_paths().items()
+            if any(not parts.isdisjoint(path.split(".")) for path in paths)
+        )
+
+    def _import_paths(self) -> Dict[str, Set[str]]:
         if self._imported is None:
             collector = _ImportedNames()
             walk_visitor(self.module, collector, _STATEMENT_STRUCTURE | {cst.Module, cst.FunctionDef, cst.ClassDef})
-            self._imported = frozenset(collector.names)
+            self._imported = collector.paths
         return self._imported
 
     def scope_of(self, node: cst.CSTNode) -> Scope:
@@ -280,7 +292,7 @@ class Scopes:
 
     def resolve(self, name: str, scope_nodes: Sequence[cst.CSTNode]) -> Optional[str]:
         """The dotted path an import bound to `name`, or None for a variable or an unknown name."""
-        if name not in self.imported_names():
+        if name not in self._import_paths():
             return None
         for scope in self.chain(scope_nodes):
             if name in scope.imports:

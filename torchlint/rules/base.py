@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import textwrap
-from typing import TYPE_CHECKING, ClassVar, Optional
+from typing import TYPE_CHECKING, ClassVar, FrozenSet, Optional
 
 import libcst as cst
 
@@ -45,6 +45,9 @@ class Rule:
     triggers: ClassVar[Optional["Trigger"]] = None
     # Reads `ctx.callgraph` (directly or through a family helper): the engine builds the graph only for such rules.
     uses_callgraph: ClassVar[bool] = False
+    # For `visit_reference(node, qualified)`: parts (`Variable`, `amp`) of which every qualified name the rule acts on
+    # holds one. The engine then resolves only the references whose written chain or import holds one. None: all.
+    reference_parts: ClassVar[Optional[FrozenSet[str]]] = None
 
     def __init__(self, ctx: "FileContext"):
         self.ctx = ctx

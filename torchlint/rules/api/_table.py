@@ -110,8 +110,8 @@ class ApiTableRule(Rule):
         super().__init_subclass__(**kwargs)
         # A reported name is an entry of the rule's kind or a name under one, and each part of a resolved name is
         # written in the file (in the import or the attribute chain): so is the entry's last part.
-        entries = api_table().values()
-        cls.triggers = words(*(entry.name.rsplit(".", 1)[-1] for entry in entries if entry.kind == cls.kind))
+        cls.reference_parts = frozenset(entry.name.rsplit(".", 1)[-1] for entry in api_table().values() if entry.kind == cls.kind)
+        cls.triggers = words(*cls.reference_parts)
 
     def __init__(self, ctx):
         super().__init__(ctx)

@@ -35,6 +35,7 @@ class TorchvisionToTensorV2(Rule):
     name = "torchvision-to-tensor-v2"
     # Only a reference resolving to `v2.ToTensor` is flagged: its last part is written in the import or the chain.
     triggers = words("ToTensor")
+    reference_parts = frozenset({"ToTensor"})
     fix_safety = "safe"
     message = (
         "`v2.ToTensor()` is deprecated and will be removed (it warns when built); write "

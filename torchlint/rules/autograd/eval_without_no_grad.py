@@ -138,14 +138,16 @@ class EvalWithoutNoGrad(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         event = self.loops.observe(node)
         self.models.observe_call(node)
-        function = self.ctx.callgraph.current(self.ctx.scope_nodes, node).key
         if "sets-eval" in event.facts:
+            function = self.ctx.callgraph.current(self.ctx.scope_nodes, node).key
             self.evals.setdefault(function, []).append(_Eval(event.seq, {id(loop) for loop in loop_nodes(self.ctx.stack)}))
-        if not isinstance(node.func, (cst.Name, cst.Attribute)) or semantics.method_name(node) in ("eval", "train"):
+        func_type = type(node.func)
+        if (func_type is not cst.Name and func_type is not cst.Attribute) or semantics.method_name(node) in ("eval", "train"):
             return
         loops = self.loops.enclosing()
         if not loops or self._grad_mode_is_set(self.ctx.stack):
             return
+        function = self.ctx.callgraph.current(self.ctx.scope_nodes, node).key
         definition = innermost_function(self.ctx.stack)
         name = definition.name.value if definition is not None else ""
         if name.startswith("test_") or (definition is not None and id(definition) in self.lightning_hooks):
