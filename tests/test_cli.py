@@ -214,6 +214,14 @@ def test_symlink_loop_does_not_hang(project, capsys):
     assert code == 1 and out.count("TL303") == 1
 
 
+def test_a_file_reached_twice_is_linted_once(project, capsys):
+    (project / "sub").mkdir()
+    os.symlink(project / "bad.py", project / "sub" / "alias.py")
+    os.symlink(project, project / "sub" / "here")
+    code, out, _ = check(capsys, "--quiet", "bad.py", "./bad.py", "sub/alias.py", "sub/here/bad.py")
+    assert code == 1 and out.count("TL303") == 1
+
+
 def test_order_is_deterministic_whatever_the_argument_order(project, capsys):
     (project / "a.py").write_text(BAD)
     first = check(capsys, "bad.py", "a.py")[1]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import pathspec
 
@@ -103,6 +103,17 @@ def discover(
     Folders that cannot be listed are appended to `unreadable`, each once, when it is given.
     """
     seen = set()
+    real_folders: Dict[str, str] = {}
+
+    def real_path(path: str) -> str:
+        # One realpath per folder instead of one per file (each walks every component with lstat).
+        if os.path.islink(path):
+            return os.path.realpath(path)
+        folder, name = os.path.split(path)
+        real = real_folders.get(folder)
+        if real is None:
+            real = real_folders[folder] = os.path.realpath(folder)
+        return os.path.join(real, name)
 
     def refused(folder: str, error: OSError) -> None:
         key = os.path.realpath(folder)
@@ -120,7 +131,7 @@ def discover(
         in_repository = respect_gitignore and _git_root(given) is not None
         found = _walk(given, config, suffixes, ignores, in_repository, refused) if is_dir else [given]
         for path in found:
-            key = os.path.realpath(path)
+            key = real_path(path)
             if key not in seen:
                 seen.add(key)
                 yield path, os.path.normpath(path)
