@@ -12,6 +12,7 @@ import gc
 import re
 from contextlib import contextmanager
 from functools import lru_cache
+from itertools import accumulate
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
@@ -113,6 +114,8 @@ def _lint_parsed(text: str, filename: str, config: "Config", codes: FrozenSet[st
         ctx.findings = [parse_error(filename, "the file is nested too deeply to analyse")]
         if ParseError.code not in codes:
             return []
+    finally:
+        ctx.close()
     findings = noqa.apply(ctx.findings, text)
     return sorted(set(findings), key=Finding.sort_key)
 
@@ -120,6 +123,7 @@ def _lint_parsed(text: str, filename: str, config: "Config", codes: FrozenSet[st
 _BRACKETS = re.compile(r"[()\[\]{}]")
 _LONG_LINE = 2000
 _SAFE_DEPTH = 100
+_DEPTH_CHANGE = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}
 
 
 def _deeply_nested(text: str) -> bool:
@@ -130,14 +134,11 @@ def _deeply_nested(text: str) -> bool:
     text is first checked by CPython's parser, which refuses it cleanly.
     """
     # (A regex for 2,000 characters without a line break backtracks at every character: splitting is linear.)
-    if any(len(line) >= _LONG_LINE for line in sources.split_lines(text)):
+    if max(map(len, sources.split_lines(text)), default=0) >= _LONG_LINE:
         return True
-    depth = 0
-    for bracket in _BRACKETS.findall(text):
-        depth += 1 if bracket in "([{" else -1
-        if depth > _SAFE_DEPTH:
-            return True
-    return False
+    # The deepest nesting is the largest running sum of +1 per opening and -1 per closing bracket.
+    brackets = _BRACKETS.findall(text)
+    return bool(brackets) and max(accumulate(map(_DEPTH_CHANGE.__getitem__, brackets))) > _SAFE_DEPTH
 
 
 def _python_refuses(text: str, filename: str) -> Optional[Finding]:
@@ -248,7 +249,10 @@ class _Walker:
             if is_scope:
                 scope_nodes.pop()
 
-        visit(module)
+        try:
+            visit(module)
+        finally:
+            visit = None  # a recursive closure refers to itself: unlinked, what it holds is freed at once
 
     def dispatch(self, handlers: list, node: cst.CSTNode) -> None:
         for rule, method in handlers:

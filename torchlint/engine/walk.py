@@ -91,7 +91,10 @@ def walk(
                             visit(child)
         on_leave(node)
 
-    visit(root)
+    try:
+        visit(root)
+    finally:
+        visit = None  # a recursive closure refers to itself: unlinked, what it holds is freed at once
 
 
 def walk_visitor(root: cst.CSTNode, visitor, descend: Optional[Collection[type]] = None) -> None:
@@ -155,4 +158,7 @@ def _walk(
         if on_leave is not None:
             on_leave(node)
 
-    visit(root)
+    try:
+        visit(root)
+    finally:
+        visit = None  # a recursive closure refers to itself: unlinked, what it holds is freed at once
