@@ -71,30 +71,7 @@ def walk(
 
     Tokens and trivia are not entered, nor leaves (`LEAF_TYPES`) unless `enter_leaves`, except the types in `wanted`.
     """
-    entered = entered_types(wanted, enter_leaves)
-    fields: Dict[type, Tuple[str, ...]] = {}
-
-    def visit(node: cst.CSTNode) -> None:
-        if on_visit(node):
-            node_type = type(node)
-            names = fields.get(node_type)
-            if names is None:
-                names = fields[node_type] = child_fields(node_type)
-            for name in names:
-                value = getattr(node, name)
-                value_type = type(value)
-                if value_type in entered:
-                    visit(value)
-                elif value_type is tuple or value_type is list:
-                    for child in value:
-                        if type(child) in entered:
-                            visit(child)
-        on_leave(node)
-
-    try:
-        visit(root)
-    finally:
-        visit = None  # a recursive closure refers to itself: unlinked, what it holds is freed at once
+    _walk(root, {}, {}, entered_types(wanted, enter_leaves), None, on_visit, on_leave)
 
 
 def walk_visitor(root: cst.CSTNode, visitor, descend: Optional[Collection[type]] = None) -> None:
@@ -135,12 +112,15 @@ def _walk(
     leaves: Dict[type, Callable],
     entered: FrozenSet[type],
     descend: Optional[Collection[type]],
+    every_visit: Optional[Callable] = None,
+    every_leave: Optional[Callable] = None,
 ) -> None:
+    """The one field walk: `visits`/`leaves` by node type, or `every_visit`/`every_leave` for the other types."""
     fields: Dict[type, Tuple[str, ...]] = {}
 
     def visit(node: cst.CSTNode) -> None:
         node_type = type(node)
-        on_visit = visits.get(node_type)
+        on_visit = visits.get(node_type, every_visit)
         if (on_visit is None or on_visit(node) is not False) and (descend is None or node_type in descend):
             names = fields.get(node_type)
             if names is None:
@@ -154,7 +134,7 @@ def _walk(
                     for child in value:
                         if type(child) in entered:
                             visit(child)
-        on_leave = leaves.get(node_type)
+        on_leave = leaves.get(node_type, every_leave)
         if on_leave is not None:
             on_leave(node)
 

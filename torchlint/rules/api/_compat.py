@@ -10,11 +10,11 @@ takes, so TL601, TL602 and TL605 leave it alone.
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, Iterator, List, Sequence, Set, Tuple
+from typing import Callable, Dict, List, Sequence, Set
 
 import libcst as cst
 
-from torchlint.engine.scopes import ScopeNode, dotted_name
+from torchlint.engine.scopes import ScopeNode, import_bindings
 from torchlint.engine.walk import walk, walk_visitor
 
 # Names that announce a torch version test: `torch.__version__`, `Version(...)`, `pytorch_after(1, 11)`,
@@ -121,8 +121,9 @@ def compat_imports(scope_node: cst.CSTNode, imported: Imported) -> Dict[str, Set
         if isinstance(node, ScopeNode) and node is not scope_node:
             return False  # a nested scope's imports bind its own names
         if isinstance(node, (cst.Import, cst.ImportFrom)) and in_compat_branch(stack, imported):
-            for local, path in _bindings(node):
-                found.setdefault(local, set()).add(path)
+            for local, path in import_bindings(node):
+                if not path.startswith("."):  # a relative import never reaches torch
+                    found.setdefault(local, set()).add(path)
         return True
 
     def on_leave(node: cst.CSTNode) -> None:
@@ -130,18 +131,3 @@ def compat_imports(scope_node: cst.CSTNode, imported: Imported) -> Dict[str, Set
 
     walk(scope_node, on_visit, on_leave)
     return found
-
-
-def _bindings(node: cst.CSTNode) -> Iterator[Tuple[str, str]]:
-    """(local name, imported path) for each name an absolute import binds."""
-    if isinstance(node, cst.Import):
-        for alias in node.names:
-            if alias.asname is not None:
-                yield alias.evaluated_alias, alias.evaluated_name
-            else:
-                top = alias.evaluated_name.split(".")[0]
-                yield top, top
-    elif not node.relative and node.module is not None and not isinstance(node.names, cst.ImportStar):
-        module = dotted_name(node.module)
-        for alias in node.names:
-            yield alias.evaluated_alias or alias.evaluated_name, f"{module}.{alias.evaluated_name}"
