@@ -1,9 +1,10 @@
 """Fact recognizers: what a function does, noted in the call graph during the walk.
 
 Each recognizer looks at one node type and returns the name of the fact the node
-shows (or None). The engine runs them whatever rules are selected, so one rule's
-selection never changes what another rule can see. Families add their own
-recognizers in `torchlint/rules/<family>/_facts.py` with the same decorator.
+shows (or None). The engine runs all of them in every file where a rule that reads
+the call graph runs (`Rule.uses_callgraph`), so one rule's selection never changes
+what another rule can see. Families add their own recognizers in
+`torchlint/rules/<family>/_facts.py` with the same decorator.
 """
 
 from __future__ import annotations

@@ -66,6 +66,8 @@ class Trigger:
 
 
 class _Words(Trigger):
+    spelled = "words"
+
     def __init__(self, names: FrozenSet[str]):
         self.names = names
 
@@ -73,15 +75,14 @@ class _Words(Trigger):
         return not self.names.isdisjoint(text.words)
 
     def __repr__(self) -> str:
-        return f"words({', '.join(map(repr, sorted(self.names)))})"
+        return f"{self.spelled}({', '.join(map(repr, sorted(self.names)))})"
 
 
 class _Attributes(_Words):
+    spelled = "attributes"
+
     def matches(self, text: FileText) -> bool:
         return not self.names.isdisjoint(text.attributes)
-
-    def __repr__(self) -> str:
-        return f"attributes({', '.join(map(repr, sorted(self.names)))})"
 
 
 class _Fragments(Trigger):
@@ -96,6 +97,8 @@ class _Fragments(Trigger):
 
 
 class _AllOf(Trigger):
+    joined_by = " & "
+
     def __init__(self, parts: Tuple[Trigger, ...]):
         self.parts = parts
 
@@ -103,15 +106,14 @@ class _AllOf(Trigger):
         return all(part.matches(text) for part in self.parts)
 
     def __repr__(self) -> str:
-        return "(" + " & ".join(map(repr, self.parts)) + ")"
+        return "(" + self.joined_by.join(map(repr, self.parts)) + ")"
 
 
 class _AnyOf(_AllOf):
+    joined_by = " | "
+
     def matches(self, text: FileText) -> bool:
         return any(part.matches(text) for part in self.parts)
-
-    def __repr__(self) -> str:
-        return "(" + " | ".join(map(repr, self.parts)) + ")"
 
 
 def words(*names: str) -> Trigger:
