@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Tup
 import libcst as cst
 
 from torchlint import source as sources
-from torchlint.engine import noqa, prefilter
+from torchlint.engine import noqa, parsing, prefilter
 from torchlint.engine.context import FileContext
 from torchlint.engine.facts import RECOGNIZERS
 from torchlint.engine.scopes import SCOPE_TYPES, is_outermost_reference
@@ -98,7 +98,7 @@ def _cycle_collector_paused():
 
 def _lint_parsed(text: str, filename: str, config: "Config", codes: FrozenSet[str], rule_classes: List[Type[Rule]]) -> List[Finding]:
     try:
-        module = cst.parse_module(text)
+        module = parsing.parse_module(text)
     except cst.ParserSyntaxError as error:
         return [_syntax_error(text, filename, error)] if ParseError.code in codes else []
     except RecursionError:
