@@ -87,6 +87,36 @@ def test_assigned_values_see_instance_attributes():
     assert [ctx.code(value) for value in values] == ["nn.CrossEntropyLoss()"]
 
 
+
+LOSSES = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.functional.cross_entropy"})
+
+
+@pytest.mark.parametrize("code, marker, may", [
+    ("from torch.nn import CrossEntropyLoss as CE\ncriterion = CE()\ncriterion.forward", "criterion.forward", True),
+    ("import torch.nn.functional as F\nF.cross_entropy.x", "F.cross_entropy", True),
+    ("import torch.nn as nn\ncriterion = nn.MSELoss()\ncriterion.forward", "criterion.forward", False),
+])
+def test_a_file_that_never_writes_a_last_part_cannot_name_it(code, marker, may):
+    ctx, _ = context_at(code, marker)
+    assert ctx.may_name(LOSSES) is may
+
+
+def test_without_the_prefilter_every_file_may_name_anything(monkeypatch):
+    from torchlint.engine import prefilter
+
+    ctx, _ = context_at("import torch.nn as nn\ncriterion = nn.MSELoss()\ncriterion.forward", "criterion.forward")
+    monkeypatch.setattr(prefilter, "ENABLED", False)
+    assert ctx.may_name(LOSSES)
+
+
+def test_built_from_in_follows_the_assignment_when_the_file_may_name_the_class():
+    from torchlint import semantics
+
+    code = "from torch.nn import CrossEntropyLoss as CE\ncriterion = CE()\ncriterion.forward"
+    ctx, node = context_at(code, "criterion.forward")
+    assert semantics.built_from_in(node.value, LOSSES, ctx)
+    assert not semantics.built_from_in(node.value, frozenset({"torch.nn.NLLLoss"}), ctx)
+
 NOQA_SOURCE = """
 from torch.utils.data import DataLoader
 a = DataLoader(ds, persistent_workers=True)  # noqa

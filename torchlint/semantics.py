@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, FrozenSet, Optional, Sequence
 
 import libcst as cst
 
@@ -29,6 +29,7 @@ SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad
 DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 CLASS_INDEX_LOSS_MODULES = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.NLLLoss", "torch.nn.modules.loss.CrossEntropyLoss", "torch.nn.modules.loss.NLLLoss"})
 CLASS_INDEX_LOSS_FUNCTIONS = frozenset({"torch.nn.functional.cross_entropy", "torch.nn.functional.nll_loss"})
+CLASS_INDEX_LOSSES = CLASS_INDEX_LOSS_MODULES | CLASS_INDEX_LOSS_FUNCTIONS
 FLOAT_DTYPES = frozenset({
     "torch.float", "torch.float32", "torch.double", "torch.float64", "torch.half", "torch.float16", "torch.bfloat16",
 })
@@ -190,6 +191,11 @@ def built_from(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> Opti
     return None
 
 
+def built_from_in(expr: cst.BaseExpression, names: FrozenSet[str], ctx: "FileContext", stack=None) -> bool:
+    """`built_from(expr, ctx) in names`, without looking up assignments in a file that cannot name any of them."""
+    return ctx.may_name(names) and built_from(expr, ctx, stack) in names
+
+
 def is_optimizer(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bool:
     origin = built_from(expr, ctx, stack)
     if origin is not None and origin.startswith("torch.optim."):
@@ -208,9 +214,11 @@ def is_scheduler(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bo
 
 def is_class_index_loss(call: cst.Call, ctx: "FileContext", stack=None) -> bool:
     """A call of `F.cross_entropy`/`F.nll_loss`, or of a criterion built from CrossEntropyLoss/NLLLoss."""
+    if not ctx.may_name(CLASS_INDEX_LOSSES):
+        return False
     name = ctx.qualified_name(call.func, stack)
     if name in CLASS_INDEX_LOSS_FUNCTIONS:
         return True
     if isinstance(call.func, cst.Call):  # nn.CrossEntropyLoss()(logits, target)
         return ctx.qualified_name_in(call.func.func, CLASS_INDEX_LOSS_MODULES, stack)
-    return built_from(call.func, ctx, stack) in CLASS_INDEX_LOSS_MODULES
+    return built_from_in(call.func, CLASS_INDEX_LOSS_MODULES, ctx, stack)

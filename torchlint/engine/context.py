@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Tup
 
 import libcst as cst
 
+from torchlint.engine import prefilter
 from torchlint.engine.callgraph import CallGraph
 from torchlint.engine.positions import Positions
 from torchlint.engine.scopes import Scopes, dotted_name, scope_nodes_of
 from torchlint.finding import Edit, Finding, Fix, Location
+from torchlint.rules.triggers import FileText
 
 if TYPE_CHECKING:
     from torchlint.config import Config
@@ -18,9 +20,14 @@ if TYPE_CHECKING:
 
 
 class FileContext:
-    def __init__(self, filename: str, text: str, module: cst.Module, config: "Config", with_callgraph: bool = True):
+    def __init__(
+        self, filename: str, text: str, module: cst.Module, config: "Config", with_callgraph: bool = True,
+        file_text: Optional[FileText] = None,
+    ):
         self.filename = filename
         self.text = text
+        # The words the prefilter read from the text (`may_name`).
+        self.file_text = file_text or FileText(text)
         self.module = module
         self.config = config
         # The nodes enclosing the one being visited, outermost first; the visited node is last.
@@ -70,7 +77,16 @@ class FileContext:
         """
         if type(node) is cst.Attribute and node.attr.value not in _last_parts(names):
             return False
-        return self.qualified_name(node, stack) in names
+        return self.may_name(names) and self.qualified_name(node, stack) in names
+
+    def may_name(self, names: FrozenSet[str]) -> bool:
+        """False when no qualified name in this file can be one of `names`, read from the text alone.
+
+        A qualified name's last part is written in the file, in the import that binds it or at the end of the
+        attribute chain that uses it (the reasoning of the rules' `words` triggers), so a file without any of
+        the last parts never resolves to one of `names`. Part of the prefilter: off when it is.
+        """
+        return not prefilter.ENABLED or not _last_parts(names).isdisjoint(self.file_text.words)
 
     def close(self) -> None:
         """Drop the per-file helpers, which refer back to this context: with that cycle gone, the file's tree is

@@ -103,7 +103,7 @@ def iterates_worker_loader(node: cst.For, ctx: "FileContext") -> Optional[str]:
 def _is_process(expr: Optional[cst.BaseExpression], ctx: "FileContext") -> bool:
     if isinstance(expr, cst.Call):
         return ctx.qualified_name_in(expr.func, PROCESS_CLASSES)
-    return expr is not None and semantics.built_from(expr, ctx) in PROCESS_CLASSES
+    return expr is not None and semantics.built_from_in(expr, PROCESS_CLASSES, ctx)
 
 
 _ITERATING_CALLS = frozenset({"iter", "list", "enumerate", "next", "tuple", "zip"})

@@ -23,22 +23,23 @@ compile is parsed as usual, so its TL000 is the engine's, word for word.
 from __future__ import annotations
 
 import warnings
-from typing import FrozenSet, List, Sequence, Type
+from typing import FrozenSet, List, Sequence, Type, Union
 
 from torchlint.rules import rules_by_code
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import FileText
 
 PARSE_ERROR = "TL000"
-# Off: every rule runs on every file (benchmarks/run.py proves on a corpus that this changes no finding).
+# Off: every rule runs on every file and `FileContext.may_name` reads nothing from the text (benchmarks/run.py
+# proves on a corpus that this changes no finding).
 ENABLED = True
 
 
-def runnable(text: str, rules: Sequence[Type[Rule]]) -> List[Type[Rule]]:
+def runnable(text: Union[str, FileText], rules: Sequence[Type[Rule]]) -> List[Type[Rule]]:
     """The `rules` that can report in `text`."""
     if not ENABLED:
         return list(rules)
-    file_text = FileText(text)
+    file_text = FileText(text) if isinstance(text, str) else text
     return [rule for rule in rules if rule.triggers is None or rule.triggers.matches(file_text)]
 
 

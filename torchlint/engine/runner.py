@@ -27,6 +27,7 @@ from torchlint.finding import FileResult, Finding, Location
 from torchlint.rules import rules_by_code
 from torchlint.rules.base import Rule
 from torchlint.rules.syntax.parse_error import ParseError
+from torchlint.rules.triggers import FileText
 
 if TYPE_CHECKING:
     from torchlint.config import Config
@@ -67,14 +68,15 @@ def _unreadable(filename: str, config: "Config", message: str, row: int = 1, col
 def lint_text(text: str, filename: str, config: "Config", codes: Optional[FrozenSet[str]] = None) -> List[Finding]:
     codes = config.codes_for(filename) if codes is None else codes
     selected = [rules_by_code()[code] for code in sorted(codes) if code in rules_by_code() and code != ParseError.code]
-    rule_classes = prefilter.runnable(text, selected)
+    file_text = FileText(text)
+    rule_classes = prefilter.runnable(file_text, selected)
     if not rule_classes and (ParseError.code not in codes or prefilter.compiles(text)):
         return []
     refused = _python_refuses(text, filename) if _deeply_nested(text) else None
     if refused is not None:
         return [refused] if ParseError.code in codes else []
     with _cycle_collector_paused():
-        return _lint_parsed(text, filename, config, codes, rule_classes)
+        return _lint_parsed(file_text, filename, config, codes, rule_classes)
 
 
 @contextmanager
@@ -96,14 +98,18 @@ def _cycle_collector_paused():
             gc.enable()
 
 
-def _lint_parsed(text: str, filename: str, config: "Config", codes: FrozenSet[str], rule_classes: List[Type[Rule]]) -> List[Finding]:
+def _lint_parsed(
+    file_text: FileText, filename: str, config: "Config", codes: FrozenSet[str], rule_classes: List[Type[Rule]]
+) -> List[Finding]:
+    text = file_text.text
     try:
         module = parsing.parse_module(text)
     except cst.ParserSyntaxError as error:
         return [_syntax_error(text, filename, error)] if ParseError.code in codes else []
     except RecursionError:
         return [parse_error(filename, "the file is nested too deeply to parse")] if ParseError.code in codes else []
-    ctx = FileContext(filename, text, module, config, with_callgraph=any(rule.uses_callgraph for rule in rule_classes))
+    with_callgraph = any(rule.uses_callgraph for rule in rule_classes)
+    ctx = FileContext(filename, text, module, config, with_callgraph, file_text)
     rules = [rule_class(ctx) for rule_class in rule_classes]
     walker = _Walker(ctx, rules)
     try:

@@ -83,7 +83,7 @@ class SchedulerBeforeOptimizerStep(Rule):
         if semantics.method_name(node) != "step" or node.args:
             return
         scheduler = semantics.receiver(node)
-        if not semantics.is_scheduler(scheduler, self.ctx) or semantics.built_from(scheduler, self.ctx) in _PLATEAU:
+        if not semantics.is_scheduler(scheduler, self.ctx) or semantics.built_from_in(scheduler, _PLATEAU, self.ctx):
             return
         loops = self.loops.enclosing()
         if loops:

@@ -20,6 +20,7 @@ FLOAT_TARGET_LOSS_FUNCTIONS = frozenset(
         "smooth_l1_loss", "huber_loss", "kl_div",
     )
 )
+FLOAT_TARGET_LOSSES = FLOAT_TARGET_LOSS_MODULES | FLOAT_TARGET_LOSS_FUNCTIONS
 INTEGER_DTYPES = frozenset({"int64", "int32", "int16", "int8", "uint8"})
 # Names and producers of probability / one-hot targets: CrossEntropyLoss reads a float (N, C) target as class probabilities.
 SOFT_TARGET_WORDS = ("soft", "onehot", "one_hot", "prob", "smooth", "mix", "dist")
@@ -195,12 +196,14 @@ class LabelCastToFloat(_shared.LatestAssignments, Rule):
             self._report(cast)
 
     def _needs_float_target(self, call: cst.Call, stack=None) -> bool:
+        if not self.ctx.may_name(FLOAT_TARGET_LOSSES):
+            return False
         name = self.ctx.qualified_name(call.func, stack)
         if name in FLOAT_TARGET_LOSS_FUNCTIONS:
             return True
         if isinstance(call.func, cst.Call):  # nn.BCELoss()(pred, target)
             return self.ctx.qualified_name(call.func.func, stack) in FLOAT_TARGET_LOSS_MODULES
-        return semantics.built_from(call.func, self.ctx, stack) in FLOAT_TARGET_LOSS_MODULES
+        return semantics.built_from_in(call.func, FLOAT_TARGET_LOSS_MODULES, self.ctx, stack)
 
     # -------------------------------------------------------------- reporting
 

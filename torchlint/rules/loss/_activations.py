@@ -114,7 +114,7 @@ class ActivationBeforeLoss(Rule):
             return True
         if isinstance(call.func, cst.Call):  # nn.CrossEntropyLoss()(logits, target)
             return ctx.qualified_name(call.func.func) in self.loss_modules
-        return semantics.built_from(call.func, ctx) in self.loss_modules
+        return semantics.built_from_in(call.func, self.loss_modules, ctx)
 
     def drop_activation(self, trace: Trace) -> Optional[Fix]:
         """Replace the activation call by what it was applied to."""
