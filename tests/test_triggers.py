@@ -2,7 +2,8 @@
 
 import pytest
 
-from torchlint.rules.triggers import FileText, attributes, fragments, words
+from torchlint.rules.autograd._shared import names_an_evaluation
+from torchlint.rules.triggers import FileText, attributes, fragments, functions, words
 
 
 def matches(trigger, text):
@@ -56,3 +57,16 @@ def test_triggers_say_what_they_need():
     trigger = words("for", "while") & (words("torch") | fragments("Loss"))
     assert repr(trigger) == "(words('for', 'while') & (words('torch') | fragments('loss')))"
     assert repr(attributes("to", "cuda")) == "attributes('cuda', 'to')"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("def evaluate(model):\n    pass\n", True),
+    ("async  def run_validation():\n    pass\n", True),
+    ("def \\\n    predict_step():\n    pass\n", True),
+    ("evaluate(model)\n", False),  # called, not defined
+    ("define evaluate\n", False),
+    ("def train(model):\n    pass\n", False),
+])
+def test_functions_are_names_after_def_the_predicate_accepts(text, expected):
+    assert matches(functions(names_an_evaluation), text) is expected
+    assert repr(functions(names_an_evaluation)) == "functions(names_an_evaluation)"

@@ -26,7 +26,8 @@ LOOPS = frozenset({cst.For, cst.While})
 FUNCTION_BOUNDARIES = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
 
 _CRITERION_NAME = re.compile(r"^(criterion|.*_criterion|criterion_.*|loss_?fn|loss_?func(tion)?|.*_loss_?fn|.*_loss_?func)$")
-_LOSS_FUNCTIONS = frozenset({"cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"})
+# Functional losses whose name does not end in `_loss`.
+LOSS_FUNCTIONS = frozenset({"cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"})
 _MODEL_BUILDERS = ("torchvision.models.", "timm.create_model", "torch.hub.load")
 _MODULE_BASES = ("LightningModule", "PreTrainedModel")
 # Function names that say "this evaluates": evaluate, run_validation, test, predict_batch, inference_loop, ...
@@ -187,7 +188,7 @@ def is_loss_call(call: cst.CSTNode, ctx: "FileContext", stack=None) -> bool:
     name = ctx.qualified_name(call.func, stack)
     if name is not None:
         function = name.rpartition(".")[2]
-        return name.startswith("torch.nn.functional.") and (function.endswith("_loss") or function in _LOSS_FUNCTIONS)
+        return name.startswith("torch.nn.functional.") and (function.endswith("_loss") or function in LOSS_FUNCTIONS)
     if is_loss_module(semantics.built_from(call.func, ctx, stack)):
         return True
     terminal = semantics.terminal_name(call.func)

@@ -19,7 +19,7 @@ from torchlint.rules.autograd._shared import (
     uses_autograd_grad,
 )
 from torchlint.rules.base import Rule
-from torchlint.rules.triggers import words
+from torchlint.rules.triggers import attributes, functions, words
 
 # Lightning runs these hooks under no_grad/inference_mode itself.
 _LIGHTNING_HOOKS = frozenset({"validation_step", "test_step", "predict_step"})
@@ -81,9 +81,12 @@ class EvalWithoutNoGrad(Rule):
     name = "eval-without-no-grad"
     uses_callgraph = True
     # Only a model is reported (`Models.is_model`): built from a class defined here, `nn.Sequential`, a torchvision,
-    # timm, hub or `from_pretrained` builder, or given `.eval()`/`.train()`/`.parameters()`; and only in a loop.
-    triggers = words("class", "Sequential", "torchvision", "timm", "hub", "from_pretrained", "eval", "train", "parameters") & words(
-        "for", "while"
+    # timm, hub or `from_pretrained` builder, or given `.eval()`/`.train()`/`.parameters()`; only in a loop; and only
+    # after `.eval()` / `.train(False)` in the same function, or in a function named for an evaluation.
+    triggers = (
+        words("class", "Sequential", "torchvision", "timm", "hub", "from_pretrained", "eval", "train", "parameters")
+        & words("for", "while")
+        & (attributes("eval") | (attributes("train") & words("False")) | functions(names_an_evaluation))
     )
     message = (
         "model forward in an evaluation loop with gradients enabled: `eval()` does not disable autograd, so every "

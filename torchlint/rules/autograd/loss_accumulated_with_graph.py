@@ -10,6 +10,7 @@ from torchlint.engine.facts import is_backward_call
 from torchlint.engine.scopes import dotted_name
 from torchlint.finding import Fix
 from torchlint.rules.autograd._shared import (
+    LOSS_FUNCTIONS,
     evaluates,
     grad_disabled_by_a_caller,
     is_loss_call,
@@ -72,9 +73,10 @@ class LossAccumulatedWithGraph(Rule):
     code = "TL103"
     name = "loss-accumulated-with-graph"
     uses_callgraph = True
-    # Only an accumulation in a loop is reported, of a loss: a torch loss, a name like one (`my_criterion`,
-    # `loss_fn`, in any case), or a value `.backward()` is called on.
-    triggers = words("for", "while") & (words("torch", "backward") | fragments("loss", "criterion"))
+    # Only an accumulation in a loop is reported, of a loss: a torch loss (`nn.*Loss`, `F.*_loss` or one of the
+    # functional losses named otherwise), a name like one (`my_criterion`, `loss_fn`, in any case), or a value
+    # `.backward()` is called on.
+    triggers = words("for", "while") & (words("backward", *LOSS_FUNCTIONS) | fragments("loss", "criterion"))
     fix_safety = "unsafe"
     message = (
         "accumulating the loss tensor keeps every iteration's autograd graph reachable from the accumulator (it "
