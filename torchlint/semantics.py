@@ -140,7 +140,7 @@ def grad_enabled_at(stack: Sequence[cst.CSTNode], ctx: "FileContext") -> Optiona
 
 
 def is_dataloader_call(node: cst.CSTNode, ctx: "FileContext", stack=None) -> bool:
-    return isinstance(node, cst.Call) and ctx.qualified_name_in(node.func, DATALOADER, stack)
+    return type(node) is cst.Call and ctx.qualified_name_in(node.func, DATALOADER, stack)
 
 
 def workers_of(call: cst.Call):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Dict, Optional, Sequence, Tuple
 import libcst as cst
 
 from torchlint import semantics
-from torchlint.engine.scopes import ScopeNode
+from torchlint.engine.scopes import SCOPE_TYPES
 from torchlint.finding import Edit
 
 if TYPE_CHECKING:
@@ -338,7 +338,7 @@ def with_keywords(call: cst.Call, keywords: Sequence[Tuple[str, cst.BaseExpressi
 
 def scope_node(stack: Sequence[cst.CSTNode]) -> cst.CSTNode:
     for node in reversed(stack):
-        if isinstance(node, ScopeNode):
+        if type(node) in SCOPE_TYPES:
             return node
     return stack[0]
 
