@@ -216,9 +216,8 @@ def is_class_index_loss(call: cst.Call, ctx: "FileContext", stack=None) -> bool:
     """A call of `F.cross_entropy`/`F.nll_loss`, or of a criterion built from CrossEntropyLoss/NLLLoss."""
     if not ctx.may_name(CLASS_INDEX_LOSSES):
         return False
-    name = ctx.qualified_name(call.func, stack)
-    if name in CLASS_INDEX_LOSS_FUNCTIONS:
+    if ctx.qualified_name_in(call.func, CLASS_INDEX_LOSS_FUNCTIONS, stack):
         return True
-    if isinstance(call.func, cst.Call):  # nn.CrossEntropyLoss()(logits, target)
+    if type(call.func) is cst.Call:  # nn.CrossEntropyLoss()(logits, target)
         return ctx.qualified_name_in(call.func.func, CLASS_INDEX_LOSS_MODULES, stack)
     return built_from_in(call.func, CLASS_INDEX_LOSS_MODULES, ctx, stack)

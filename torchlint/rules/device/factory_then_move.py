@@ -16,6 +16,8 @@ FACTORIES = frozenset(
     f"torch.{name}"
     for name in RANDOM_FACTORIES | EXACT_FACTORIES | {"full", "arange", "linspace", "logspace", "tensor", "as_tensor"}
 )
+# The methods that can move a tensor to a device (`.type(torch.cuda.FloatTensor)` too).
+_MOVING_METHODS = frozenset({"cuda", "cpu", "to", "type"})
 
 
 class FactoryThenMove(Rule):
@@ -57,7 +59,7 @@ class FactoryThenMove(Rule):
     name = "factory-then-move"
     # Only a move (`.cuda()`, `.to()`, `.type()`) chained on a torch factory is reported, and the factory's name
     # (the last part of `torch.<factory>`) is written however torch is imported.
-    triggers = words(*(factory.rsplit(".", 1)[-1] for factory in FACTORIES)) & attributes("cuda", "cpu", "to", "type")
+    triggers = words(*(factory.rsplit(".", 1)[-1] for factory in FACTORIES)) & attributes(*_MOVING_METHODS)
     fix_safety = "safe or unsafe"
     message = (
         "the tensor is built and filled in host memory, then copied to the device: a host allocation and a "
@@ -79,11 +81,14 @@ class FactoryThenMove(Rule):
     """
 
     def visit_Call(self, node: cst.Call) -> None:
-        factory = node.func.value if isinstance(node.func, cst.Attribute) else None
-        if not isinstance(factory, cst.Call):
+        func = node.func
+        if type(func) is not cst.Attribute or func.attr.value not in _MOVING_METHODS or type(func.value) is not cst.Call:
+            return
+        factory = func.value
+        if not self.ctx.qualified_name_in(factory.func, FACTORIES):
             return
         name = self.ctx.qualified_name(factory.func)
-        if name not in FACTORIES or semantics.keyword(factory, "device") is not None or semantics.has_star_kwargs(factory):
+        if semantics.keyword(factory, "device") is not None or semantics.has_star_kwargs(factory):
             return
         requires_grad = semantics.keyword(factory, "requires_grad")
         grad = semantics.literal(requires_grad.value, None) if requires_grad is not None else False

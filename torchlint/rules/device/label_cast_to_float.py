@@ -21,6 +21,10 @@ FLOAT_TARGET_LOSS_FUNCTIONS = frozenset(
     )
 )
 FLOAT_TARGET_LOSSES = FLOAT_TARGET_LOSS_MODULES | FLOAT_TARGET_LOSS_FUNCTIONS
+# The methods a float cast can be written with (most calls are not one: checked before reading the call).
+_FLOAT_CASTING_METHODS = frozenset(
+    method for method, dtype in _shared.CAST_METHODS.items() if dtype in _shared.FLOAT_DTYPES
+) | {"to", "type"}
 INTEGER_DTYPES = frozenset({"int64", "int32", "int16", "int8", "uint8"})
 # Names and producers of probability / one-hot targets: CrossEntropyLoss reads a float (N, C) target as class probabilities.
 SOFT_TARGET_WORDS = ("soft", "onehot", "one_hot", "prob", "smooth", "mix", "dist")
@@ -116,6 +120,8 @@ class LabelCastToFloat(_shared.LatestAssignments, Rule):
     # -------------------------------------------------------------- the cast itself
 
     def _check_cast(self, node: cst.Call) -> None:
+        if semantics.method_name(node) not in _FLOAT_CASTING_METHODS:
+            return
         read = _shared.conversion(node, self.ctx)
         if read is None or read.dtype not in _shared.FLOAT_DTYPES:
             return
@@ -198,11 +204,10 @@ class LabelCastToFloat(_shared.LatestAssignments, Rule):
     def _needs_float_target(self, call: cst.Call, stack=None) -> bool:
         if not self.ctx.may_name(FLOAT_TARGET_LOSSES):
             return False
-        name = self.ctx.qualified_name(call.func, stack)
-        if name in FLOAT_TARGET_LOSS_FUNCTIONS:
+        if self.ctx.qualified_name_in(call.func, FLOAT_TARGET_LOSS_FUNCTIONS, stack):
             return True
-        if isinstance(call.func, cst.Call):  # nn.BCELoss()(pred, target)
-            return self.ctx.qualified_name(call.func.func, stack) in FLOAT_TARGET_LOSS_MODULES
+        if type(call.func) is cst.Call:  # nn.BCELoss()(pred, target)
+            return self.ctx.qualified_name_in(call.func.func, FLOAT_TARGET_LOSS_MODULES, stack)
         return semantics.built_from_in(call.func, FLOAT_TARGET_LOSS_MODULES, self.ctx, stack)
 
     # -------------------------------------------------------------- reporting
