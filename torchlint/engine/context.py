@@ -51,6 +51,12 @@ class FileContext:
         None when the chain does not start at an imported name (a local variable
         named `torch` is not torch).
         """
+        head = node
+        while type(head) is cst.Attribute:
+            head = head.value
+        # Most chains start at a local, `self` or a builtin: no import binds them anywhere in the file.
+        if type(head) is not cst.Name or not self.scopes.is_imported_anywhere(head.value):
+            return None
         scope_nodes = self._scope_nodes(stack)
         # Several rules ask about the same name in a row; the answer depends only on the node and its scope.
         key = (id(node), id(scope_nodes[-1]) if scope_nodes else None)

@@ -232,6 +232,10 @@ class Scopes:
         """
         return frozenset(self._import_paths())
 
+    def is_imported_anywhere(self, name: str) -> bool:
+        """Some import of the module binds `name`, in whatever scope (`imported_names`, without the set)."""
+        return name in self._import_paths()
+
     def names_importing(self, parts: FrozenSet[str]) -> FrozenSet[str]:
         """The local names some import binds to a path with one of `parts` (`F` for `import torch.nn.functional as F`
         and the part `functional`)."""
@@ -292,7 +296,7 @@ class Scopes:
 
     def resolve(self, name: str, scope_nodes: Sequence[cst.CSTNode]) -> Optional[str]:
         """The dotted path an import bound to `name`, or None for a variable or an unknown name."""
-        if name not in self._import_paths():
+        if not self.is_imported_anywhere(name):
             return None
         for scope in self.chain(scope_nodes):
             if name in scope.imports:
