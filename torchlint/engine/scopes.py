@@ -13,6 +13,7 @@ after no import is a variable, not torch).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
@@ -209,8 +210,13 @@ _STATEMENT_STRUCTURE = frozenset({
 
 
 def _scan_walk(root: cst.CSTNode, visitor, enter_expressions: bool, enter_definitions: bool = False) -> None:
-    descend = _STATEMENT_STRUCTURE | {cst.FunctionDef, cst.ClassDef} if enter_definitions else _STATEMENT_STRUCTURE
-    walk_visitor(root, visitor, None if enter_expressions else descend | {type(root)})
+    walk_visitor(root, visitor, None if enter_expressions else _scanned_structure(type(root), enter_definitions))
+
+
+@lru_cache(maxsize=None)
+def _scanned_structure(root_type: type, enter_definitions: bool) -> FrozenSet[type]:
+    definitions = {cst.FunctionDef, cst.ClassDef} if enter_definitions else set()
+    return _STATEMENT_STRUCTURE | definitions | {root_type}
 
 
 class Scopes:
@@ -247,7 +253,7 @@ class Scopes:
     def _import_paths(self) -> Dict[str, Set[str]]:
         if self._imported is None:
             collector = _ImportedNames()
-            walk_visitor(self.module, collector, _STATEMENT_STRUCTURE | {cst.Module, cst.FunctionDef, cst.ClassDef})
+            walk_visitor(self.module, collector, _scanned_structure(cst.Module, enter_definitions=True))
             self._imported = collector.paths
         return self._imported
 

@@ -74,7 +74,7 @@ def walk(
     _walk(root, {}, {}, entered_types(wanted, enter_leaves), None, on_visit, on_leave)
 
 
-def walk_visitor(root: cst.CSTNode, visitor, descend: Optional[Collection[type]] = None) -> None:
+def walk_visitor(root: cst.CSTNode, visitor, descend: Optional[FrozenSet[type]] = None) -> None:
     """`root.visit(visitor)` for a read-only visitor, without rebuilding the tree.
 
     Only the visitor's own `visit_X`/`leave_X` methods are called (a node without one costs
@@ -87,7 +87,15 @@ def walk_visitor(root: cst.CSTNode, visitor, descend: Optional[Collection[type]]
             visits[node_type] = getattr(visitor, visit_name)
         if leave_name:
             leaves[node_type] = getattr(visitor, leave_name)
-    _walk(root, visits, leaves, entered_types(visits.keys() | leaves.keys()), descend)
+    _walk(root, visits, leaves, _entered_by(type(visitor), descend), descend)
+
+
+@lru_cache(maxsize=None)
+def _entered_by(visitor_class: type, descend: Optional[FrozenSet[type]]) -> FrozenSet[type]:
+    handled = frozenset(node_type for node_type, _, _ in _visitor_methods(visitor_class))
+    entered = entered_types(handled)
+    # With `descend`, a child that is neither descended into nor handled would be entered for nothing.
+    return entered if descend is None else entered & (descend | handled)
 
 
 @lru_cache(maxsize=None)
