@@ -111,7 +111,9 @@ _ITERATING_CALLS = frozenset({"iter", "list", "enumerate", "next", "tuple", "zip
 
 def worker_loader_iterated_by_call(call: cst.Call, ctx: "FileContext") -> Optional[cst.Call]:
     """For `next(iter(loader))`, `list(loader)`: the DataLoader construction with workers it iterates."""
-    if isinstance(call.func, cst.Name) and call.func.value in ("iter", "next", "list", "tuple") and ctx.scopes.binding_scope(call.func.value, ctx.scope_nodes) is None:
+    if not ctx.may_name(semantics.DATALOADER):
+        return None
+    if type(call.func) is cst.Name and call.func.value in ("iter", "next", "list", "tuple") and ctx.scopes.binding_scope(call.func.value, ctx.scope_nodes) is None:
         for arg in call.args:
             found = worker_loader_in(arg.value, ctx)
             if found is not None:
@@ -121,6 +123,8 @@ def worker_loader_iterated_by_call(call: cst.Call, ctx: "FileContext") -> Option
 
 def worker_loader_in(expr: cst.BaseExpression, ctx: "FileContext") -> Optional[cst.Call]:
     """The DataLoader(...) call with workers that iterating `expr` would run, following variables and wrappers."""
+    if not ctx.may_name(semantics.DATALOADER):
+        return None
     if isinstance(expr, cst.Call):
         if semantics.is_dataloader_call(expr, ctx):
             return expr if semantics.may_start_workers(expr) else None
