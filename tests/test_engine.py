@@ -215,3 +215,25 @@ def test_a_node_a_rule_builds_is_never_answered_for_another():
     for _ in range(100):
         assert ctx.qualified_name(cst.Attribute(cst.Name("torch"), cst.Name("zeros"))) == "torch.zeros"
         assert ctx.qualified_name(cst.Attribute(cst.Name("np"), cst.Name("ones"))) == "numpy.ones"
+
+
+@pytest.mark.parametrize("call, defined, expected", [
+    ("helper()", {"helper"}, "helper"),
+    ("helper()", None, "helper"),
+    ("other()", {"helper"}, None),
+    ("print()", {"print"}, None),  # a builtin is never the module's own function
+    ("self.step()", {"step"}, "Trainer.step"),
+    ("self.step()", {"helper"}, None),
+])
+def test_only_a_function_the_file_defines_is_a_callee(call, defined, expected):
+    from torchlint.engine.callgraph import CallGraph
+
+    module = cst.parse_module(f"class Trainer:\n    def run(self):\n        {call}\n")
+    method = module.body[0].body.body[0]
+    node = method.body.body[0].body[0].value
+    assert CallGraph(defined).callee_key(node, [module, module.body[0], method, node]) == expected
+
+
+def test_the_call_graph_knows_the_names_written_after_def():
+    ctx, _ = context_at("import torch\ndef helper():\n    pass\n\nasync def evaluate():\n    torch.no_grad\n", "torch.no_grad")
+    assert ctx.callgraph.defined == {"helper", "evaluate"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import builtins
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import AbstractSet, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -39,9 +39,12 @@ class FunctionFacts:
 
 
 class CallGraph:
-    def __init__(self):
+    def __init__(self, defined: Optional[AbstractSet[str]] = None):
         self.functions: Dict[str, FunctionFacts] = {MODULE: FunctionFacts(MODULE, None)}
         self._keys: Dict[int, str] = {}
+        # Names the module may define functions with (None: any). A call of any other name is not a call of
+        # this module's functions, and recording it would cost a copy of the stack for nothing.
+        self.defined = defined
 
     # ------------------------------------------------------------ building
 
@@ -84,8 +87,12 @@ class CallGraph:
     def callee_key(self, call: cst.Call, stack: Sequence[cst.CSTNode]) -> Optional[str]:
         """The key of the same-module function `call` invokes: `f(...)` or `self.m(...)`."""
         func = call.func
+        defined = self.defined
         if type(func) is cst.Name:
-            return None if func.value in _BUILTINS else func.value
+            name = func.value
+            return None if name in _BUILTINS or (defined is not None and name not in defined) else name
+        if defined is not None and (type(func) is not cst.Attribute or func.attr.value not in defined):
+            return None
         if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value in ("self", "cls"):
             for node in reversed(stack):
                 if type(node) is cst.ClassDef:

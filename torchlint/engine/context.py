@@ -37,7 +37,11 @@ class FileContext:
         self.scopes = Scopes(module, has_walrus=":=" in text)
         # Built only when a rule that reads it runs (`Rule.uses_callgraph`); None otherwise, so a rule reading it
         # without saying so fails loudly instead of seeing an empty graph.
-        self.callgraph: Optional[CallGraph] = CallGraph() if with_callgraph else None
+        self.callgraph: Optional[CallGraph] = None
+        if with_callgraph:
+            # Only a function the file defines can be called within it: names written after `def` (part of the
+            # prefilter, so off with it).
+            self.callgraph = CallGraph(self.file_text.defined if prefilter.ENABLED else None)
         self.findings: List[Finding] = []
         self._positions = None
         self._qualified: Dict[Tuple[int, Optional[int]], Tuple[cst.CSTNode, Optional[str]]] = {}
