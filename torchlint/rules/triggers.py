@@ -21,7 +21,8 @@ never misses a file the rule would report in:
 from __future__ import annotations
 
 import re
-from typing import Callable, FrozenSet, Optional, Tuple
+from functools import cached_property
+from typing import Callable, FrozenSet, Tuple
 
 _WORD = re.compile(r"\w+")
 # A dot, then whitespace, line continuations or comments (inside brackets), then the name.
@@ -36,35 +37,22 @@ class FileText:
 
     def __init__(self, text: str):
         self.text = text
-        self._words: Optional[FrozenSet[str]] = None
-        self._attributes: Optional[FrozenSet[str]] = None
-        self._lowered: Optional[str] = None
-        self._defined: Optional[FrozenSet[str]] = None
 
-    @property
+    @cached_property
     def words(self) -> FrozenSet[str]:
-        if self._words is None:
-            self._words = frozenset(_WORD.findall(self.text))
-        return self._words
+        return frozenset(_WORD.findall(self.text))
 
-    @property
+    @cached_property
     def attributes(self) -> FrozenSet[str]:
-        if self._attributes is None:
-            self._attributes = frozenset(_ATTRIBUTE.findall(self.text))
-        return self._attributes
+        return frozenset(_ATTRIBUTE.findall(self.text))
 
-    @property
+    @cached_property
     def lowered(self) -> str:
-        if self._lowered is None:
-            self._lowered = self.text.lower()
-        return self._lowered
+        return self.text.lower()
 
-
-    @property
+    @cached_property
     def defined(self) -> FrozenSet[str]:
-        if self._defined is None:
-            self._defined = frozenset(_DEFINED.findall(self.text))
-        return self._defined
+        return frozenset(_DEFINED.findall(self.text))
 
 
 class Trigger:
