@@ -91,9 +91,9 @@ class CallGraph:
         if type(func) is cst.Name:
             name = func.value
             return None if name in _BUILTINS or (defined is not None and name not in defined) else name
-        if defined is not None and (type(func) is not cst.Attribute or func.attr.value not in defined):
+        if type(func) is not cst.Attribute or (defined is not None and func.attr.value not in defined):
             return None
-        if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value in ("self", "cls"):
+        if type(func.value) is cst.Name and func.value.value in ("self", "cls"):
             for node in reversed(stack):
                 if type(node) is cst.ClassDef:
                     return f"{node.name.value}.{func.attr.value}"
