@@ -117,6 +117,7 @@ def test_built_from_in_follows_the_assignment_when_the_file_may_name_the_class()
     assert semantics.built_from_in(node.value, LOSSES, ctx)
     assert not semantics.built_from_in(node.value, frozenset({"torch.nn.NLLLoss"}), ctx)
 
+
 NOQA_SOURCE = """
 from torch.utils.data import DataLoader
 a = DataLoader(ds, persistent_workers=True)  # noqa
