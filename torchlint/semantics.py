@@ -7,17 +7,21 @@ imports (`import torch as T`, `from torch.utils.data import DataLoader as DL`).
 
 from __future__ import annotations
 
-import ast
 import re
 from typing import TYPE_CHECKING, FrozenSet, Optional, Sequence
 
 import libcst as cst
 
+from torchlint.analysis.values import Values
+
+# The syntax helpers every rule uses, kept importable from here with the torch vocabulary.
+from torchlint.analysis.syntax import (  # noqa: F401
+    MISSING, has_star_kwargs, is_missing, keyword, literal, method_name, positional, receiver, terminal_name,
+)
+
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
 
-_MISSING = object()
-_CONSTANTS = {"True": True, "False": False, "None": None}
 
 GRAD_DISABLING = frozenset({
     "torch.no_grad", "torch.inference_mode",
@@ -33,53 +37,6 @@ CLASS_INDEX_LOSSES = CLASS_INDEX_LOSS_MODULES | CLASS_INDEX_LOSS_FUNCTIONS
 FLOAT_DTYPES = frozenset({
     "torch.float", "torch.float32", "torch.double", "torch.float64", "torch.half", "torch.float16", "torch.bfloat16",
 })
-
-
-def keyword(call: cst.Call, name: str) -> Optional[cst.Arg]:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg
-    return None
-
-
-def has_star_kwargs(call: cst.Call) -> bool:
-    return any(arg.star == "**" for arg in call.args)
-
-
-def positional(call: cst.Call, index: int) -> Optional[cst.Arg]:
-    args = [arg for arg in call.args if arg.keyword is None and not arg.star]
-    return args[index] if index < len(args) else None
-
-
-def literal(node: Optional[cst.CSTNode], default=_MISSING):
-    """The value of a literal expression (numbers, strings, True/False/None, tuples of those), else `default`."""
-    if node is None:
-        return default
-    # The common cases without generating code (a tenth of the cost); the rest as Python reads them.
-    node_type = type(node)
-    if node_type is cst.Name:
-        return _CONSTANTS.get(node.value, default)
-    if node_type is cst.Integer and not node.lpar:
-        return int(node.value, 0)
-    try:
-        if node_type is cst.SimpleString and not node.lpar:
-            return ast.literal_eval(node.value)
-        return ast.literal_eval(cst.Module([]).code_for_node(node))
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return default
-
-
-def is_missing(value) -> bool:
-    return value is _MISSING
-
-
-def method_name(call: cst.Call) -> Optional[str]:
-    """`m` for a call `receiver.m(...)`."""
-    return call.func.attr.value if type(call.func) is cst.Attribute else None
-
-
-def receiver(call: cst.Call) -> Optional[cst.BaseExpression]:
-    return call.func.value if type(call.func) is cst.Attribute else None
 
 
 # ------------------------------------------------------------------ grad mode
@@ -99,7 +56,7 @@ def grad_mode_of(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> Op
         return True
     if name in SET_GRAD_ENABLED and isinstance(expr, cst.Call):
         mode = positional(expr, 0) or keyword(expr, "mode")
-        value = literal(mode.value) if mode is not None else _MISSING
+        value = literal(mode.value) if mode is not None else MISSING
         if value is True or value is False:
             return value
     return None
@@ -143,15 +100,22 @@ def is_dataloader_call(node: cst.CSTNode, ctx: "FileContext", stack=None) -> boo
     return type(node) is cst.Call and ctx.qualified_name_in(node.func, DATALOADER, stack)
 
 
-def workers_of(call: cst.Call):
-    """`num_workers` of a DataLoader call: an int, None when absent (the default, 0), or `_MISSING` if not literal."""
+def workers_of(call: cst.Call, ctx: Optional["FileContext"] = None, stack=None):
+    """`num_workers` of a DataLoader call: an int, None when absent (the default, 0), or `MISSING` if not known.
+
+    With `ctx`, a name or config entry is followed to the constant it always holds (`num_workers=num_workers`
+    after `num_workers = 0`).
+    """
     arg = keyword(call, "num_workers")
     if arg is None:
         # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, ...)
         arg = positional(call, 5)
     if arg is None:
-        return None if not has_star_kwargs(call) else _MISSING
-    return literal(arg.value)
+        return None if not has_star_kwargs(call) else MISSING
+    value = literal(arg.value)
+    if is_missing(value) and ctx is not None:
+        value = Values.of(ctx).constant(arg.value, stack)
+    return value
 
 
 def persistent_workers_requested(call: cst.Call) -> bool:
@@ -160,9 +124,9 @@ def persistent_workers_requested(call: cst.Call) -> bool:
     return persistent is not None and literal(persistent.value) is True
 
 
-def may_start_workers(call: cst.Call) -> bool:
-    """A DataLoader call whose `num_workers` is not literally 0 or absent."""
-    workers = workers_of(call)
+def may_start_workers(call: cst.Call, ctx: Optional["FileContext"] = None, stack=None) -> bool:
+    """A DataLoader call whose `num_workers` is not known to be 0 or absent."""
+    workers = workers_of(call, ctx, stack)
     return workers is not None and workers != 0
 
 
@@ -170,15 +134,6 @@ def may_start_workers(call: cst.Call) -> bool:
 
 _OPTIMIZER_NAME = re.compile(r"^(optimizer|optim|opt|.*_optimizer|.*_optim|.*_opt|optimizer_.*|.*optimizer)$")
 _SCHEDULER_NAME = re.compile(r".*sched.*")
-
-
-def terminal_name(expr: cst.BaseExpression) -> Optional[str]:
-    """`opt` for `opt`, `self.opt`, `trainer.opt`."""
-    if isinstance(expr, cst.Name):
-        return expr.value
-    if isinstance(expr, cst.Attribute):
-        return expr.attr.value
-    return None
 
 
 def built_from(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> Optional[str]:

@@ -36,6 +36,8 @@ class Scope:
     assignments: Dict[str, List[cst.BaseExpression]] = field(default_factory=dict)
     # for classes: `self.name = value` in any method
     attributes: Dict[str, List[cst.BaseExpression]] = field(default_factory=dict)
+    # for classes: id of each value in `attributes` -> the method that assigns it
+    attribute_methods: Dict[int, cst.FunctionDef] = field(default_factory=dict)
 
 
 def dotted_name(node: cst.CSTNode) -> Optional[str]:
@@ -186,8 +188,9 @@ class _ImportedNames(cst.CSTVisitor):
 class _AttributeCollector(cst.CSTVisitor):
     """`self.x = value` in a method body (the instance attributes a class sets)."""
 
-    def __init__(self, scope: Scope, self_name: str):
+    def __init__(self, scope: Scope, method: cst.FunctionDef, self_name: str):
         self.scope = scope
+        self.method = method
         self.self_name = self_name
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -199,6 +202,7 @@ class _AttributeCollector(cst.CSTVisitor):
                 and attribute.value.value == self.self_name
             ):
                 self.scope.attributes.setdefault(attribute.attr.value, []).append(node.value)
+                self.scope.attribute_methods[id(node.value)] = self.method
 
 
 # Statements and the blocks that hold them. Only `:=` binds a name inside an expression, so in a
@@ -276,7 +280,7 @@ class Scopes:
                 if isinstance(statement, cst.FunctionDef):
                     params = parameters(statement.params)
                     if params:
-                        _scan_walk(statement.body, _AttributeCollector(scope, params[0].name.value), False, enter_definitions=True)
+                        _scan_walk(statement.body, _AttributeCollector(scope, statement, params[0].name.value), False, enter_definitions=True)
         else:
             _scan_walk(node, collector, self.has_walrus)
         return scope

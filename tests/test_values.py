@@ -1,0 +1,189 @@
+"""The value model (torchlint/analysis): the origins of values, as rules ask for them.
+
+Each case marks one line with `# <-` and names the expression queried on it; origins are
+shown as their first line of source, an applied module as `applied(...)`, a value nothing
+is known of as `?name`, a function or class as `def Name`.
+"""
+
+import textwrap
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from conftest import make_config
+from torchlint.analysis.values import Values
+from torchlint.engine.context import FileContext
+from torchlint.engine.walk import walk
+
+_QUERIED = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
+
+
+def origins_of(code: str, expression: str):
+    code = textwrap.dedent(code)
+    wrapper = MetadataWrapper(cst.parse_module(code), unsafe_skip_copy=True)
+    module = wrapper.module
+    positions = wrapper.resolve(PositionProvider)
+    marked = next(row for row, line in enumerate(code.splitlines(), 1) if line.rstrip().endswith("# <-"))
+    stack, candidates = [], []
+
+    def on_visit(node):
+        stack.append(node)
+        if type(node) in _QUERIED and positions[node].start.line == marked and module.code_for_node(node) == expression:
+            candidates.append((node, tuple(stack)))
+        return True
+
+    walk(module, on_visit, lambda node: stack.pop())
+    node, node_stack = candidates[0]
+    ctx = FileContext("example.py", code, module, make_config(select=["ALL"]), with_callgraph=False)
+    return sorted(_shown(module, origin) for origin in Values.of(ctx).origins(node, node_stack))
+
+
+def _shown(module, origin):
+    if isinstance(origin.node, (cst.FunctionDef, cst.ClassDef)):
+        return f"def {origin.node.name.value}"
+    text = module.code_for_node(origin.node).strip().splitlines()[0]
+    if origin.opaque:
+        return f"?{text}"
+    return f"applied({text})" if origin.applied else text
+
+
+CASES = {
+    "a later assignment hides an earlier one": ("""
+        x = 1
+        x = 2
+        print(x)  # <-
+        """, "x", ["2"]),
+    "both arms of an if reach": ("""
+        if a:
+            x = 1
+        else:
+            x = 2
+        print(x)  # <-
+        """, "x", ["1", "2"]),
+    "an assignment under if may not run": ("""
+        x = 0
+        if a:
+            x = 4
+        print(x)  # <-
+        """, "x", ["0", "4"]),
+    "the right-hand side sees the value before the assignment": ("""
+        out = model(x)
+        out = out.view(-1)  # <-
+        """, "out", ["model(x)"]),
+    "a loop body sees its own later assignments": ("""
+        h = init()
+        for step in steps:
+            y = h  # <-
+            h = update(h)
+        """, "h", ["init()", "update(h)"]),
+    "a parameter is opaque": ("""
+        def f(n):
+            return n  # <-
+        """, "n", ["?n"]),
+    "a module variable read in a function: every assignment": ("""
+        workers = 0
+        def make():
+            return workers  # <-
+        workers = 2
+        """, "workers", ["0", "2"]),
+    "unpacking a tuple": ("""
+        a, (b, c) = 1, (2, 3)
+        print(b)  # <-
+        """, "b", ["2"]),
+    "a dict subscript with a constant key": ("""
+        cfg = {"workers": 0, "batch": 32}
+        print(cfg["workers"])  # <-
+        """, 'cfg["workers"]', ["0"]),
+    "a dict subscript with an unknown key: every value": ("""
+        loaders = {"train": DataLoader(a, num_workers=4), "val": DataLoader(b)}
+        for batch in loaders[phase]:  # <-
+            pass
+        """, "loaders[phase]", ["DataLoader(a, num_workers=4)", "DataLoader(b)"]),
+    "module methods return the module": ("""
+        model = Net()
+        if cuda:
+            model = model.cuda()
+        model = model.to(device)
+        print(model)  # <-
+        """, "model", ["Net()"]),
+    "identity wrappers": ("""
+        import torch
+        from torch.autograd import Variable
+        x = Variable(torch.ones(3))
+        model = torch.nn.DataParallel(Net())
+        print(x, model)  # <-
+        """, "x", ["torch.ones(3)"]),
+    "a function's return values": ("""
+        def make(n):
+            if n:
+                return DataLoader(d, num_workers=n)
+            return None
+        loader = make(2)
+        print(loader)  # <-
+        """, "loader", ["DataLoader(d, num_workers=n)", "None"]),
+    "a def is its own origin": ("""
+        def collate(batch):
+            return batch
+        f = collate
+        print(f)  # <-
+        """, "f", ["def collate"]),
+    "a model call: what forward returns, through a tuple": ("""
+        import torch.nn as nn
+        class D(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.adv = nn.Linear(4, 1)
+                self.aux = nn.Sequential(nn.Linear(4, 10), nn.Softmax(dim=1))
+            def forward(self, x):
+                return self.adv(x), self.aux(x)
+        discriminator = D()
+        validity, label = discriminator(images)
+        loss = criterion(label, y)  # <-
+        """, "label", ["applied(nn.Softmax(dim=1))"]),
+    "a model rebound through cuda() keeps its forward": ("""
+        import torch
+        class Net(torch.nn.Module):
+            def forward(self, x):
+                return torch.softmax(self.fc(x), dim=1)
+        net = Net()
+        if torch.cuda.is_available():
+            net = net.cuda()
+        out = net(x)
+        print(out)  # <-
+        """, "out", ["torch.softmax(self.fc(x), dim=1)"]),
+    "self.attribute assigned in __init__": ("""
+        class M:
+            def __init__(self):
+                self.loader = DataLoader(d, num_workers=0)
+            def run(self):
+                return self.loader  # <-
+        """, "self.loader", ["DataLoader(d, num_workers=0)"]),
+    "an import is an origin to resolve": ("""
+        import torch
+        t = torch
+        print(t)  # <-
+        """, "t", ["torch"]),
+    "an unknown name": ("""
+        print(undefined)  # <-
+        """, "undefined", ["?undefined"]),
+    "a call of an unknown method is its own origin": ("""
+        y = x.foo()
+        print(y)  # <-
+        """, "y", ["x.foo()"]),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_origins(case):
+    code, expression, expected = CASES[case]
+    assert origins_of(code, expression) == sorted(expected)
+
+
+def test_constant_follows_names_and_config_dicts():
+    code = textwrap.dedent("""
+        num_workers = 0
+        cfg = {"workers": 0}
+        loader = DataLoader(d, num_workers=num_workers)
+    """)
+    assert origins_of(code.replace("num_workers=num_workers)", "num_workers=num_workers)  # <-"), "num_workers") == ["0"]

@@ -1,0 +1,235 @@
+"""Which bindings of a name reach a statement: the flow half of the value model.
+
+One scope (the module, a function, a lambda) is scanned on first use, in source
+order: every statement gets an order number and the path of conditional blocks
+(`if`/`else` arms, loop bodies, `try` clauses, `match` cases) that hold it, and
+every binding of a name is recorded with its statement. A `with` body is not
+conditional: it runs whenever the statement does.
+
+The bindings of `x` that reach a statement are found by going back from it in
+source order: each earlier binding reaches, and the walk stops at the first one
+that runs whenever the statement runs (it sits in a block that also holds the
+statement), since it hides everything before it. So after `if a: x = 1` /
+`else: x = 2` both values reach, while `x = model(x)` / `x = x.softmax(1)` leaves
+only the softmax. A statement inside a loop also sees the bindings later in the
+same loop body (the previous iteration's). Code in another scope (a function
+reading a module variable) may run at any time: it sees every binding.
+
+Control flow that leaves a block early (`return`, `break`, `raise`) is not
+followed; an exception in a `try` body makes its bindings conditional.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import libcst as cst
+
+from torchlint.engine.scopes import import_bindings, parameters
+from torchlint.engine.walk import walk
+
+# Statements whose blocks run only sometimes, and the fields holding those blocks (`finally` always runs).
+_CONDITIONAL_FIELDS = {
+    cst.If: ("body", "orelse"),
+    cst.For: ("body", "orelse"),
+    cst.While: ("body", "orelse"),
+    cst.Try: ("body", "handlers", "orelse"),
+    cst.TryStar: ("body", "handlers", "orelse"),
+    cst.Match: ("cases",),
+}
+_NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One binding of a name: `value` is the assigned expression, or None when the value is not known
+    (a parameter, a loop target, `+=`, `with ... as`, `except ... as`, `del`).
+
+    `element` is the index path for unpacking: `a, (b, c) = pair` binds `b` to `pair[1][0]`. `definition` is the
+    `def`, `class` or import statement for names bound by one.
+    """
+
+    name: str
+    value: Optional[cst.BaseExpression]
+    statement: Optional[cst.CSTNode]
+    order: int
+    blocks: Tuple[int, ...]
+    element: Tuple[int, ...] = ()
+    definition: Optional[cst.CSTNode] = None
+
+
+@dataclass
+class Flow:
+    """One scope's statements and bindings in source order."""
+
+    node: cst.CSTNode
+    # id(statement) -> (its order, the conditional blocks that hold it, outermost first)
+    statements: Dict[int, Tuple[int, Tuple[int, ...]]] = field(default_factory=dict)
+    bindings: Dict[str, List[Binding]] = field(default_factory=dict)
+    # id(loop body) -> the highest statement order inside the loop
+    loop_ends: Dict[int, int] = field(default_factory=dict)
+
+    def position(self, stack) -> Optional[Tuple[int, Tuple[int, ...]]]:
+        """(order, blocks) of the innermost statement of this scope in `stack` (enclosing nodes, outermost first)."""
+        for node in reversed(stack):
+            found = self.statements.get(id(node))
+            if found is not None:
+                return found
+            if node is self.node:
+                return None
+        return None
+
+    def reaching(self, name: str, position: Optional[Tuple[int, Tuple[int, ...]]]) -> List[Binding]:
+        """The bindings of `name` that may hold at `position` (None: anywhere in the scope, so all of them)."""
+        bindings = self.bindings.get(name, [])
+        if position is None:
+            return list(bindings)
+        order, blocks = position
+        found = []
+        for binding in reversed(bindings):
+            if binding.order >= order:
+                continue
+            found.append(binding)
+            if blocks[: len(binding.blocks)] == binding.blocks:
+                break
+        # In a loop, what the body binds after this statement holds on the next iteration.
+        for block in blocks:
+            end = self.loop_ends.get(block)
+            if end is not None:
+                found.extend(b for b in bindings if order <= b.order <= end and b not in found)
+        return found
+
+
+def scan(scope: cst.CSTNode) -> Flow:
+    flow = Flow(scope)
+    _Scanner(flow).run()
+    return flow
+
+
+class _Scanner:
+    def __init__(self, flow: Flow):
+        self.flow = flow
+        self.order = 0
+        self.statement: Optional[cst.CSTNode] = None
+        # The conditional blocks holding the visited node, outermost first (their ids).
+        self.blocks: List[int] = []
+        # ids of the blocks the statements visited so far run only sometimes, and of loop bodies among them.
+        self.conditional: set = set()
+        self.loop_bodies: set = set()
+
+    def run(self) -> None:
+        scope = self.flow.node
+        if isinstance(scope, (cst.FunctionDef, cst.Lambda)):
+            for param in parameters(scope.params):
+                self.add(param.name.value, None, None)
+            walk(scope.body, self.on_visit, self.on_leave, enter_leaves=False)
+        else:
+            walk(scope, self.on_visit, self.on_leave, enter_leaves=False)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if id(node) in self.conditional:
+            self.blocks.append(id(node))
+        if isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            self.order += 1
+            self.statement = node
+            self.flow.statements[id(node)] = (self.order, tuple(self.blocks))
+        for name in _CONDITIONAL_FIELDS.get(type(node), ()):
+            value = getattr(node, name)
+            for block in value if isinstance(value, tuple) else (value,):
+                if block is not None:
+                    self.conditional.add(id(block))
+        if type(node) in (cst.For, cst.While):
+            self.loop_bodies.add(id(node.body))
+        binder = _BINDERS.get(type(node))
+        if binder is not None:
+            binder(self, node)
+        if isinstance(node, _NESTED_SCOPES):
+            if not isinstance(node, cst.Lambda):
+                self.add(node.name.value, None, node)
+            return False
+        # Comprehension targets live in their own scope (a `:=` inside one is not followed).
+        return not isinstance(node, _COMPREHENSIONS)
+
+    def on_leave(self, node: cst.CSTNode) -> None:
+        if self.blocks and self.blocks[-1] == id(node):
+            self.blocks.pop()
+            if id(node) in self.loop_bodies:
+                self.flow.loop_ends[id(node)] = self.order
+
+    def add(self, name: str, value, definition, element: Tuple[int, ...] = ()) -> None:
+        binding = Binding(name, value, self.statement, self.order, tuple(self.blocks), element, definition)
+        self.flow.bindings.setdefault(name, []).append(binding)
+
+    def bind_target(self, target: cst.CSTNode, value, element: Tuple[int, ...] = ()) -> None:
+        if isinstance(target, cst.Name):
+            self.add(target.value, value, None, element)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            starred = False
+            for index, item in enumerate(target.elements):
+                if isinstance(item, cst.StarredElement):
+                    starred = True
+                    self.bind_target(item.value, None)
+                else:
+                    # After a starred target an element's index from the start is unknown.
+                    self.bind_target(item.value, None if starred else value, element + (index,))
+        elif isinstance(target, cst.StarredElement):
+            self.bind_target(target.value, None)
+
+
+def _assign(scanner: _Scanner, node: cst.Assign) -> None:
+    for target in node.targets:
+        scanner.bind_target(target.target, node.value)
+
+
+def _ann_assign(scanner: _Scanner, node: cst.AnnAssign) -> None:
+    if node.value is not None:
+        scanner.bind_target(node.target, node.value)
+
+
+def _unknown_target(field_name: str):
+    def bind(scanner: _Scanner, node) -> None:
+        target = getattr(node, field_name)
+        if target is not None:
+            scanner.bind_target(target, None)
+
+    return bind
+
+
+def _with_item(scanner: _Scanner, node: cst.WithItem) -> None:
+    if node.asname is not None:
+        scanner.bind_target(node.asname.name, None)
+
+
+def _except(scanner: _Scanner, node) -> None:
+    if node.name is not None:
+        scanner.bind_target(node.name.name, None)
+
+
+def _named_expr(scanner: _Scanner, node: cst.NamedExpr) -> None:
+    scanner.bind_target(node.target, node.value)
+
+
+def _import(scanner: _Scanner, node) -> None:
+    for local, _ in import_bindings(node):
+        scanner.add(local, None, node)
+
+
+def _delete(scanner: _Scanner, node: cst.Del) -> None:
+    scanner.bind_target(node.target, None)
+
+
+_BINDERS = {
+    cst.Assign: _assign,
+    cst.AnnAssign: _ann_assign,
+    cst.AugAssign: _unknown_target("target"),
+    cst.For: _unknown_target("target"),
+    cst.WithItem: _with_item,
+    cst.ExceptHandler: _except,
+    cst.ExceptStarHandler: _except,
+    cst.NamedExpr: _named_expr,
+    cst.Import: _import,
+    cst.ImportFrom: _import,
+    cst.Del: _delete,
+}

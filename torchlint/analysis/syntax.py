@@ -1,0 +1,71 @@
+"""Reading calls and literals: the syntax helpers under the vocabulary (`semantics.py`) and the value model.
+
+Nothing here knows torch or follows a name: each function reads the node it is given.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+import libcst as cst
+
+# What `literal` and the value model answer for a value that is not a known constant.
+MISSING = object()
+_CONSTANTS = {"True": True, "False": False, "None": None}
+
+
+def keyword(call: cst.Call, name: str) -> Optional[cst.Arg]:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+def has_star_kwargs(call: cst.Call) -> bool:
+    return any(arg.star == "**" for arg in call.args)
+
+
+def positional(call: cst.Call, index: int) -> Optional[cst.Arg]:
+    args = [arg for arg in call.args if arg.keyword is None and not arg.star]
+    return args[index] if index < len(args) else None
+
+
+def literal(node: Optional[cst.CSTNode], default=MISSING):
+    """The value of a literal expression (numbers, strings, True/False/None, tuples of those), else `default`."""
+    if node is None:
+        return default
+    # The common cases without generating code (a tenth of the cost); the rest as Python reads them.
+    node_type = type(node)
+    if node_type is cst.Name:
+        return _CONSTANTS.get(node.value, default)
+    if node_type is cst.Integer and not node.lpar:
+        return int(node.value, 0)
+    try:
+        if node_type is cst.SimpleString and not node.lpar:
+            return ast.literal_eval(node.value)
+        return ast.literal_eval(cst.Module([]).code_for_node(node))
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return default
+
+
+def is_missing(value) -> bool:
+    return value is MISSING
+
+
+def method_name(call: cst.Call) -> Optional[str]:
+    """`m` for a call `receiver.m(...)`."""
+    return call.func.attr.value if type(call.func) is cst.Attribute else None
+
+
+def receiver(call: cst.Call) -> Optional[cst.BaseExpression]:
+    return call.func.value if type(call.func) is cst.Attribute else None
+
+
+def terminal_name(expr: cst.BaseExpression) -> Optional[str]:
+    """`opt` for `opt`, `self.opt`, `trainer.opt`."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    return None

@@ -1,0 +1,354 @@
+"""The value model: the expressions a value may come from.
+
+`Values.of(ctx).origins(expr)` answers "where can the value of `expr`, evaluated
+here, have been made?" with a list of `Origin`s, found by following:
+
+- names to the bindings that reach the point (`flow.py`: in source order, `if`
+  arms joined), in whatever scope binds them;
+- unpacking (`a, b = pair`) and subscripts (`loaders[phase]`, `cfg["workers"]`)
+  into literal tuples, lists and dicts;
+- identity wrappers (`Variable(x)`, `nn.DataParallel(model)`, DDP,
+  `torch.compile(model)`) and the methods that return their module (`.to`,
+  `.cuda`, `.train`, `.eval`, `.half`, ...): `model = model.cuda()` is the model;
+- `self.x` to what any method of the class assigns it;
+- calls: of a function of the file to what it returns, of a model instance to what
+  its class's `forward` returns, of an `nn.Sequential` to what its last layer
+  gives, of a module that cannot be followed further to an origin that names the
+  module (`Origin.applied`): the output of `nn.Softmax(dim=1)` at the end of a
+  `Sequential` is an origin applied from `nn.Softmax(dim=1)`.
+
+What cannot be followed (a parameter, a loop variable, a call of an unknown
+function) is an origin of its own, `opaque` when nothing at all is known of it.
+The model is torch-agnostic in its mechanics; the few torch names it follows
+through are listed here, and rules decide what an origin means.
+
+Calls are followed `_MAX_DEPTH` levels deep, which bounds the cost and keeps the
+reach as today's rules had it: one function's body and what it calls directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from torchlint.analysis import syntax
+from torchlint.analysis.flow import Flow, scan
+from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
+from torchlint.engine.walk import walk_visitor
+
+if TYPE_CHECKING:
+    from torchlint.engine.context import FileContext
+
+# Module methods that return the module itself (on tensors: a copy holding the same values).
+RETURNING_SELF = frozenset({
+    "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "eval", "requires_grad_", "to_empty",
+    "share_memory",
+})
+# Calls whose result stands for their first argument: for a model, its forward is the wrapped one.
+IDENTITY_WRAPPERS = frozenset({
+    "torch.autograd.Variable", "torch.autograd.variable.Variable",
+    "torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel",
+    "torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel",
+    "torch.compile",
+})
+SEQUENTIAL = frozenset({"torch.nn.Sequential", "torch.nn.modules.container.Sequential"})
+_WRAPPER_LAST_PARTS = frozenset(name.rpartition(".")[2] for name in IDENTITY_WRAPPERS)
+_MAX_DEPTH = 6
+_CONSTANT_NAMES = frozenset({"None", "True", "False"})
+_MISSING = syntax.MISSING
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where an expression is evaluated: the scope nodes enclosing it (outermost first) and its statement."""
+
+    scopes: Tuple[cst.CSTNode, ...]
+    statement: Optional[cst.CSTNode] = None
+
+    @property
+    def stack(self) -> Tuple[cst.CSTNode, ...]:
+        """What `FileContext.qualified_name(node, stack)` needs to resolve a name here."""
+        return self.scopes if self.statement is None else self.scopes + (self.statement,)
+
+
+@dataclass(frozen=True)
+class Origin:
+    """An expression a value may come from, and where it is evaluated.
+
+    `applied`: the value is the output of the module this origin is built from (`node` is then the call that
+    builds the module, such as `nn.Softmax(dim=1)`). `opaque`: nothing is known of the value (`node` is the
+    name or expression that could not be followed).
+    """
+
+    node: cst.CSTNode
+    place: Place
+    applied: bool = False
+    opaque: bool = False
+
+
+class Values:
+    """One per file (`Values.of(ctx)`): the scopes' flows, scanned on first use, and the answers so far."""
+
+    def __init__(self, ctx: "FileContext"):
+        self.ctx = ctx
+        self._flows: Dict[int, Flow] = {}
+        self._returns: Dict[int, List[cst.Return]] = {}
+
+    @classmethod
+    def of(cls, ctx: "FileContext") -> "Values":
+        return ctx.shared(cls)
+
+    # ------------------------------------------------------------ questions rules ask
+
+    def origins(self, expr: cst.BaseExpression, stack: Optional[Sequence[cst.CSTNode]] = None) -> List[Origin]:
+        """The origins of `expr` evaluated at the innermost point of `stack` (default: the node being visited)."""
+        stack = self.ctx.stack if stack is None else stack
+        return _distinct(self._follow(expr, self.place(stack), 0, frozenset()))
+
+    def constant(self, expr: cst.BaseExpression, stack: Optional[Sequence[cst.CSTNode]] = None):
+        """The literal value `expr` always has here (`num_workers` after `num_workers = 0`), else `syntax.MISSING`."""
+        found = _MISSING
+        for origin in self.origins(expr, stack):
+            value = _MISSING if origin.opaque or origin.applied else syntax.literal(origin.node)
+            if syntax.is_missing(value) or (not syntax.is_missing(found) and value != found):
+                return _MISSING
+            found = value
+        return found
+
+    def place(self, stack: Sequence[cst.CSTNode]) -> Place:
+        scopes = tuple(scope_nodes_of(stack))
+        statement = None
+        for node in reversed(stack):
+            if type(node) in SCOPE_TYPES:
+                break
+            if isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                statement = node
+                break
+        return Place(scopes, statement)
+
+    def flow(self, scope: cst.CSTNode) -> Flow:
+        found = self._flows.get(id(scope))
+        if found is None:
+            found = self._flows[id(scope)] = scan(scope)
+        return found
+
+    def returns(self, function: cst.FunctionDef) -> List[cst.Return]:
+        """The `return value` statements of `function`, not of functions nested in it."""
+        found = self._returns.get(id(function))
+        if found is None:
+            collector = _Returns()
+            walk_visitor(function.body, collector)
+            found = self._returns[id(function)] = collector.returns
+        return found
+
+    def enclosing_class(self, place: Place) -> Optional[Tuple[cst.ClassDef, Tuple[cst.CSTNode, ...]]]:
+        """The class whose method `place` is in, and the scopes around the class."""
+        scopes = place.scopes
+        if len(scopes) >= 2 and type(scopes[-1]) is cst.FunctionDef and type(scopes[-2]) is cst.ClassDef:
+            return scopes[-2], scopes[:-2]
+        return None
+
+    def forward_outputs(self, model_class: cst.ClassDef, around: Tuple[cst.CSTNode, ...], depth: int = 0, seen=frozenset()) -> List[Origin]:
+        """What calling an instance of `model_class` returns: the values its `forward` returns."""
+        forward = method_of(model_class, "forward")
+        if forward is None:
+            return []
+        scopes = around + (model_class, forward)
+        found = []
+        for statement in self.returns(forward):
+            found += self._follow(statement.value, Place(scopes, statement), depth + 1, seen)
+        return found
+
+    # ------------------------------------------------------------ following
+
+    def _follow(self, expr: cst.BaseExpression, place: Place, depth: int, seen: frozenset) -> List[Origin]:
+        key = (id(expr), id(place.statement))
+        if depth > _MAX_DEPTH or key in seen:
+            return []
+        seen = seen | {key}
+        expr_type = type(expr)
+        if expr_type is cst.Name:
+            return self._name(expr, place, depth, seen)
+        if expr_type is cst.Attribute:
+            return self._attribute(expr, place, depth, seen)
+        if expr_type is cst.Subscript:
+            return self._subscript(expr, place, depth, seen)
+        if expr_type is cst.Call:
+            return self._call(expr, place, depth, seen)
+        if expr_type is cst.NamedExpr:
+            return self._follow(expr.value, place, depth, seen)
+        return [Origin(expr, place)]
+
+    def _name(self, name: cst.Name, place: Place, depth: int, seen: frozenset) -> List[Origin]:
+        scope = self.ctx.scopes.binding_scope(name.value, place.scopes)
+        if scope is None:
+            return [Origin(name, place, opaque=name.value not in _CONSTANT_NAMES)]
+        if name.value in scope.imports:
+            return [Origin(name, place)]
+        index = place.scopes.index(scope.node) if scope.node in place.scopes else len(place.scopes) - 1
+        scopes = place.scopes[: index + 1]
+        flow = self.flow(scope.node)
+        # Only the scope's own code runs in order with this point; an enclosing scope's bindings may all hold.
+        position = flow.position(place.stack) if scope.node is place.scopes[-1] else None
+        found: List[Origin] = []
+        for binding in flow.reaching(name.value, position):
+            if binding.definition is not None:
+                found.append(Origin(binding.definition, Place(scopes, binding.statement)))
+            elif binding.value is None:
+                found.append(Origin(name, place, opaque=True))
+            else:
+                origins = self._follow(binding.value, Place(scopes, binding.statement), depth, seen)
+                for index in binding.element:
+                    origins = self._elements(origins, index, depth, seen)
+                found += origins
+        return found or [Origin(name, place, opaque=True)]
+
+    def _attribute(self, attribute: cst.Attribute, place: Place, depth: int, seen: frozenset) -> List[Origin]:
+        owner = self.enclosing_class(place)
+        receiver = attribute.value
+        if owner is None or type(receiver) is not cst.Name or not _is_self(receiver, place.scopes[-1]):
+            return [Origin(attribute, place)]
+        model_class, around = owner
+        scope = self.ctx.scopes.scope_of(model_class)
+        values = scope.attributes.get(attribute.attr.value, [])
+        found: List[Origin] = []
+        for value in values:
+            method = scope.attribute_methods.get(id(value))
+            if method is not None:
+                found += self._follow(value, Place(around + (model_class, method), None), depth, seen)
+        return found or [Origin(attribute, place)]
+
+    def _subscript(self, subscript: cst.Subscript, place: Place, depth: int, seen: frozenset) -> List[Origin]:
+        if len(subscript.slice) != 1 or not isinstance(subscript.slice[0].slice, cst.Index):
+            return [Origin(subscript, place)]
+        key = syntax.literal(subscript.slice[0].slice.value)
+        return self._elements(self._follow(subscript.value, place, depth, seen), key, depth, seen, subscript)
+
+    def _elements(self, containers: List[Origin], key, depth: int, seen: frozenset, written: Optional[cst.CSTNode] = None) -> List[Origin]:
+        """The origins of `container[key]` for each container origin (`key` MISSING: any element)."""
+        found: List[Origin] = []
+        for container in containers:
+            node = container.node
+            if not container.applied and type(node) in (cst.Tuple, cst.List) and not any(
+                isinstance(element, cst.StarredElement) for element in node.elements
+            ):
+                elements = [element.value for element in node.elements]
+                if isinstance(key, int) and -len(elements) <= key < len(elements):
+                    elements = [elements[key]]
+                elif not syntax.is_missing(key):
+                    elements = []
+            elif not container.applied and type(node) is cst.Dict and all(
+                isinstance(element, cst.DictElement) for element in node.elements
+            ):
+                chosen = [
+                    element.value for element in node.elements
+                    if syntax.is_missing(key) or syntax.literal(element.key) == key
+                ]
+                elements = chosen or [element.value for element in node.elements]
+            else:
+                found.append(Origin(written or node, container.place, opaque=True))
+                continue
+            for element in elements:
+                found += self._follow(element, container.place, depth, seen)
+        return found
+
+    def _call(self, call: cst.Call, place: Place, depth: int, seen: frozenset) -> List[Origin]:
+        func = call.func
+        method = syntax.method_name(call)
+        if method in RETURNING_SELF:
+            return self._follow(func.value, place, depth, seen)
+        if syntax.terminal_name(func) in _WRAPPER_LAST_PARTS and self.ctx.qualified_name(func, place.stack) in IDENTITY_WRAPPERS:
+            wrapped = syntax.positional(call, 0) or syntax.keyword(call, "module") or syntax.keyword(call, "data")
+            if wrapped is not None:
+                return self._follow(wrapped.value, place, depth, seen)
+        if type(func) is cst.Name and func.value == "self":
+            owner = self.enclosing_class(place)
+            if owner is not None:
+                return self.forward_outputs(owner[0], owner[1], depth, seen) or [Origin(call, place)]
+        if type(func) not in (cst.Name, cst.Attribute):
+            return self._applied(self._follow(func, place, depth, seen), call, place, depth, seen)
+        if type(func) is cst.Attribute and not _is_self(func.value, place.scopes[-1]):
+            return [Origin(call, place)]  # a method of something else: what it returns is not known here
+        return self._applied(self._follow(func, place, depth + 1, seen), call, place, depth, seen)
+
+    def _applied(self, callees: List[Origin], call: cst.Call, place: Place, depth: int, seen: frozenset) -> List[Origin]:
+        """What calling each of `callees` returns."""
+        found: List[Origin] = []
+        for callee in callees:
+            node = callee.node
+            if type(node) is cst.FunctionDef:
+                for statement in self.returns(node):
+                    found += self._follow(statement.value, Place(callee.place.scopes + (node,), statement), depth + 1, seen)
+            elif type(node) is cst.Call and not callee.applied:
+                found += self.module_outputs(callee, depth, seen)
+            else:
+                found.append(Origin(call, place))
+        return found or [Origin(call, place)]
+
+    def module_outputs(self, module: Origin, depth: int = 0, seen=frozenset()) -> List[Origin]:
+        """What applying the module built by `module` (a call such as `Net()` or `nn.Sequential(...)`) returns."""
+        built = module.node
+        place = module.place
+        classes = [
+            origin for origin in self._follow(built.func, place, depth + 1, seen) if type(origin.node) is cst.ClassDef
+        ]
+        if classes:
+            found = []
+            for origin in classes:
+                found += self.forward_outputs(origin.node, origin.place.scopes, depth, seen)
+            return found or [Origin(built, place, applied=True)]
+        if self.ctx.qualified_name_in(built.func, SEQUENTIAL, place.stack):
+            layers = [arg.value for arg in built.args if arg.keyword is None and not arg.star]
+            if layers:
+                found = []
+                for layer in self._follow(layers[-1], place, depth + 1, seen):
+                    found += self.module_outputs(layer, depth + 1, seen) if type(layer.node) is cst.Call else [layer]
+                return found
+        return [Origin(built, place, applied=True)]
+
+
+def _distinct(origins: List[Origin]) -> List[Origin]:
+    """One of each origin: two paths often lead to the same assignment."""
+    seen = set()
+    found = []
+    for origin in origins:
+        key = (id(origin.node), id(origin.place.statement), origin.applied, origin.opaque)
+        if key not in seen:
+            seen.add(key)
+            found.append(origin)
+    return found
+
+
+def method_of(model_class: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
+    for statement in model_class.body.body:
+        if type(statement) is cst.FunctionDef and statement.name.value == name:
+            return statement
+    return None
+
+
+def _is_self(expr: cst.CSTNode, scope: cst.CSTNode) -> bool:
+    """`expr` is the first parameter of the method `scope`."""
+    if type(expr) is not cst.Name or type(scope) is not cst.FunctionDef:
+        return False
+    params = scope.params.posonly_params or scope.params.params
+    return bool(params) and params[0].name.value == expr.value
+
+
+class _Returns(cst.CSTVisitor):
+    def __init__(self):
+        self.returns: List[cst.Return] = []
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None:
+            self.returns.append(node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
