@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.values import Values
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
@@ -122,20 +123,18 @@ def worker_loader_iterated_by_call(call: cst.Call, ctx: "FileContext") -> Option
 
 
 def worker_loader_in(expr: cst.BaseExpression, ctx: "FileContext") -> Optional[cst.Call]:
-    """The DataLoader(...) call with workers that iterating `expr` would run, following variables and wrappers."""
+    """The DataLoader(...) call with workers that iterating `expr` would run, following the values it may hold
+    (variables, `loaders[phase]`, what a function returns) and the calls that iterate their argument."""
     if not ctx.may_name(semantics.DATALOADER):
         return None
-    if isinstance(expr, cst.Call):
-        if semantics.is_dataloader_call(expr, ctx):
-            return expr if semantics.may_start_workers(expr) else None
-        if isinstance(expr.func, cst.Name) and expr.func.value in _ITERATING_CALLS:
-            for arg in expr.args:
-                found = worker_loader_in(arg.value, ctx)
-                if found is not None:
-                    return found
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in _ITERATING_CALLS:
+        for arg in expr.args:
+            found = worker_loader_in(arg.value, ctx)
+            if found is not None:
+                return found
         return None
-    if isinstance(expr, (cst.Name, cst.Attribute)):
-        for value in reversed(ctx.assigned_values(expr)):
-            if isinstance(value, cst.Call) and semantics.is_dataloader_call(value, ctx):
-                return value if semantics.may_start_workers(value) else None
+    for origin in Values.of(ctx).origins(expr):
+        stack = origin.place.stack
+        if semantics.is_dataloader_call(origin.node, ctx, stack) and semantics.may_start_workers(origin.node, ctx, stack):
+            return origin.node
     return None

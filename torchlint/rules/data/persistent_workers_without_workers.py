@@ -43,6 +43,6 @@ class PersistentWorkersWithoutWorkers(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if not semantics.is_dataloader_call(node, self.ctx) or not semantics.persistent_workers_requested(node):
             return
-        workers = semantics.workers_of(node)
+        workers = semantics.workers_of(node, self.ctx)
         if workers is None or workers == 0:
             self.report(semantics.keyword(node, "persistent_workers"))

@@ -104,7 +104,7 @@ class RngObjectInDataset(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
         if semantics.is_dataloader_call(node, ctx):
-            if semantics.may_start_workers(node):
+            if semantics.may_start_workers(node, self.ctx):
                 self.loader_with_workers = True
                 init = loader_argument(node, "worker_init_fn")
                 if init is not None:

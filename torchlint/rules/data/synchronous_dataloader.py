@@ -92,7 +92,7 @@ class SynchronousDataloader(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if not semantics.is_dataloader_call(node, self.ctx):
             return
-        workers = semantics.workers_of(node)
+        workers = semantics.workers_of(node, self.ctx)
         if workers is not None and workers != 0:
             return
         dataset = loader_argument(node, "dataset")
