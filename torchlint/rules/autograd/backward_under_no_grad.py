@@ -184,6 +184,8 @@ class BackwardUnderNoGrad(Rule):
         return SOURCE
 
     def _call_taint(self, call: cst.Call) -> str:
+        if _requires_grad(call):
+            return SOURCE  # a leaf that requires grad: whatever it is combined with gets a grad_fn
         arguments = [self._taint(arg.value) for arg in call.args]
         qualified = self.ctx.qualified_name(call.func)
         if qualified is not None:
@@ -248,6 +250,15 @@ class BackwardUnderNoGrad(Rule):
             )
             for node in backwards:
                 self.report(node, message)
+
+
+def _requires_grad(call: cst.Call) -> bool:
+    """`torch.randn(3, requires_grad=True)`, `x.requires_grad_()`, `nn.Parameter(...)` is caught as a constructor."""
+    if semantics.method_name(call) == "requires_grad_":
+        flag = semantics.positional(call, 0) or semantics.keyword(call, "requires_grad")
+        return flag is None or semantics.literal(flag.value) is True
+    flag = semantics.keyword(call, "requires_grad")
+    return flag is not None and semantics.literal(flag.value) is True
 
 
 def _branch(stack) -> Optional[Tuple[int, bool]]:
