@@ -2,24 +2,25 @@
 softmax, log_softmax or sigmoid.
 
 The input is traced directly (`F.cross_entropy(F.softmax(z, 1), y)`, through shape-only
-methods such as `.view(...)`), through variables assigned in the same function, and through
-models of the same module whose output is an activation: a class whose `forward` returns one
-(unless it depends on `self.training`), or an `nn.Sequential` whose last layer is one.
+methods such as `.view(...)`), and through the value model to every value that may reach
+it: variables, unpacked tuples, models of the same module whose output is an activation
+(a class whose `forward` returns one, unless a condition in it reads `self.training`, or
+an `nn.Sequential` whose last layer is one), however the model was moved or wrapped.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Dict, FrozenSet, Optional, Sequence, Set, Tuple
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, ClassVar, Dict, FrozenSet, Optional, Tuple
 
 import libcst as cst
 
-from torchlint.engine.walk import walk, walk_visitor
 from torchlint import semantics
-from torchlint.engine.scopes import Scope
+from torchlint.analysis.values import Origin, Place, Values
+from torchlint.engine.scopes import Scope, scope_nodes_of
+from torchlint.engine.walk import walk_visitor
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
-from torchlint.rules.data._dataset import construction
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
@@ -48,10 +49,6 @@ SHAPE_METHODS = frozenset({
     "view", "view_as", "reshape", "reshape_as", "permute", "transpose", "contiguous", "squeeze", "unsqueeze",
     "flatten", "float",
 })
-MODULE_METHODS_RETURNING_SELF = frozenset({
-    "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "eval", "requires_grad_", "to_empty",
-})
-SEQUENTIAL = frozenset({"torch.nn.Sequential", "torch.nn.modules.container.Sequential"})
 _MAX_DEPTH = 8
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
 
@@ -82,26 +79,13 @@ class ActivationBeforeLoss(Rule):
     loss_functions: ClassVar[FrozenSet[str]]
     messages: ClassVar[Dict[str, str]]
 
-    def __init__(self, ctx: "FileContext"):
-        super().__init__(ctx)
-        # Assigned values the walk has passed: the assignment that feeds a loss call is the last one before it.
-        self.assigned_so_far: Set[int] = set()
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        self.assigned_so_far.add(id(node.value))
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if node.value is not None:
-            self.assigned_so_far.add(id(node.value))
-
     def visit_Call(self, node: cst.Call) -> None:
         if not self._is_loss(node):
             return
         loss_input = semantics.positional(node, 0) or semantics.keyword(node, "input")
         if loss_input is None:
             return
-        stack = tuple(self.ctx.stack)
-        trace = Tracer(self.ctx, self.assigned_so_far).trace(loss_input.value, stack, branches(stack))
+        trace = Tracer(self.ctx).trace(loss_input.value, tuple(self.ctx.stack))
         if trace is not None and trace.kind in self.messages:
             self.report(node, self.messages[trace.kind], self.fix(trace) if trace.editable else None)
 
@@ -128,21 +112,18 @@ class ActivationBeforeLoss(Rule):
 
 
 class Tracer:
-    """Follows a loss input back to an activation. `assigned` limits variables to the assignments made so far
-    (None: take each variable's last assignment, as for a model's `forward`)."""
+    """Follows a loss input back to an activation through the value model (`analysis/values.py`): variables,
+    unpacked tuples, a model's `forward` (however the model was moved or wrapped), the last layer of an
+    `nn.Sequential`. Every value that may reach the loss must come out of the same activation."""
 
-    def __init__(self, ctx: "FileContext", assigned: Optional[Set[int]], memo: Optional[Tuple[dict, dict]] = None):
+    def __init__(self, ctx: "FileContext"):
         self.ctx = ctx
-        self.assigned = assigned
-        # Shared by the tracers of one loss call: id(class) -> the activation its forward ends in (None: none),
-        # and id(scope node) -> the if/else blocks holding each value assigned or returned in it.
-        self.forward_kinds, self.branch_maps = memo if memo is not None else ({}, {})
+        self.values = Values.of(ctx)
+        # id(forward) -> whether a condition in it reads `.training`
+        self.training_dependent: Dict[int, bool] = {}
 
-    def trace(
-        self, expr: cst.BaseExpression, stack: Tuple[cst.CSTNode, ...], here: FrozenSet[int], depth: int = 0,
-        editable: bool = True, inside: Optional[Dict[str, cst.BaseExpression]] = None,
-    ) -> Optional[Trace]:
-        """The activation `expr` (evaluated inside the if/else blocks `here`) comes from, if any."""
+    def trace(self, expr: cst.BaseExpression, stack: Tuple[cst.CSTNode, ...], depth: int = 0) -> Optional[Trace]:
+        """The activation `expr`, evaluated at the innermost point of `stack`, comes from, if any."""
         if depth > _MAX_DEPTH:
             return None
         while isinstance(expr, cst.Call) and semantics.method_name(expr) in SHAPE_METHODS:
@@ -151,27 +132,56 @@ class Tracer:
             found = self._activation(expr, stack)
             if found is not None:
                 kind, source, form = found
-                return Trace(kind, expr, source, form, editable)
-            kind = self._model_output(expr, stack, depth)
-            return Trace(kind, expr, None, MODEL, False) if kind else None
-        if isinstance(expr, cst.Name):
-            scope = self.ctx.scopes.binding_scope(expr.value, stack)
-            value = self._value_of(expr, scope, inside or {}) if scope is not None else None
-            if value is None:
+                return Trace(kind, expr, source, form, True)
+        if not isinstance(expr, _ATOMS):
+            return None
+        origins = self.values.origins(expr, stack)
+        traces = []
+        for origin in origins:
+            if origin.node is expr or origin.opaque:
                 return None
-            assigned_in = self._branch_map(scope.node).get(id(value), frozenset())
-            if not assigned_in <= here:
-                return None  # `if use_probabilities: out = out.softmax(1)`: maybe, maybe not
-            editable = editable and self._used_once(expr, scope)
-            return self.trace(value, stack, assigned_in, depth + 1, editable, {**(inside or {}), expr.value: value})
-        return None
+            trace = self._trace_origin(origin, stack, depth)
+            if trace is None:
+                return None
+            traces.append(trace)
+        if not traces or len({trace.kind for trace in traces}) != 1:
+            return None
+        if len(traces) == 1 and traces[0].form != MODEL and self._editable(expr, origins[0], stack):
+            return traces[0]
+        return replace(traces[0], editable=False)
 
-    def _branch_map(self, scope_node: cst.CSTNode) -> Dict[int, FrozenSet[int]]:
-        found = self.branch_maps.get(id(scope_node))
+    def _trace_origin(self, origin: Origin, stack: Tuple[cst.CSTNode, ...], depth: int) -> Optional[Trace]:
+        place = origin.place
+        if origin.applied:  # the output of a layer, such as the last one of an nn.Sequential
+            kind = ACTIVATION_MODULES.get(self.ctx.qualified_name(origin.node.func, place.stack))
+            return Trace(kind, origin.node, None, MODEL, False) if kind else None
+        inside_forward = _forward_around(place, stack)
+        if inside_forward is not None and self._depends_on_training(inside_forward):
+            return None  # `if self.training: return logits`: probabilities only at inference
+        trace = self.trace(origin.node, place.stack, depth + 1)
+        if trace is not None and place.scopes != tuple(scope_nodes_of(stack)):
+            # Made in a model's forward or a helper: the softmax is left there for the author to move.
+            return Trace(trace.kind, trace.call, None, MODEL, False)
+        return trace
+
+    def _editable(self, name: cst.BaseExpression, origin: Origin, stack) -> bool:
+        """`probabilities = F.softmax(z, 1)` right before the loss, the name read nowhere else: the fix edits only
+        what this loss sees."""
+        statement = origin.place.statement
+        if type(name) is not cst.Name or type(statement) is not cst.Assign or len(statement.targets) != 1:
+            return False
+        target = statement.targets[0].target
+        if type(target) is not cst.Name or target.value != name.value:
+            return False
+        scope = self.ctx.scopes.binding_scope(name.value, stack)
+        return scope is not None and len(scope.assignments.get(name.value, ())) == 1 and _used_once(name.value, scope)
+
+    def _depends_on_training(self, forward: cst.FunctionDef) -> bool:
+        found = self.training_dependent.get(id(forward))
         if found is None:
-            collector = _BranchMap()
-            walk(scope_node, collector.on_visit, collector.on_leave)
-            found = self.branch_maps[id(scope_node)] = collector.branches
+            conditions = _Conditions()
+            walk_visitor(forward.body, conditions)
+            found = self.training_dependent[id(forward)] = conditions.read_training
         return found
 
     def _activation(self, call: cst.Call, stack) -> Optional[Tuple[str, Optional[cst.BaseExpression], str]]:
@@ -194,128 +204,33 @@ class Tracer:
             return ACTIVATION_METHODS[method], owner, METHOD
         return None
 
-    def _value_of(self, name: cst.Name, scope: Scope, inside: Dict[str, cst.BaseExpression]) -> Optional[cst.BaseExpression]:
-        """The assignment of `name` that reaches this point."""
-        values = scope.assignments.get(name.value, [])
-        current = inside.get(name.value)
-        if current is not None:  # `x = x.view(-1)`: the x on the right is the one assigned before
-            index = next((i for i, value in enumerate(values) if value is current), len(values))
-            values = values[:index]
-        elif self.assigned is not None:
-            values = [value for value in values if id(value) in self.assigned]
-        return values[-1] if values else None
 
-    def _used_once(self, name: cst.Name, scope: Scope) -> bool:
-        """Assigned once and read once: editing its value changes nothing else."""
-        if len(scope.assignments.get(name.value, ())) != 1:
-            return False
-        counter = _NameCount(name.value)
-        walk_visitor(scope.node, counter)
-        return counter.count == 2
-
-    def _model_output(self, call: cst.Call, stack, depth: int) -> Optional[str]:
-        """The activation a same-module model applies last, when `call` runs one."""
-        ctx = self.ctx
-        if isinstance(call.func, cst.Name) and call.func.value == "self":
-            owner = ctx.enclosing(cst.ClassDef, stack=stack + (call,))
-            return self._forward_kind(owner, depth) if owner is not None else None
-        built = construction(call.func, ctx, stack)
-        # Net().to(device).eval(): the module methods return the model itself
-        while isinstance(built, cst.Call) and semantics.method_name(built) in MODULE_METHODS_RETURNING_SELF:
-            built = semantics.receiver(built)
-        if not isinstance(built, cst.Call):
-            return None
-        name = ctx.qualified_name(built.func, stack)
-        if name in SEQUENTIAL:
-            layers = [arg.value for arg in built.args if arg.keyword is None and not arg.star]
-            last = layers[-1] if layers else None
-            return ACTIVATION_MODULES.get(ctx.qualified_name(last.func, stack)) if isinstance(last, cst.Call) else None
-        if name is None and isinstance(built.func, cst.Name):
-            model_class = _class_named(built.func.value, ctx, stack)
-            return self._forward_kind(model_class, depth) if model_class is not None else None
-        return None
-
-    def _forward_kind(self, model_class: cst.ClassDef, depth: int) -> Optional[str]:
-        if id(model_class) in self.forward_kinds:
-            return self.forward_kinds[id(model_class)]
-        self.forward_kinds[id(model_class)] = None  # a forward that calls itself ends nowhere
-        forward = next(
-            (item for item in model_class.body.body if isinstance(item, cst.FunctionDef) and item.name.value == "forward"),
-            None,
-        )
-        kind = None
-        if forward is not None:
-            returns = _Returns()
-            walk_visitor(forward.body, returns)
-            if not returns.depends_on_training:
-                tracer = Tracer(self.ctx, None, (self.forward_kinds, self.branch_maps))
-                stack = (self.ctx.module, model_class, forward, forward.body)
-                returned_in = self._branch_map(forward)
-                for value in returns.values:
-                    trace = tracer.trace(value, stack, returned_in.get(id(value), frozenset()), depth + 1)
-                    if trace is not None:
-                        kind = trace.kind
-                        break
-        self.forward_kinds[id(model_class)] = kind
-        return kind
-
-
-def branches(stack: Sequence[cst.CSTNode]) -> FrozenSet[int]:
-    """The `if`/`else` blocks of its function that hold the last node of `stack` (ids of the blocks)."""
-    found = []
-    for index in range(len(stack) - 2, -1, -1):
-        node = stack[index]
-        if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-            break
-        if isinstance(node, cst.If):
-            found.append(id(stack[index + 1]))
-    return frozenset(found)
-
-
-class _BranchMap(cst.CSTVisitor):
-    """For each value assigned or returned in one scope (not in the scopes nested in it): its if/else blocks."""
-
-    def __init__(self):
-        self.stack = []
-        self.branches: Dict[int, FrozenSet[int]] = {}
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        self.stack.append(node)
-        if isinstance(node, (cst.Assign, cst.AnnAssign, cst.Return)) and node.value is not None:
-            self.branches[id(node.value)] = branches(self.stack)
-        return len(self.stack) == 1 or not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef))
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self.stack.pop()
-
-
-def _class_named(name: str, ctx: "FileContext", stack: Sequence[cst.CSTNode]) -> Optional[cst.ClassDef]:
-    """The class statement of the module (or enclosing function) that binds `name`."""
-    scope = ctx.scopes.binding_scope(name, stack)
-    if scope is None or not isinstance(scope.node, (cst.Module, cst.FunctionDef)):
-        return None
-    statements = scope.node.body if isinstance(scope.node, cst.Module) else scope.node.body.body
-    for statement in statements:
-        if isinstance(statement, cst.ClassDef) and statement.name.value == name:
-            return statement
+def _forward_around(place: Place, use_stack) -> Optional[cst.FunctionDef]:
+    """The `forward` method `place` is in, when it is not where the loss is computed."""
+    scopes = place.scopes
+    if scopes and type(scopes[-1]) is cst.FunctionDef and scopes[-1].name.value == "forward":
+        if not any(node is scopes[-1] for node in use_stack):
+            return scopes[-1]
     return None
 
 
-class _Returns(cst.CSTVisitor):
-    """The values a `forward` returns, and whether any condition in it reads `.training`."""
+def _used_once(name: str, scope: Scope) -> bool:
+    """Assigned once and read once: editing its value changes nothing else."""
+    counter = _NameCount(name)
+    walk_visitor(scope.node, counter)
+    return counter.count == 2
+
+
+class _Conditions(cst.CSTVisitor):
+    """Whether any condition of a function (not of those nested in it) reads `.training`."""
 
     def __init__(self):
-        self.values = []
-        self.depends_on_training = False
-
-    def visit_Return(self, node: cst.Return) -> None:
-        if node.value is not None:
-            self.values.append(node.value)
+        self.read_training = False
 
     def _condition(self, node) -> None:
         finder = _TrainingFlag()
         walk_visitor(node.test, finder)
-        self.depends_on_training = self.depends_on_training or finder.found
+        self.read_training = self.read_training or finder.found
 
     visit_If = visit_IfExp = visit_While = _condition
 
