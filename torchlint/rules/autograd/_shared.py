@@ -280,6 +280,12 @@ class Event:
     facts: FrozenSet[str]
     # The same-module function the call may invoke (`f` for `f(...)`, `Class.m` for `self.m(...)`).
     callee: Optional[str]
+    # The `if` statements and `a if c else b` expressions of its function that hold it: (id of each, which arm).
+    arms: Tuple[Tuple[int, bool], ...] = ()
+
+    def excludes(self, other: "Event") -> bool:
+        """The two sit in different arms of one `if`: an iteration runs one or the other."""
+        return any((node, not arm) in other.arms for node, arm in self.arms)
 
 
 @dataclass
@@ -288,6 +294,17 @@ class Loop:
     parent: Optional["Loop"]
     # Everything in the body, nested loops included, but not in functions defined there.
     events: List[Event] = field(default_factory=list)
+
+
+def _arms(stack: Sequence[cst.CSTNode]) -> Tuple[Tuple[int, bool], ...]:
+    found = []
+    for index in range(len(stack) - 2, -1, -1):
+        node = stack[index]
+        if type(node) in FUNCTION_BOUNDARIES:
+            break
+        if type(node) is cst.If or type(node) is cst.IfExp:
+            found.append((id(node), stack[index + 1] is node.body))
+    return tuple(found)
 
 
 class LoopIndex:
@@ -310,7 +327,8 @@ class LoopIndex:
         ctx = self.ctx
         self.seq += 1
         callee = ctx.callgraph.callee_key(node, ctx.stack) if type(node) is cst.Call else None
-        event = Event(self.seq, node, facts_at(node, ctx), callee)
+        facts = facts_at(node, ctx)
+        event = Event(self.seq, node, facts, callee, _arms(ctx.stack) if facts or callee else ())
         if event.facts or callee:
             for loop in self.enclosing():
                 loop.events.append(event)

@@ -4,9 +4,13 @@ from typing import Set
 
 import libcst as cst
 
-from torchlint.rules.autograd._shared import LoopIndex
+from torchlint.rules.autograd._shared import Event, Loop, LoopIndex
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
+
+
+_SETS_TRAIN = frozenset({"sets-train", "may-set-train"})
+_TRAINING = frozenset({"backward", "optimizer-step"})
 
 
 class TrainModeNotRestored(Rule):
@@ -18,8 +22,16 @@ class TrainModeNotRestored(Rule):
     the next training step. An `eval()` made inside a called function (`validate()`) is
     reported at the call.
 
-    Not flagged: `model.train()` anywhere in the epoch body or in the training function it
-    calls, and evaluation after the last epoch (outside the loop).
+    The order counts: going on from the `eval()` through the loop body, and round to
+    its top for the next epoch, a switch back to train mode must come before the next
+    training step. A `validate()` that restores the mode does not cover an
+    `evaluate()` called after it that does not.
+
+    Not flagged: `model.train()` between the `eval()` and the next training step (at
+    the top of the epoch body, after the evaluation, or in the training function the
+    loop calls), an evaluation helper that switches back itself, and evaluation after
+    the last epoch (outside the loop), nor a loop that picks the mode each iteration
+    (`model.train() if phase == "train" else model.eval()`).
 
     ## Why is this bad?
     `eval()` is a switch, not a scope. From the second epoch on, training runs with
@@ -79,13 +91,8 @@ class TrainModeNotRestored(Rule):
         for loop in self.loops.loops.values():
             if not self.loops.trains(loop):
                 continue
-            evals = self.loops.sites(loop, "sets-eval")
-            if not evals:
-                continue
-            if self.loops.sites(loop, "sets-train", depth=2) or self.loops.sites(loop, "may-set-train", depth=2):
-                continue
-            for event, _ in evals:
-                if id(event.node) in reported:
+            for event, _ in self.loops.sites(loop, "sets-eval"):
+                if id(event.node) in reported or self._restores_train(event) or self._restored_before_training(loop, event):
                     continue
                 reported.add(id(event.node))
                 if "sets-eval" in event.facts:
@@ -93,13 +100,40 @@ class TrainModeNotRestored(Rule):
                 else:
                     self.report(event.node, self._through_call_message(event.node))
 
+    def _restored_before_training(self, loop: Loop, switch: Event) -> bool:
+        """Going on from `switch` in the loop body, and round to its top for the next iteration, a switch back to
+        train mode comes before the next training step."""
+        events = sorted(loop.events, key=lambda event: event.seq)
+        if any(self._restores_train(event) and event.excludes(switch) for event in events):
+            return True  # `model.train() if phase == "train" else model.eval()`: each iteration picks its mode
+        position = events.index(switch)
+        for event in events[position + 1:] + events[:position]:
+            if self._restores_train(event):
+                return True
+            if self._trains(event):
+                return False
+        return False
+
+    def _restores_train(self, event: Event) -> bool:
+        """The event switches to train mode, itself or in the functions it calls (`validate()` that restores it)."""
+        if not _SETS_TRAIN.isdisjoint(event.facts):
+            return True
+        return event.callee is not None and any(
+            self.ctx.callgraph.facts_of(event.callee, fact, depth=2) for fact in _SETS_TRAIN
+        )
+
+    def _trains(self, event: Event) -> bool:
+        if not _TRAINING.isdisjoint(event.facts):
+            return True
+        return event.callee is not None and any(self.ctx.callgraph.facts_of(event.callee, fact) for fact in _TRAINING)
+
     def _direct_message(self, call: cst.Call) -> str:
         return self.message.replace("`eval()`", f"`{self.ctx.code(call)}`", 1)
 
     def _through_call_message(self, call: cst.Call) -> str:
         name = self.ctx.code(call.func)
         return (
-            f"`{name}()` switches the model to eval mode and nothing in this epoch loop switches it back: from the "
+            f"`{name}()` switches the model to eval mode and nothing switches it back before the next training step: from the "
             "second epoch on dropout and batch norm stay in eval mode, silently; call `model.train()` at the top of "
             "each epoch (or at the end of the helper)"
         )
