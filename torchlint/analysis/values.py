@@ -35,6 +35,7 @@ import libcst as cst
 
 from torchlint.analysis import syntax
 from torchlint.analysis.flow import Flow, scan
+from torchlint.analysis.project import PROJECT
 from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
 from torchlint.engine.walk import walk_visitor
 
@@ -62,8 +63,10 @@ _MISSING = syntax.MISSING
 
 @dataclass(frozen=True)
 class Place:
-    """Where an expression is evaluated: the scope nodes enclosing it (outermost first) and its statement."""
+    """Where an expression is evaluated: the file (its context: another project file for a followed import), the
+    scope nodes enclosing it (outermost first) and its statement."""
 
+    context: "FileContext"
     scopes: Tuple[cst.CSTNode, ...]
     statement: Optional[cst.CSTNode] = None
 
@@ -126,7 +129,7 @@ class Values:
             if isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
                 statement = node
                 break
-        return Place(scopes, statement)
+        return Place(self.ctx, scopes, statement)
 
     def flow(self, scope: cst.CSTNode) -> Flow:
         found = self._flows.get(id(scope))
@@ -158,10 +161,14 @@ class Values:
         scopes = around + (model_class, forward)
         found = []
         for statement in self.returns(forward):
-            found += self._follow(statement.value, Place(scopes, statement), depth + 1, seen)
+            found += self._follow(statement.value, Place(self.ctx, scopes, statement), depth + 1, seen)
         return found
 
     # ------------------------------------------------------------ following
+
+    def _at(self, place: Place) -> "Values":
+        """The model of the file `place` is in: an origin may lie in a project file this one imports."""
+        return self if place.context is self.ctx else Values.of(place.context)
 
     def _follow(self, expr: cst.BaseExpression, place: Place, depth: int, seen: frozenset) -> List[Origin]:
         key = (id(expr), id(place.statement))
@@ -186,7 +193,7 @@ class Values:
         if scope is None:
             return [Origin(name, place, opaque=name.value not in _CONSTANT_NAMES)]
         if name.value in scope.imports:
-            return [Origin(name, place)]
+            return self._imported(scope.imports[name.value], name, place, depth, seen)
         index = place.scopes.index(scope.node) if scope.node in place.scopes else len(place.scopes) - 1
         scopes = place.scopes[: index + 1]
         flow = self.flow(scope.node)
@@ -195,19 +202,32 @@ class Values:
         found: List[Origin] = []
         for binding in flow.reaching(name.value, position):
             if binding.definition is not None:
-                found.append(Origin(binding.definition, Place(scopes, binding.statement)))
+                found.append(Origin(binding.definition, Place(self.ctx, scopes, binding.statement)))
             elif binding.value is None:
                 found.append(Origin(name, place, opaque=True))
             else:
-                origins = self._follow(binding.value, Place(scopes, binding.statement), depth, seen)
+                origins = self._follow(binding.value, Place(self.ctx, scopes, binding.statement), depth, seen)
                 for index in binding.element:
                     origins = self._elements(origins, index, depth, seen)
                 found += origins
         return found or [Origin(name, place, opaque=True)]
 
+    def _imported(self, path: str, written: cst.CSTNode, place: Place, depth: int, seen: frozenset) -> List[Origin]:
+        """A name imported from a project file (`analysis/project.py`) is followed into it; others are origins."""
+        found = PROJECT.resolve(self.ctx.filename, path, self.ctx.config)
+        if found is None or not found[1] or "." in found[1]:
+            return [Origin(written, place)]
+        module, name = found
+        other = Values.of(module.context)
+        return other._name(cst.Name(name), Place(module.context, (module.context.module,)), depth + 1, seen)
+
     def _attribute(self, attribute: cst.Attribute, place: Place, depth: int, seen: frozenset) -> List[Origin]:
-        owner = self.enclosing_class(place)
         receiver = attribute.value
+        if type(receiver) is cst.Name and self.ctx.scopes.is_imported_anywhere(receiver.value):
+            path = self.ctx.scopes.resolve(receiver.value, place.scopes)
+            if path is not None:  # `utils.build` after `import utils`
+                return self._imported(f"{path}.{attribute.attr.value}", attribute, place, depth, seen)
+        owner = self.enclosing_class(place)
         if owner is None or type(receiver) is not cst.Name or not _is_self(receiver, place.scopes[-1]):
             return [Origin(attribute, place)]
         model_class, around = owner
@@ -217,7 +237,7 @@ class Values:
         for value in values:
             method = scope.attribute_methods.get(id(value))
             if method is not None:
-                found += self._follow(value, Place(around + (model_class, method), None), depth, seen)
+                found += self._follow(value, Place(self.ctx, around + (model_class, method)), depth, seen)
         return found or [Origin(attribute, place)]
 
     def _subscript(self, subscript: cst.Subscript, place: Place, depth: int, seen: frozenset) -> List[Origin]:
@@ -251,7 +271,7 @@ class Values:
                 found.append(Origin(written or node, container.place, opaque=True))
                 continue
             for element in elements:
-                found += self._follow(element, container.place, depth, seen)
+                found += self._at(container.place)._follow(element, container.place, depth, seen)
         return found
 
     def _call(self, call: cst.Call, place: Place, depth: int, seen: frozenset) -> List[Origin]:
@@ -278,11 +298,13 @@ class Values:
         found: List[Origin] = []
         for callee in callees:
             node = callee.node
+            there = self._at(callee.place)
             if type(node) is cst.FunctionDef:
-                for statement in self.returns(node):
-                    found += self._follow(statement.value, Place(callee.place.scopes + (node,), statement), depth + 1, seen)
+                for statement in there.returns(node):
+                    statement_place = Place(there.ctx, callee.place.scopes + (node,), statement)
+                    found += there._follow(statement.value, statement_place, depth + 1, seen)
             elif type(node) is cst.Call and not callee.applied:
-                found += self.module_outputs(callee, depth, seen)
+                found += there.module_outputs(callee, depth, seen)
             else:
                 found.append(Origin(call, place))
         return found or [Origin(call, place)]
@@ -291,13 +313,15 @@ class Values:
         """What applying the module built by `module` (a call such as `Net()` or `nn.Sequential(...)`) returns."""
         built = module.node
         place = module.place
+        if place.context is not self.ctx:
+            return self._at(place).module_outputs(module, depth, seen)
         classes = [
             origin for origin in self._follow(built.func, place, depth + 1, seen) if type(origin.node) is cst.ClassDef
         ]
         if classes:
             found = []
             for origin in classes:
-                found += self.forward_outputs(origin.node, origin.place.scopes, depth, seen)
+                found += self._at(origin.place).forward_outputs(origin.node, origin.place.scopes, depth, seen)
             return found or [Origin(built, place, applied=True)]
         if self.ctx.qualified_name_in(built.func, SEQUENTIAL, place.stack):
             layers = [arg.value for arg in built.args if arg.keyword is None and not arg.star]

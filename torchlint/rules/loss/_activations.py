@@ -153,13 +153,14 @@ class Tracer:
     def _trace_origin(self, origin: Origin, stack: Tuple[cst.CSTNode, ...], depth: int) -> Optional[Trace]:
         place = origin.place
         if origin.applied:  # the output of a layer, such as the last one of an nn.Sequential
-            kind = ACTIVATION_MODULES.get(self.ctx.qualified_name(origin.node.func, place.stack))
+            kind = ACTIVATION_MODULES.get(place.context.qualified_name(origin.node.func, place.stack))
             return Trace(kind, origin.node, None, MODEL, False) if kind else None
         inside_forward = _forward_around(place, stack)
         if inside_forward is not None and self._depends_on_training(inside_forward):
             return None  # `if self.training: return logits`: probabilities only at inference
-        trace = self.trace(origin.node, place.stack, depth + 1)
-        if trace is not None and place.scopes != tuple(scope_nodes_of(stack)):
+        tracer = self if place.context is self.ctx else Tracer(place.context)
+        trace = tracer.trace(origin.node, place.stack, depth + 1)
+        if trace is not None and (place.context is not self.ctx or place.scopes != tuple(scope_nodes_of(stack))):
             # Made in a model's forward or a helper: the softmax is left there for the author to move.
             return Trace(trace.kind, trace.call, None, MODEL, False)
         return trace

@@ -2,7 +2,7 @@ from typing import Optional
 
 from torchlint.finding import Fix
 from torchlint.rules.loss._activations import SIGMOID, ActivationBeforeLoss, Trace
-from torchlint.rules.triggers import fragments, words
+from torchlint.rules.triggers import words
 
 
 class SigmoidBeforeBceWithLogits(ActivationBeforeLoss):
@@ -35,8 +35,8 @@ class SigmoidBeforeBceWithLogits(ActivationBeforeLoss):
     code = "TL402"
     name = "sigmoid-before-bce-with-logits"
     # A flagged call is the loss (qualified name or the constructor a criterion came from), so its last part is
-    # written; the sigmoid it is fed is written in the same file (`torch.sigmoid`, `nn.Sigmoid`, `special.expit`).
-    triggers = words("binary_cross_entropy_with_logits", "BCEWithLogitsLoss") & fragments("sigmoid", "expit")
+    # written; the sigmoid it is fed may be in a project module this file imports, so it need not be written here.
+    triggers = words("binary_cross_entropy_with_logits", "BCEWithLogitsLoss")
     fix_safety = "unsafe"
     loss_modules = frozenset({"torch.nn.BCEWithLogitsLoss", "torch.nn.modules.loss.BCEWithLogitsLoss"})
     loss_functions = frozenset({

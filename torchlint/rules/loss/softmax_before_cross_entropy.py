@@ -2,7 +2,7 @@ from typing import Optional
 
 from torchlint.finding import Fix
 from torchlint.rules.loss._activations import LOG_SOFTMAX, SOFTMAX, ActivationBeforeLoss, Trace
-from torchlint.rules.triggers import fragments, words
+from torchlint.rules.triggers import words
 
 
 class SoftmaxBeforeCrossEntropy(ActivationBeforeLoss):
@@ -40,8 +40,8 @@ class SoftmaxBeforeCrossEntropy(ActivationBeforeLoss):
     code = "TL401"
     name = "softmax-before-cross-entropy"
     # A flagged call is the loss (qualified name or the constructor a criterion came from), so its last part is
-    # written; the softmax it is fed is written in the same file, in whatever case (`F.softmax`, `nn.LogSoftmax`).
-    triggers = words("cross_entropy", "CrossEntropyLoss") & fragments("softmax")
+    # written; the softmax it is fed may be in a project module this file imports, so it need not be written here.
+    triggers = words("cross_entropy", "CrossEntropyLoss")
     fix_safety = "unsafe"
     loss_modules = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.modules.loss.CrossEntropyLoss"})
     loss_functions = frozenset({"torch.nn.functional.cross_entropy"})

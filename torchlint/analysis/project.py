@@ -1,0 +1,154 @@
+"""The project around a linted file: the modules its imports name, when they are project files.
+
+A training script rarely defines everything it uses: the model class lives in
+`model.py`, the loaders in `data.py`. When the value model meets a name imported
+from a module that is a file of the project (`from model import Net`,
+`from .data import make_loaders`, `import utils` then `utils.build()`), it follows the
+name into that file, so what `Net.forward` returns is known in `train.py`.
+
+Which files count. A module path is looked up as a `.py` file (or a package's
+`__init__.py`) from the importing file's own folder, then from each folder above it
+up to the top of its package (the first folder above without an `__init__.py`), the
+places Python's own search finds a project's modules when a script is run from its
+folder or a package with `python -m`. Relative imports resolve against the package.
+Installed packages (torch, numpy) are never read: a path that is not a file there is
+not followed. This works the same whether one file or the whole project is given on
+the command line, since the files are read from disk when an import names them.
+
+What is not seen: modules found only through `sys.path` edits, `PYTHONPATH` or an
+installed copy of the project, star imports, names assigned in the imported module
+through anything but plain statements, and modules over `_MAX_BYTES`.
+
+Each imported file is read and parsed once per process, kept while its bytes stay the
+same (a content digest), and at most `_MAX_MODULES` are held. Every file a lint reads
+this way is recorded (`Project.consulted`), so a cached result can be checked against
+them: editing `model.py` re-lints `train.py`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+
+import libcst as cst
+
+from torchlint import source as sources
+from torchlint.engine import parsing
+
+if TYPE_CHECKING:
+    from torchlint.config import Config
+    from torchlint.engine.context import FileContext
+
+_MAX_MODULES = 64
+_MAX_BYTES = 1_000_000
+
+
+@dataclass(frozen=True)
+class ProjectModule:
+    path: str
+    digest: bytes
+    context: "FileContext"
+
+
+def digest_of(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+class Project:
+    """The project modules one process has read, shared by every file it lints."""
+
+    def __init__(self):
+        self._modules: "OrderedDict[str, Optional[ProjectModule]]" = OrderedDict()
+        # (importing folder, import path) -> (module file, name in it), or None: most paths name installed packages
+        self._paths: Dict[Tuple[str, str], Optional[Tuple[str, str]]] = {}
+        # path -> digest of every project file read since `start_recording` (what the current lint depended on)
+        self.consulted: Dict[str, bytes] = {}
+
+    def start_recording(self) -> None:
+        self.consulted = {}
+
+    def resolve(self, importer: str, dotted: str, config: "Config") -> Optional[Tuple[ProjectModule, str]]:
+        """For an import path as `import_bindings` writes it (`model.Net`, `.data.make_loaders`, `utils`): the
+        project module it is in and the name within it ("" for the module itself), or None."""
+        folder = os.path.dirname(os.path.abspath(importer))
+        key = (folder, dotted)
+        if key not in self._paths:
+            self._paths[key] = _locate(folder, dotted)
+        located = self._paths[key]
+        if located is None or located[0] == os.path.abspath(importer):
+            return None
+        module = self._load(located[0], config)
+        return (module, located[1]) if module is not None else None
+
+    def _load(self, path: str, config: "Config") -> Optional[ProjectModule]:
+        try:
+            data = sources.read_bytes(path)
+        except OSError:
+            return None
+        digest = digest_of(data)
+        cached = self._modules.get(path)
+        if cached is not None and cached.digest == digest:
+            self._modules.move_to_end(path)
+            self.consulted[path] = digest
+            return cached
+        module = _parse(path, data, digest, config)
+        self._modules[path] = module
+        self._modules.move_to_end(path)
+        while len(self._modules) > _MAX_MODULES:
+            self._modules.popitem(last=False)
+        if module is not None:
+            self.consulted[path] = digest
+        return module
+
+
+def _parse(path: str, data: bytes, digest: bytes, config: "Config") -> Optional[ProjectModule]:
+    # Imported here: the engine's context builds on the vocabulary, which builds on the value model.
+    from torchlint.engine.context import FileContext
+
+    if len(data) > _MAX_BYTES:
+        return None
+    try:
+        text = sources.decode(data).text
+        module = parsing.parse_module(text)
+    except Exception:  # an imported file that does not parse is reported when it is linted itself
+        return None
+    return ProjectModule(path, digest, FileContext(path, text, module, config, with_callgraph=False))
+
+
+def _locate(folder: str, dotted: str) -> Optional[Tuple[str, str]]:
+    level = len(dotted) - len(dotted.lstrip("."))
+    parts = [part for part in dotted[level:].split(".") if part]
+    for base in _search_folders(folder, level):
+        # The longest prefix that is a file: `pkg.model.Net` is the name Net in pkg/model.py.
+        for length in range(len(parts), 0, -1):
+            path = _module_file(base, parts[:length])
+            if path is not None:
+                return path, ".".join(parts[length:])
+    return None
+
+
+def _search_folders(folder: str, level: int) -> List[str]:
+    if level:  # a relative import has one base: its package, or a package above it
+        for _ in range(level - 1):
+            folder = os.path.dirname(folder)
+        return [folder]
+    found = [folder]
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        folder = os.path.dirname(folder)
+        found.append(folder)
+    return found
+
+
+def _module_file(base: str, parts: List[str]) -> Optional[str]:
+    stem = os.path.join(base, *parts)
+    for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+# One per process: the pool's workers each keep their own.
+PROJECT = Project()
