@@ -56,7 +56,8 @@ class EvalWithoutNoGrad(Rule):
     module, `nn.Sequential` or a model builder, or a name on which `.eval()`, `.train()`
     or `.parameters()` is called. Not flagged: loops that call `.backward()` anywhere in
     their body (frozen feature extractors in training, attacks that need input
-    gradients), functions that use `torch.autograd.grad`, code under
+    gradients), loops whose body ends in an unconditional `break` (one batch, for a
+    plot or a shape check), functions that use `torch.autograd.grad`, code under
     `set_grad_enabled(<not a literal>)` or under another library's context manager named
     for evaluation or gradients (monai's `with eval_mode(model):` enters `no_grad`
     itself), pytest `test_*` functions and Lightning's `validation_step` / `test_step` /
@@ -174,7 +175,7 @@ class EvalWithoutNoGrad(Rule):
 
     def finish(self) -> None:
         for forward in self.forwards:
-            if not self.models.is_model(forward.node.func, forward.stack):
+            if not self.models.is_model(forward.node.func, forward.stack) or _runs_once(forward.loops[0].node):
                 continue
             evaluation = self._eval_before(forward)
             if evaluation is None and (forward.in_model_method or not names_an_evaluation(forward.function_name)):
@@ -198,3 +199,13 @@ class EvalWithoutNoGrad(Rule):
             if backward and (index == 0 or evaluation is None or id(loop.node) not in evaluation.loops):
                 return True
         return False
+
+
+def _runs_once(loop: cst.CSTNode) -> bool:
+    """The body ends in an unconditional `break` (`for x in loader: ...; break`, a shape check on one batch):
+    one forward keeps one batch's graph, not one per batch."""
+    body = loop.body
+    if not isinstance(body, cst.IndentedBlock) or not body.body:
+        return False
+    last = body.body[-1]
+    return isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Break)
