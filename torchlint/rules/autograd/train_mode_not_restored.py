@@ -1,14 +1,17 @@
 from __future__ import annotations
 
-from typing import Set
+from typing import Optional, Set
 
 import libcst as cst
 
+from torchlint import semantics
+from torchlint.analysis.values import Values
 from torchlint.rules.autograd._shared import Event, Loop, LoopIndex
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 
 
+_SHADOW_COPIES = frozenset({"copy.deepcopy", "torch.optim.swa_utils.AveragedModel"})
 _SETS_TRAIN = frozenset({"sets-train", "may-set-train"})
 _TRAINING = frozenset({"backward", "optimizer-step"})
 
@@ -30,7 +33,8 @@ class TrainModeNotRestored(Rule):
     Not flagged: `model.train()` between the `eval()` and the next training step (at
     the top of the epoch body, after the evaluation, or in the training function the
     loop calls), an evaluation helper that switches back itself, and evaluation after
-    the last epoch (outside the loop), nor a loop that picks the mode each iteration
+    the last epoch (outside the loop), `eval()` on a deep copy or an averaged model (an
+    EMA or SWA shadow the optimizer does not train), nor a loop that picks the mode each iteration
     (`model.train() if phase == "train" else model.eval()`).
 
     ## Why is this bad?
@@ -79,9 +83,22 @@ class TrainModeNotRestored(Rule):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.loops = ctx.shared(LoopIndex)
+        self.shadow_evals: Set[int] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
-        self.loops.observe(node)
+        event = self.loops.observe(node)
+        if "sets-eval" in event.facts and self._is_shadow_copy(semantics.receiver(node)):
+            self.shadow_evals.add(id(node))
+
+    def _is_shadow_copy(self, model: Optional[cst.BaseExpression]) -> bool:
+        """A deep copy or an averaged model (EMA, SWA): the optimizer does not train it, so its mode is its own."""
+        if model is None:
+            return False
+        origins = Values.of(self.ctx).origins(model)
+        return bool(origins) and all(
+            type(origin.node) is cst.Call and origin.place.context.qualified_name(origin.node.func, origin.place.stack) in _SHADOW_COPIES
+            for origin in origins
+        )
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self.loops.observe(node)
@@ -92,7 +109,7 @@ class TrainModeNotRestored(Rule):
             if not self.loops.trains(loop):
                 continue
             for event, _ in self.loops.sites(loop, "sets-eval"):
-                if id(event.node) in reported or self._restores_train(event) or self._restored_before_training(loop, event):
+                if id(event.node) in reported or id(event.node) in self.shadow_evals or self._restores_train(event) or self._restored_before_training(loop, event):
                     continue
                 reported.add(id(event.node))
                 if "sets-eval" in event.facts:
