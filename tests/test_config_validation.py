@@ -80,6 +80,7 @@ BAD_VALUES = [
     ('label-names = ["y", ""]', "'label-names': must be a list of non-empty strings"),
     ('torch-version = "two"', "'torch-version': expected a version like \"2.1\", got 'two'"),
     ('torch-version = "2"', "'torch-version': expected a version like \"2.1\", got '2'"),
+    (f'torch-version = "{"1" * 5000}.1"', f"'torch-version': expected a version like \"2.1\", got '{'1' * 5000}.1'"),
 ]
 
 BAD_GLOBS = [
@@ -147,6 +148,9 @@ def test_a_tool_key_that_is_not_a_table_is_not_a_torchlint_config(project, capsy
         '[project]\ndependencies = {torch = "2"}\n',
         '[project]\ndependencies = "torch>=2.1"\n',
         "[project]\ndependencies = [1, true]\n",
+        "[tool.poetry]\ndependencies = 1\n",
+        "[tool.poetry.dependencies]\ntorch = 2.1\n",
+        '[tool.poetry.dependencies]\ntorch = [1, {version = 2}, {git = "https://example.com/torch"}]\n',
     ],
 )
 def test_malformed_project_metadata_is_ignored_when_looking_for_the_torch_requirement(project, capsys, content):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, TextIO, Tuple
 
 from torchlint import __version__
 from torchlint.cache import Cache
-from torchlint.config import OUTPUT_FORMATS, Config, ConfigError, load, resolve_codes
+from torchlint.config import OUTPUT_FORMATS, Config, ConfigError, load, resolve_codes, settings_report
 from torchlint.discovery import MissingPath, UnreadableFolder, discover
 from torchlint.engine.parallel import lint_files
 from torchlint.finding import FileResult, Finding
@@ -63,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("-q", "--quiet", action="store_true", help="print findings only, no summary")
     output.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     check.add_argument("--config", type=Path, help="a pyproject.toml or torchlint.toml to use instead of the nearest one")
+    check.add_argument(
+        "--show-settings", action="store_true",
+        help="print the resolved settings (config file, torch-version and where it came from, rules, excludes) and exit without linting",
+    )
     check.add_argument("--stdin-filename", help="the name standard input is reported under")
     check.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     check.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: all cores)")
@@ -152,6 +156,9 @@ def load_config(args) -> Config:
 
 
 def run_check(args) -> int:
+    if args.show_settings:
+        sys.stdout.write(settings_report(load_config(args)))
+        return EXIT_CLEAN
     if not args.paths:
         raise UsageError("no paths given; try `torchlint .`")
     config = load_config(args)

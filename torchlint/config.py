@@ -2,6 +2,8 @@
 
 Config is resolved once per run into a `Config`; every bad key or value raises
 `ConfigError` naming the key and the file, which the CLI turns into exit 2.
+Without a `torch-version` key, the project's own torch requirement gives it
+(see `torchlint.project_settings`), and the `Config` records where it came from.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
 from torchlint.catalogue import RULES
+from torchlint.project_settings import CONFIG, DEFAULT_SOURCE, TorchVersionSource, find_torch_requirement
 
 DEFAULT_EXCLUDES = (
     ".git", ".hg", ".venv", "venv", "build", "dist", "__pycache__", ".tox", ".nox",
     "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".torchlint_cache",
+    # Jupyter's autosave copies of the notebooks beside them: each finding would be reported twice.
+    ".ipynb_checkpoints",
 )
 DEFAULT_LABEL_NAMES = (
     "y", "y_true", "target", "targets", "label", "labels", "gt", "cls", "class_ids",
@@ -50,6 +55,7 @@ class Config:
     device_name: str = "device"
     label_names: Tuple[str, ...] = DEFAULT_LABEL_NAMES
     torch_version: Tuple[int, int] = DEFAULT_TORCH_VERSION
+    torch_version_source: TorchVersionSource = DEFAULT_SOURCE
     root: Path = field(default_factory=Path.cwd)
     path: Optional[Path] = None
 
@@ -209,10 +215,7 @@ def build(table: dict, root: Path, path: Optional[Path], where: str, torch_requi
     label_names = table.get("label-names", list(DEFAULT_LABEL_NAMES))
     if not all(isinstance(name, str) and name for name in label_names):
         raise ConfigError(f"{key_where('label-names')}: must be a list of non-empty strings")
-    if "torch-version" in table:
-        torch_version = parse_version(table["torch-version"], key_where("torch-version"))
-    else:
-        torch_version = torch_requirement_floor(torch_requirement_from) or DEFAULT_TORCH_VERSION
+    torch_version, torch_version_source = _torch_version(table, path, where, torch_requirement_from)
     return Config(
         select=frozenset(select),
         per_file_ignores=tuple(per_file),
@@ -223,6 +226,7 @@ def build(table: dict, root: Path, path: Optional[Path], where: str, torch_requi
         device_name=device_name,
         label_names=tuple(label_names),
         torch_version=torch_version,
+        torch_version_source=torch_version_source,
         root=root,
         path=path,
     )
@@ -239,38 +243,56 @@ def _spec(patterns: List[str], where: str) -> pathspec.PathSpec:
 
 
 def parse_version(text: str, where: str) -> Tuple[int, int]:
-    match = re.fullmatch(r"\s*(\d+)\.(\d+)(?:\.\d+)?\s*", str(text))
+    # At most 9 digits a number: `int` refuses strings of thousands with a ValueError.
+    match = re.fullmatch(r"\s*(\d{1,9})\.(\d{1,9})(?:\.\d+)?\s*", str(text))
     if not match:
         raise ConfigError(f"{where}: expected a version like \"2.1\", got {text!r}")
     return int(match.group(1)), int(match.group(2))
 
 
-_TORCH_REQUIREMENT = re.compile(r"^\s*torch(?![\w.-])\s*(?:\[[^\]]*\])?\s*(?P<specs>[^;]*)", re.IGNORECASE)
-_LOWER_BOUND = re.compile(r"(>=|==|~=|>)\s*(\d+)\.(\d+)")
+def _torch_version(table: dict, path: Optional[Path], where: str, start: Path) -> Tuple[Tuple[int, int], TorchVersionSource]:
+    """`torch-version` from the config, else the floor of the project's torch requirement, else the default; and its source."""
+    if "torch-version" in table:
+        return parse_version(table["torch-version"], f"{where}: 'torch-version'"), _config_source(path, where)
+    requirement = find_torch_requirement(start)
+    if requirement is None:
+        return DEFAULT_TORCH_VERSION, DEFAULT_SOURCE
+    return requirement.floor, requirement.source
 
 
-def torch_requirement_floor(root: Path) -> Optional[Tuple[int, int]]:
-    """The lowest torch version the project at `root` admits, from its pyproject dependencies."""
-    for directory in [root, *root.parents]:
-        pyproject = directory / "pyproject.toml"
-        if pyproject.is_file():
-            try:
-                project = _read_toml(pyproject).get("project")
-            except ConfigError:
-                return None
-            if not isinstance(project, dict):
-                return None
-            # Malformed metadata is the packaging tools' business: take what is well-formed.
-            groups = [project.get("dependencies")]
-            extras = project.get("optional-dependencies")
-            if isinstance(extras, dict):
-                groups.extend(extras.values())
-            requirements = [item for group in groups if isinstance(group, list) for item in group]
-            floors = []
-            for requirement in requirements:
-                match = _TORCH_REQUIREMENT.match(requirement) if isinstance(requirement, str) else None
-                if match:
-                    floors += [(int(major), int(minor)) for _, major, minor in _LOWER_BOUND.findall(match.group("specs"))]
-            return min(floors) if floors else None
-    return None
+def _config_source(path: Optional[Path], where: str) -> TorchVersionSource:
+    if path is None:  # a table built in code (tests, verify's evidence), read from no file
+        return TorchVersionSource(CONFIG, section=where)
+    key = "[tool.torchlint] torch-version" if path.name == "pyproject.toml" else "torch-version"
+    return TorchVersionSource(CONFIG, path, key)
 
+
+# ---------------------------------------------------------------- --show-settings
+
+
+def settings_report(config: Config) -> str:
+    """The resolved settings, one `key = value` line each, as `torchlint check --show-settings` prints them."""
+    torch_version = ".".join(map(str, config.torch_version))
+    per_file_ignores = [f"{_patterns(spec)[0]}: {_listed(codes)}" for spec, codes in config.per_file_ignores]
+    settings = [
+        ("config file", str(config.path) if config.path else "none"),
+        ("project root", str(config.root)),
+        ("torch-version", f"{torch_version}  ({config.torch_version_source.describe(config.root)})"),
+        ("select", _listed(config.select)),
+        ("exclude", ", ".join(_patterns(config.exclude)) or "none"),
+        ("per-file-ignores", "; ".join(per_file_ignores) or "none"),
+        ("label-names", ", ".join(config.label_names)),
+        ("device-name", config.device_name),
+        ("output-format", config.output_format or "full on a terminal, else concise"),
+        ("fix", str(config.fix).lower()),
+        ("unsafe-fixes", str(config.unsafe_fixes).lower()),
+    ]
+    return "".join(f"{key} = {value}\n" for key, value in settings)
+
+
+def _listed(codes: FrozenSet[str]) -> str:
+    return ", ".join(sorted(codes)) or "none"
+
+
+def _patterns(spec: Optional[pathspec.PathSpec]) -> List[str]:
+    return [pattern.pattern for pattern in spec.patterns] if spec is not None else []

@@ -1,7 +1,8 @@
 """Which files a run lints.
 
 Folders are walked recursively for `*.py`, `*.pyi` and `*.ipynb` (Jupyter
-notebooks, see `torchlint.notebook`); the config's `exclude`/`extend-exclude` globs and, inside
+notebooks, see `torchlint.notebook`); the config's `exclude`/`extend-exclude` globs (by default
+`config.DEFAULT_EXCLUDES`, Jupyter's `.ipynb_checkpoints` copies among them) and, inside
 a git repository, `.gitignore` files prune the walk. Paths named on the command
 line are always linted, as in ruff and flake8, unless `force_exclude` is set
 (pre-commit passes every staged file explicitly). A folder that cannot be listed
