@@ -1,9 +1,12 @@
 """The precision review: `python benchmarks/precision.py` (docs/precision.md records the last review).
 
-Lints the real-code corpus (benchmarks/corpus.py) with every rule, groups the findings
-per rule, and prints, for each rule, every finding when there are at most `--limit`,
-else a seeded sample of `--limit` findings stratified by package (packages take turns,
-each in its own seeded order, so one package full of one idiom cannot fill the sample).
+Lints a real-code corpus with every rule, groups the findings per rule, and prints, for
+each rule, every finding when there are at most `--limit`, else a seeded sample of
+`--limit` findings stratified by package or repository (they take turns, each in its own
+seeded order, so one package full of one idiom cannot fill the sample). Two corpora:
+`--corpus wheels` (benchmarks/corpus.py: library code of pinned wheels, the default) and
+`--corpus training` (benchmarks/training_corpus.py: training scripts and notebooks of
+public repositories at recorded commits, 20 findings a rule).
 Each printed finding carries a few lines of source around it, for a person to judge
 true or false positive against the rule's definition in the spec.
 
@@ -11,6 +14,7 @@ true or false positive against the rule's definition in the spec.
     python benchmarks/precision.py --json /tmp/c.json   # reuse a lint already written as JSON
     python benchmarks/precision.py --rule TL203 --context 8
     python benchmarks/precision.py --summary            # per-rule, per-package counts only
+    python benchmarks/precision.py --corpus training --json /tmp/t.json
 """
 
 from __future__ import annotations
@@ -28,29 +32,36 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import corpus  # noqa: E402
+import training_corpus  # noqa: E402
 
 SEED = 20240603
-LIMIT = 40
+LIMITS = {"wheels": 40, "training": 20}
+FOLDERS = {"wheels": corpus.CORPUS, "training": training_corpus.CORPUS}
+# Set by main(): the corpus the findings come from.
+CORPUS = corpus.CORPUS
 
 
-def lint_command() -> List[str]:
+def lint_command(folder: Path) -> List[str]:
     return [
         sys.executable, "-m", "torchlint", "check", "--no-respect-gitignore", "--select", "ALL",
-        "--exit-zero", "--output-format", "json", str(corpus.CORPUS),
+        "--exit-zero", "--output-format", "json", str(folder),
     ]
 
 
-def load_findings(json_path: Optional[Path]) -> List[dict]:
+def load_findings(json_path: Optional[Path], name: str) -> List[dict]:
     if json_path is not None:
         return json.loads(json_path.read_text(encoding="utf-8"))
-    corpus.ensure()
-    completed = subprocess.run(lint_command(), check=True, capture_output=True, text=True)
+    if name == "wheels":
+        corpus.ensure()
+    elif training_corpus.ensure(training_corpus.read_repos(), verbose=False):
+        raise SystemExit("some repositories of benchmarks/training-repos.txt are not extracted: run benchmarks/training_corpus.py")
+    completed = subprocess.run(lint_command(FOLDERS[name]), check=True, capture_output=True, text=True)
     return json.loads(completed.stdout)
 
 
 def package_of(filename: str) -> str:
-    # Paths look like .../corpus/<package>-<version>/<module path>.
-    parts = Path(filename).resolve().relative_to(corpus.CORPUS).parts
+    # Paths look like .../corpus/<package>-<version>/<module path> or .../training/<owner>+<name>/<path>.
+    parts = Path(filename).resolve().relative_to(CORPUS).parts
     return parts[0]
 
 
@@ -75,12 +86,24 @@ def stratified_sample(findings: Sequence[dict], limit: int, seed: int) -> List[d
 
 
 def context_of(finding: dict, lines_around: int) -> str:
-    lines = Path(finding["filename"]).read_text(encoding="utf-8", errors="replace").splitlines()
+    lines = _source_lines(finding)
     row = finding["location"]["row"]
     first, last = max(1, row - lines_around), min(len(lines), row + lines_around)
     return "\n".join(
         f"{'>' if number == row else ' '}{number:5d}| {lines[number - 1]}" for number in range(first, last + 1)
     )
+
+
+def _source_lines(finding: dict) -> List[str]:
+    """The lines a finding's row counts in: the file's, or for a notebook its code cell's."""
+    text = Path(finding["filename"]).read_text(encoding="utf-8", errors="replace")
+    cell = finding.get("cell")
+    if cell is None:
+        return text.splitlines()
+    import nbformat
+
+    notebook = nbformat.reads(text, as_version=4)
+    return notebook.cells[cell - 1].source.splitlines()
 
 
 def print_summary(by_rule: Dict[str, List[dict]]) -> None:
@@ -98,32 +121,37 @@ def print_samples(by_rule: Dict[str, List[dict]], limit: int, seed: int, lines_a
         sample = stratified_sample(findings, limit, seed)
         print(f"\n{'=' * 100}\n{code} {findings[0]['name']}: {len(findings)} findings, {len(sample)} shown (seed {seed})")
         for index, finding in enumerate(sample, 1):
-            where = Path(finding["filename"]).resolve().relative_to(corpus.CORPUS)
-            print(f"\n--- {code} #{index} {where}:{finding['location']['row']}:{finding['location']['column']}")
+            where = Path(finding["filename"]).resolve().relative_to(CORPUS)
+            cell = f":cell {finding['cell']}" if finding.get("cell") is not None else ""
+            print(f"\n--- {code} #{index} {where}{cell}:{finding['location']['row']}:{finding['location']['column']}")
             print(f"    {finding['message']}")
             print(context_of(finding, lines_around))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", choices=sorted(FOLDERS), default="wheels", help="which corpus the findings are of")
     parser.add_argument("--json", type=Path, help="findings already written by the lint command, instead of linting")
     parser.add_argument("--rule", action="append", default=[], help="only these codes (repeatable)")
-    parser.add_argument("--limit", type=int, default=LIMIT, help="findings shown per rule (all when fewer)")
+    parser.add_argument("--limit", type=int, help="findings shown per rule (all when fewer; default 40 wheels, 20 training)")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--context", type=int, default=4, help="source lines shown each side of a finding")
     parser.add_argument("--summary", action="store_true", help="print only the per-rule counts")
     options = parser.parse_args(argv)
+    global CORPUS
+    CORPUS = FOLDERS[options.corpus]
+    limit = options.limit or LIMITS[options.corpus]
 
     if options.json is None:
-        print("lint command:", " ".join(lint_command()), file=sys.stderr)
-    findings = load_findings(options.json)
+        print("lint command:", " ".join(lint_command(CORPUS)), file=sys.stderr)
+    findings = load_findings(options.json, options.corpus)
     by_rule: Dict[str, List[dict]] = collections.defaultdict(list)
     for finding in findings:
         if not options.rule or finding["code"] in options.rule:
             by_rule[finding["code"]].append(finding)
     print_summary(by_rule)
     if not options.summary:
-        print_samples(by_rule, options.limit, options.seed, options.context)
+        print_samples(by_rule, limit, options.seed, options.context)
     return 0
 
 
