@@ -77,13 +77,12 @@ for path in open(sys.argv[1], encoding="utf-8").read().splitlines():
         pass
     gc.enable()
 """
-# torchlint with the prefilter disabled: every rule runs on every file.
+# torchlint with the prefilter off: every rule runs on every file (the command line always leaves it on).
 UNFILTERED = """
-import sys
-from torchlint.engine import prefilter
-prefilter.ENABLED = False
-from torchlint.cli import main
-sys.exit(main(sys.argv[1:]))
+import functools, sys
+from torchlint import cli
+cli.lint_files = functools.partial(cli.lint_files, use_prefilter=False)
+sys.exit(cli.main(sys.argv[1:]))
 """
 # flake8 as if torchlint were not installed: its plugin is hidden from flake8's plugin finder.
 FLAKE8_WITHOUT_PLUGIN = """
@@ -188,7 +187,8 @@ def lint_targets(folder: Path, config):
     """The files torchlint lints under `folder` and those it parses (the rest the prefilter skips)."""
     from torchlint import source as sources
     from torchlint.discovery import discover
-    from torchlint.engine import prefilter
+    from torchlint.engine import runner
+    from torchlint.engine.file_text import FileText
 
     files = [path for path, _ in discover([str(folder)], config, respect_gitignore=False)]
     parsed = []
@@ -201,7 +201,7 @@ def lint_targets(folder: Path, config):
             text = sources.decode(data).text
         except sources.SourceError:
             continue
-        if not (prefilter_wired() and prefilter.skippable(text, config.codes_for(path))):
+        if not (prefilter_wired() and runner.rules_to_run(FileText(text), config.codes_for(path)) is None):
             parsed.append(path)
     return files, parsed, lines
 

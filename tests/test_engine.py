@@ -101,12 +101,11 @@ def test_a_file_that_never_writes_a_last_part_cannot_name_it(code, marker, may):
     assert ctx.may_name(LOSSES) is may
 
 
-def test_without_the_prefilter_every_file_may_name_anything(monkeypatch):
-    from torchlint.engine import prefilter
-
-    ctx, _ = context_at("import torch.nn as nn\ncriterion = nn.MSELoss()\ncriterion.forward", "criterion.forward")
-    monkeypatch.setattr(prefilter, "ENABLED", False)
+def test_without_the_prefilter_every_file_may_name_anything_and_call_any_function():
+    module = cst.parse_module("import torch.nn as nn\ncriterion = nn.MSELoss()\ncriterion.forward\n")
+    ctx = FileContext("t.py", module.code, module, make_config(), use_prefilter=False)
     assert ctx.may_name(LOSSES)
+    assert ctx.callgraph.defined is None
 
 
 def test_built_from_in_follows_the_assignment_when_the_file_may_name_the_class():

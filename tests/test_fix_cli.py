@@ -22,8 +22,8 @@ def synthetic_rules(monkeypatch):
 
     real = runner.lint_text
 
-    def lint_text(text, filename, config, codes=None):
-        found = real(text, filename, config, codes) + synthetic_findings(text, filename, SYNTHETIC)
+    def lint_text(text, filename, config, codes=None, **options):
+        found = real(text, filename, config, codes, **options) + synthetic_findings(text, filename, SYNTHETIC)
         return sorted(found, key=Finding.sort_key)
 
     monkeypatch.setattr(runner, "lint_text", lint_text)

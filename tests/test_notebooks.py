@@ -5,9 +5,10 @@ import json
 import nbformat
 import pytest
 
-from conftest import lint, make_config
+from conftest import FIXTURES, lint, make_config
 from torchlint.discovery import discover
-from torchlint.engine.runner import lint_file
+from torchlint.engine.expectations import expected_findings
+from torchlint.engine.parallel import lint_files
 from torchlint.notebook import fix_notebook, lint_notebook_bytes
 from torchlint.reporters import REPORTERS
 from torchlint.rules import all_rules
@@ -41,7 +42,7 @@ def placed(data: bytes, **table):
 def test_findings_name_their_cell_and_row_within_it_counting_markdown_cells(tmp_path):
     path = tmp_path / "explore.ipynb"
     path.write_bytes(notebook("import torch", ("markdown", "# Data\nsome text"), "\n\n" + BAD_LOADER))
-    result = lint_file(str(path), make_config(select=["ALL"]), "explore.ipynb")
+    [result] = lint_files([(str(path), "explore.ipynb")], make_config(select=["ALL"]), jobs=1)
     assert [(f.cell, f.location.row, f.location.column, f.code) for f in result.findings] == [(3, 3, COLUMN, "TL303")]
     assert result.findings[0].end_location.row == 3 and result.findings[0].filename == "explore.ipynb"
 
@@ -103,6 +104,49 @@ def test_reporters_show_the_cell():
     assert REPORTERS["concise"]([finding], {}, False).startswith(f"explore.ipynb:cell 2:1:{COLUMN}: TL303 ")
     [as_json] = json.loads(REPORTERS["json"]([finding], {}, False))
     assert as_json["cell"] == 2 and as_json["location"] == {"row": 1, "column": COLUMN}
+
+
+NOTEBOOK_FIXTURES = sorted(FIXTURES.rglob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_FIXTURES, ids=lambda path: str(path.relative_to(FIXTURES)))
+def test_notebook_fixture_findings_are_exactly_the_expected_ones(path):
+    """Each code cell states its own findings with `# expect: CODE:COLUMN`, rows counted within the cell."""
+    cells = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4).cells
+    expected = sorted(
+        (number, row, column, code)
+        for number, cell in enumerate(cells, start=1) if cell.cell_type == "code"
+        for row, column, code in expected_findings(cell.source)
+    )
+    [result] = lint_files([(str(path), path.name)], make_config(select=["ALL"]), jobs=1)
+    assert sorted((f.cell, f.location.row, f.location.column, f.code) for f in result.findings) == expected
+
+
+def test_there_are_notebook_fixtures_for_tl302_and_tl304():
+    assert {path.name.split("_")[0] for path in NOTEBOOK_FIXTURES} >= {"TL302", "TL304"}
+
+
+UNGUARDED_LOOP = "import torch\nloader = torch.utils.data.DataLoader(ds, num_workers=2)\nfor batch in loader:\n    step(batch)"
+
+
+def test_workers_started_at_module_level_are_fine_in_a_notebook_but_not_in_a_script():
+    # A kernel never re-imports the notebook, so no worker re-runs its cells.
+    assert placed(notebook(UNGUARDED_LOOP), select=["TL302"]) == []
+    assert [f.code for f in lint(UNGUARDED_LOOP, "train.py", select=["TL302"])] == ["TL302"]
+
+
+def test_a_definition_of_the_notebook_that_workers_need_is_a_spawn_problem_with_a_fix():
+    cells = (
+        "from torch.utils.data import DataLoader",
+        "def keep(batch):\n    return batch",
+        "loader = DataLoader(ds, num_workers=2, collate_fn=keep)",
+    )
+    [finding] = findings(notebook(*cells), select=["TL304"])
+    assert (finding.cell, finding.location.row, finding.code) == (3, 1, "TL304")
+    assert "spawn" in finding.message and "Can't get attribute 'keep' on <module '__main__' (built-in)>" in finding.message
+    assert finding.message.endswith("move the definition into a .py module and import it")
+    # The same function in a script pickles by its module's name.
+    assert lint("\n".join(cells), "train.py", select=["TL304"]) == []
 
 
 def test_discovery_finds_notebooks(tmp_path):
@@ -201,8 +245,8 @@ def test_check_fix_rewrites_only_the_changed_cells(tmp_path):
     notebook.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
     notebook.cells = [
         nbformat.v4.new_markdown_cell("# Train"),
-        nbformat.v4.new_code_cell("import torch\n%matplotlib inline\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')"),
-        nbformat.v4.new_code_cell("x = torch.ones(3).to(device)\ny = x.cuda()  # moves"),
+        nbformat.v4.new_code_cell("import torch\n%matplotlib inline\nweight = torch.zeros(3)\nbias = torch.zeros(1)"),
+        nbformat.v4.new_code_cell("weight.require_grad = True\nbias.require_grad = True  # typo"),
     ]
     path = tmp_path / "train.ipynb"
     nbformat.write(notebook, str(path))
@@ -213,8 +257,8 @@ def test_check_fix_rewrites_only_the_changed_cells(tmp_path):
     after = path.read_text(encoding="utf-8")
     changed = [(old, new) for old, new in zip(before.splitlines(), after.splitlines()) if old != new]
     assert changed == [
-        ('    "x = torch.ones(3).to(device)\\n",', '    "x = torch.ones(3, device=device)\\n",'),
-        ('    "y = x.cuda()  # moves"', '    "y = x.to(device)  # moves"'),
+        ('    "weight.require_grad = True\\n",', '    "weight.requires_grad = True\\n",'),
+        ('    "bias.require_grad = True  # typo"', '    "bias.requires_grad = True  # typo"'),
     ]
     assert run_cli("check", "--fix", "train.ipynb", cwd=tmp_path)[:2] == (0, "All checks passed!\n")
     assert path.read_text(encoding="utf-8") == after

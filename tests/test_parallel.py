@@ -89,7 +89,7 @@ def test_a_second_run_is_answered_by_the_cache_until_a_file_changes(project, tmp
 
 def test_jobs_below_one_means_every_core(project, tmp_path, monkeypatch):
     seen = []
-    monkeypatch.setattr(parallel, "_lint_all", lambda work, config, jobs, keyed: seen.append(jobs) or [])
+    monkeypatch.setattr(parallel, "_lint_all", lambda work, config, jobs, *switches: seen.append(jobs) or [])
     parallel.lint_files([], config_at(tmp_path), jobs=0)
     parallel.lint_files([], config_at(tmp_path), jobs=None)
     assert seen == [parallel.default_jobs()] * 2

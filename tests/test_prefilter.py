@@ -1,10 +1,14 @@
 """The prefilter: a rule runs only on files holding one of its trigger words, and a file no rule runs on is not parsed."""
 
+import textwrap
+
 import pytest
 
-from conftest import FIXTURES, lint
-from torchlint.engine import prefilter
+from conftest import FIXTURES, lint, make_config
+from torchlint.engine import prefilter, runner
 from torchlint.engine.expectations import expected_findings
+from torchlint.engine.file_text import FileText
+from torchlint.engine.parallel import lint_files
 from torchlint.rules import all_rules, rules_by_code
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import Trigger
@@ -13,8 +17,13 @@ DEFAULT = frozenset(rule.code for rule in all_rules() if rule.triggers is not No
 PLAIN = "import json\n\n\ndef read(path):\n    with open(path) as handle:\n        return json.loads(handle.read())\n"
 
 
+def skipped(text: str, codes) -> bool:
+    """Linting `text` with `codes` cannot report anything, so the file is not parsed."""
+    return runner.rules_to_run(FileText(text), codes) is None
+
+
 def test_a_file_without_any_trigger_is_skipped():
-    assert prefilter.skippable(PLAIN, DEFAULT)
+    assert skipped(PLAIN, DEFAULT)
 
 
 @pytest.mark.parametrize("text", [
@@ -23,7 +32,7 @@ def test_a_file_without_any_trigger_is_skipped():
     "for x in data:\n    loss.backward()\n    opt.step()\n",
 ])
 def test_a_file_with_a_trigger_is_parsed(text):
-    assert not prefilter.skippable(text, DEFAULT)
+    assert not skipped(text, DEFAULT)
 
 
 def test_a_rule_runs_only_where_its_trigger_matches():
@@ -34,12 +43,12 @@ def test_a_rule_runs_only_where_its_trigger_matches():
 
 def test_a_file_python_cannot_compile_is_parsed_so_the_engine_reports_tl000():
     broken = "def f(:\n    pass\n"
-    assert not prefilter.skippable(broken, DEFAULT)
+    assert not skipped(broken, DEFAULT)
     assert [finding.code for finding in lint(broken)] == ["TL000"]
 
 
 def test_without_tl000_a_broken_file_without_triggers_is_skipped():
-    assert prefilter.skippable("def f(:\n", DEFAULT - {"TL000"})
+    assert skipped("def f(:\n", DEFAULT - {"TL000"})
 
 
 def test_a_rule_without_triggers_runs_on_every_file(monkeypatch):
@@ -48,16 +57,42 @@ def test_a_rule_without_triggers_runs_on_every_file(monkeypatch):
         name = "untriggered"
 
     assert prefilter.runnable(PLAIN, [Untriggered]) == [Untriggered]
-    monkeypatch.setattr(prefilter, "rules_by_code", lambda: {"TL998": Untriggered})
-    assert not prefilter.skippable(PLAIN, frozenset({"TL998"}))
+    monkeypatch.setattr(runner, "rules_by_code", lambda: {"TL998": Untriggered})
+    assert not skipped(PLAIN, frozenset({"TL998"}))
 
 
 def test_unknown_codes_never_run():
-    assert prefilter.skippable(PLAIN, frozenset({"TL999"}))
+    assert skipped(PLAIN, frozenset({"TL999"}))
+
+
+def test_without_the_prefilter_every_selected_rule_runs_on_every_file():
+    codes = frozenset({"TL101", "TL000"})
+    assert runner.rules_to_run(FileText(PLAIN), codes) is None
+    assert runner.rules_to_run(FileText(PLAIN), codes, use_prefilter=False) == [rules_by_code()["TL101"]]
+
+
+def test_the_prefilter_changes_no_finding_of_any_example():
+    config = make_config(select=["ALL"])
+    for rule in all_rules():
+        text = textwrap.dedent(rule.example)
+        without = runner.lint_text(text, "example.py", config, use_prefilter=False)
+        assert runner.lint_text(text, "example.py", config) == without, rule.code
+
+
+def test_without_the_prefilter_many_files_in_worker_processes_give_the_same_findings(tmp_path):
+    files = []
+    for rule in all_rules():
+        path = tmp_path / f"{rule.code}.py"
+        path.write_text(textwrap.dedent(rule.example), encoding="utf-8")
+        files.append((str(path), path.name))
+    config = make_config(select=["ALL"])
+    with_prefilter = lint_files(files, config, jobs=2)
+    without = lint_files(files, config, jobs=2, use_prefilter=False)
+    assert [result.findings for result in without] == [result.findings for result in with_prefilter]
 
 
 def test_compile_warnings_are_not_shown(recwarn):
-    assert prefilter.skippable('pattern = "\\d+"\n', DEFAULT)
+    assert skipped('pattern = "\\d+"\n', DEFAULT)
     assert not recwarn.list
 
 

@@ -46,7 +46,7 @@ def test_linting_and_planning_never_import_torch():
         import sys
         from torchlint.cli import build_parser
         from torchlint.verify.run import plan
-        from torchlint.verify.witness import load_all
+        from torchlint.verify.witnesses import load_all
         build_parser()
         load_all()
         assert "torch" not in sys.modules, "torch imported"
@@ -59,7 +59,7 @@ def test_linting_and_planning_never_import_torch():
 def test_every_canonical_witness_shows_its_rule():
     from torchlint.verify import sandbox
     from torchlint.verify.run import judge, canonical
-    from torchlint.verify.witness import load_all
+    from torchlint.verify.witnesses import load_all
 
     codes = sorted(load_all())
     witnesses = [canonical(code, "cpu") for code in codes]

@@ -1,7 +1,12 @@
 """Jupyter notebooks: lint the code cells as one script, report by cell, fix in place.
 
-The engine sees one script: each code cell in order, after a marker comment
-line, with IPython syntax neutralised: a line magic (`%time f()`), a shell line
+An adapter over the engine, like the flake8 plugin: the engine lints Python source
+and knows nothing of notebooks; `engine/parallel.lint_file_bytes` sends a `.ipynb`
+here.
+
+The engine sees one script, of kind `FileKind.NOTEBOOK` (for the rules that depend
+on how the code runs): each code cell in order, after a marker comment line, with
+IPython syntax neutralised: a line magic (`%time f()`), a shell line
 (`!pip install`), a help line (`torch.nn.Linear?`) and their assignments
 (`files = !ls`) become a `pass` that keeps the line and its indentation. A
 cell magic whose body is Python (`%%time`) only loses its first line; any other
@@ -26,7 +31,8 @@ from dataclasses import dataclass, field, replace
 from json.decoder import scanstring
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple, Union
 
-from torchlint.engine.runner import lint_text, parse_error
+from torchlint.analysis.file_kind import FileKind
+from torchlint.engine.runner import lint_text, unreadable
 from torchlint.finding import Edit, FileResult, Finding, Fix, Location
 from torchlint.rules.syntax.parse_error import ParseError
 
@@ -204,33 +210,29 @@ def _code_cells(cells: list) -> List[Tuple[int, str]]:
 # ---------------------------------------------------------------- linting
 
 
-def lint_notebook_bytes(data: bytes, filename: str, config: "Config") -> FileResult:
+def lint_notebook_bytes(data: bytes, filename: str, config: "Config", use_prefilter: bool = True) -> FileResult:
     try:
         import nbformat
     except ImportError:
-        return _unreadable(filename, config, "linting notebooks needs nbformat: pip install nbformat")
+        return unreadable(filename, config, "linting notebooks needs nbformat: pip install nbformat")
     try:
         notebook = nbformat.reads(data.decode("utf-8-sig"), as_version=4, capture_validation_error={})
         # nbformat reports a malformed structure without raising; reading it is where it shows.
         python = _is_python(notebook.get("metadata", {}))
         code_cells = _code_cells(notebook.get("cells", []))
     except Exception as error:  # nbformat raises many types for files that are not notebooks
-        return _unreadable(filename, config, f"not a notebook nbformat can read: {type(error).__name__}: {error}")
+        return unreadable(filename, config, f"not a notebook nbformat can read: {type(error).__name__}: {error}")
     if not python:
         return FileResult(filename, [])
     script = _build(code_cells)
-    findings = [_in_cell(finding, script) for finding in lint_text(script.text, filename, config)]
+    linted = lint_text(script.text, filename, config, use_prefilter=use_prefilter, file_kind=FileKind.NOTEBOOK)
+    findings = [_in_cell(finding, script) for finding in linted]
     if ParseError.code in config.codes_for(filename):
         for cell in script.cells:
             if cell.python and not cell.compiles:
                 only_parse_errors = lint_text(cell.script, filename, config, codes=frozenset({ParseError.code}))
                 findings += [replace(finding, cell=cell.number) for finding in only_parse_errors]
     return FileResult(filename, sorted(findings, key=Finding.sort_key))
-
-
-def _unreadable(filename: str, config: "Config", message: str) -> FileResult:
-    selected = ParseError.code in config.codes_for(filename)
-    return FileResult(filename, [parse_error(filename, message)] if selected else [])
 
 
 def _in_cell(finding: Finding, script: _Script) -> Finding:

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Tup
 
 import libcst as cst
 
-from torchlint.engine import prefilter
+from torchlint.analysis.file_kind import FileKind, source_file_kind
 from torchlint.engine.callgraph import CallGraph
+from torchlint.engine.file_text import FileText
 from torchlint.engine.positions import Positions
 from torchlint.engine.scopes import Scopes, dotted_name, scope_nodes_of
 from torchlint.finding import Edit, Finding, Fix, Location
-from torchlint.rules.triggers import FileText
 
 if TYPE_CHECKING:
     from torchlint.config import Config
@@ -22,12 +22,17 @@ if TYPE_CHECKING:
 class FileContext:
     def __init__(
         self, filename: str, text: str, module: cst.Module, config: "Config", with_callgraph: bool = True,
-        file_text: Optional[FileText] = None,
+        file_text: Optional[FileText] = None, use_prefilter: bool = True, file_kind: Optional[FileKind] = None,
     ):
         self.filename = filename
         self.text = text
         # The words the prefilter read from the text (`may_name`).
         self.file_text = file_text or FileText(text)
+        # The prefilter is switched for the whole lint: off, nothing is ruled out from the text alone here either
+        # (`may_name`, the call graph's callees), so benchmarks/run.py can compare findings with and without it.
+        self.use_prefilter = use_prefilter
+        # Given by an adapter that knows (a notebook's); otherwise decided on first use (`file_kind`).
+        self._file_kind = file_kind
         self.module = module
         self.config = config
         # The nodes enclosing the one being visited, outermost first; the visited node is last.
@@ -41,7 +46,7 @@ class FileContext:
         if with_callgraph:
             # Only a function the file defines can be called within it: names written after `def` (part of the
             # prefilter, so off with it).
-            self.callgraph = CallGraph(self.file_text.defined if prefilter.ENABLED else None)
+            self.callgraph = CallGraph(self.file_text.defined if use_prefilter else None)
         self.findings: List[Finding] = []
         self._positions = None
         self._qualified: Dict[Tuple[int, Optional[int]], Tuple[cst.CSTNode, Optional[str]]] = {}
@@ -96,7 +101,16 @@ class FileContext:
         attribute chain that uses it (the reasoning of the rules' `words` triggers), so a file without any of
         the last parts never resolves to one of `names`. Part of the prefilter: off when it is.
         """
-        return not prefilter.ENABLED or not _last_parts(names).isdisjoint(self.file_text.words)
+        return not self.use_prefilter or not _last_parts(names).isdisjoint(self.file_text.words)
+
+    # ------------------------------------------------------------ the file
+
+    @property
+    def file_kind(self) -> FileKind:
+        """Notebook, test, script or library (torchlint/analysis/file_kind.py), from the name and top-level statements."""
+        if self._file_kind is None:
+            self._file_kind = source_file_kind(self.filename, self.text, self.module)
+        return self._file_kind
 
     def close(self) -> None:
         """Drop the per-file helpers, which refer back to this context: with that cycle gone, the file's tree is

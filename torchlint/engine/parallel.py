@@ -7,6 +7,10 @@ many. `jobs=1` lints in this process, without a pool.
 
 A result keeps the file's decoded source only when it has findings (the reporters
 quote those lines): a run's memory then grows with its findings, not its files.
+
+The kind of file is chosen here, above the per-file linter (`lint_file_bytes`): a
+notebook goes to its adapter (torchlint/notebook.py), anything else to the engine
+as Python source (engine/runner.py), which knows nothing of notebooks.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ _CHUNKS_PER_WORKER = 16
 _MAX_CHUNK = 32
 
 _worker_config: Optional["Config"] = None
+_worker_prefilter = True
 
 
 def default_jobs() -> int:
@@ -42,8 +47,12 @@ def lint_files(
     config: "Config",
     jobs: Optional[int] = None,
     cache: Optional[Cache] = None,
+    use_prefilter: bool = True,
 ) -> List[FileResult]:
-    """Lint (path on disk, name to report) pairs; `jobs` None or below 1 means one worker per core."""
+    """Lint (path on disk, name to report) pairs; `jobs` None or below 1 means one worker per core.
+
+    `use_prefilter=False` runs every rule on every file (benchmarks/run.py proves that this changes no finding).
+    """
     files = list(files)
     results: List[Optional[FileResult]] = [None] * len(files)
     pending = []
@@ -52,7 +61,7 @@ def lint_files(
         if results[index] is None:
             pending.append(index)
     work = [files[index] for index in pending]
-    linted = _lint_all(work, config, jobs if jobs and jobs > 0 else default_jobs(), keyed=cache is not None)
+    linted = _lint_all(work, config, jobs if jobs and jobs > 0 else default_jobs(), cache is not None, use_prefilter)
     for index, (key, result) in zip(pending, linted):
         if cache is not None and key is not None:
             cache.store(result.filename, key, result.findings)
@@ -81,10 +90,12 @@ def _from_cache(cache: Cache, path: str, filename: str, config: "Config") -> Opt
     return FileResult(filename, findings, source)
 
 
-def _lint_all(work: Sequence[Tuple[str, str]], config: "Config", jobs: int, keyed: bool) -> List[Tuple[Optional[bytes], FileResult]]:
+def _lint_all(
+    work: Sequence[Tuple[str, str]], config: "Config", jobs: int, keyed: bool, use_prefilter: bool
+) -> List[Tuple[Optional[bytes], FileResult]]:
     workers = min(jobs, len(work))
     if workers <= 1:
-        return [_lint_one(path, filename, config, keyed) for path, filename in work]
+        return [_lint_one(path, filename, config, keyed, use_prefilter) for path, filename in work]
     # Imported only for a pool: a one-process run does not pay for multiprocessing's import.
     from concurrent.futures import ProcessPoolExecutor
 
@@ -101,7 +112,8 @@ def _lint_all(work: Sequence[Tuple[str, str]], config: "Config", jobs: int, keye
     # the parent's objects are thawed once the workers are done, so a long-lived caller frees them as usual.
     gc.freeze()
     try:
-        with ProcessPoolExecutor(workers, mp_context=_context(), initializer=_start_worker, initargs=(config,)) as pool:
+        initargs = (config, use_prefilter)
+        with ProcessPoolExecutor(workers, mp_context=_context(), initializer=_start_worker, initargs=initargs) as pool:
             done = list(pool.map(_work, [work[index] for index in order], [keyed] * len(work), chunksize=chunk))
     finally:
         gc.unfreeze()
@@ -125,26 +137,38 @@ def _context():
     return multiprocessing.get_context()
 
 
-def _start_worker(config: "Config") -> None:
-    global _worker_config
-    _worker_config = config
+def _start_worker(config: "Config", use_prefilter: bool) -> None:
+    global _worker_config, _worker_prefilter
+    _worker_config, _worker_prefilter = config, use_prefilter
 
 
 def _work(item: Tuple[str, str], keyed: bool) -> Tuple[Optional[bytes], FileResult]:
     path, filename = item
-    return _lint_one(path, filename, _worker_config, keyed)
+    return _lint_one(path, filename, _worker_config, keyed, _worker_prefilter)
 
 
-def _lint_one(path: str, filename: str, config: "Config", keyed: bool) -> Tuple[Optional[bytes], FileResult]:
+def _lint_one(path: str, filename: str, config: "Config", keyed: bool, use_prefilter: bool) -> Tuple[Optional[bytes], FileResult]:
     """The file's cache key (None when not keyed or unreadable) and its result, source kept only with findings."""
     # Imported on first use: a run answered from the cache never loads the engine, its rules or libcst.
-    from torchlint.engine.runner import lint_bytes, lint_file
+    from torchlint.engine.runner import lint_file
 
     try:
         data = sources.read_bytes(path)
     except OSError:
         return None, lint_file(path, config, filename)
-    result = lint_bytes(data, filename, config)
+    result = lint_file_bytes(data, filename, config, use_prefilter)
     if not result.findings:
         result.source = None
     return (Cache.key(data, config.codes_for(filename)) if keyed else None), result
+
+
+def lint_file_bytes(data: bytes, filename: str, config: "Config", use_prefilter: bool = True) -> FileResult:
+    """A file's bytes linted as what its name says: a notebook through its adapter, anything else as Python."""
+    # Imported on first use, as above; the notebook adapter only for notebooks.
+    if filename.endswith(".ipynb"):
+        from torchlint.notebook import lint_notebook_bytes
+
+        return lint_notebook_bytes(data, filename, config, use_prefilter)
+    from torchlint.engine.runner import lint_bytes
+
+    return lint_bytes(data, filename, config, use_prefilter)

@@ -11,7 +11,8 @@ only not yet accelerated. A file on which no selected rule runs is not parsed at
 
 Triggers are proven by the tests (every rule's example and every fixture finding
 matches its rule's trigger) and by `benchmarks/run.py`, which lints the whole corpus
-with and without this module and requires identical findings. One limit is by
+with and without this module (`use_prefilter=False` down the lint call path, from
+`lint_files` to `FileContext`) and requires identical findings. One limit is by
 design: string literals are read as written, so a string that spells a trigger only
 through escapes (`"\\x63uda"`) or implicit concatenation (`"cu" "da"`) does not count.
 
@@ -23,22 +24,14 @@ compile is parsed as usual, so its TL000 is the engine's, word for word.
 from __future__ import annotations
 
 import warnings
-from typing import FrozenSet, List, Sequence, Type, Union
+from typing import List, Sequence, Type, Union
 
-from torchlint.rules import rules_by_code
+from torchlint.engine.file_text import FileText
 from torchlint.rules.base import Rule
-from torchlint.rules.triggers import FileText
-
-PARSE_ERROR = "TL000"
-# Off: every rule runs on every file and `FileContext.may_name` reads nothing from the text (benchmarks/run.py
-# proves on a corpus that this changes no finding).
-ENABLED = True
 
 
 def runnable(text: Union[str, FileText], rules: Sequence[Type[Rule]]) -> List[Type[Rule]]:
     """The `rules` that can report in `text`."""
-    if not ENABLED:
-        return list(rules)
     file_text = FileText(text) if isinstance(text, str) else text
     return [rule for rule in rules if rule.triggers is None or rule.triggers.matches(file_text)]
 
@@ -53,10 +46,3 @@ def compiles(text: str) -> bool:
     except Exception:  # SyntaxError, ValueError, RecursionError, MemoryError: let the parser report it
         return False
     return True
-
-
-def skippable(text: str, codes: FrozenSet[str]) -> bool:
-    """True when linting `text` with `codes` cannot report anything, so the file need not be parsed."""
-    rules = rules_by_code()
-    selected = [rules[code] for code in codes if code in rules and code != PARSE_ERROR]
-    return not runnable(text, selected) and (PARSE_ERROR not in codes or compiles(text))

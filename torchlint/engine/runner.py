@@ -1,8 +1,10 @@
-"""Lint one file: read once, parse once, walk once with every selected rule, apply noqa.
+"""Lint one file of Python source: read once, parse once, walk once with every selected rule, apply noqa.
 
 A file that cannot be read, decoded or parsed becomes a TL000 finding; a rule
 that raises becomes an "internal error" finding of that rule and the file's
-other rules carry on. Nothing here raises for bad input.
+other rules carry on. Nothing here raises for bad input. Other kinds of file come
+through adapters that hand `lint_text` the Python they hold (torchlint/notebook.py),
+chosen above this module (`engine/parallel.lint_file_bytes`).
 """
 
 from __future__ import annotations
@@ -18,16 +20,17 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Tup
 import libcst as cst
 
 from torchlint import source as sources
+from torchlint.analysis.file_kind import FileKind
 from torchlint.engine import noqa, parsing, prefilter
 from torchlint.engine.context import FileContext
 from torchlint.engine.facts import RECOGNIZERS
+from torchlint.engine.file_text import FileText
 from torchlint.engine.scopes import SCOPE_TYPES, is_outermost_reference
 from torchlint.engine.walk import child_fields, entered_types
 from torchlint.finding import FileResult, Finding, Location
 from torchlint.rules import rules_by_code
 from torchlint.rules.base import Rule
 from torchlint.rules.syntax.parse_error import ParseError
-from torchlint.rules.triggers import FileText
 
 if TYPE_CHECKING:
     from torchlint.config import Config
@@ -43,40 +46,49 @@ def lint_file(path: str, config: "Config", filename: Optional[str] = None) -> Fi
     try:
         data = sources.read_bytes(path)
     except OSError as error:
-        return _unreadable(filename, config, f"cannot read file: {error.strerror or error}")
+        return unreadable(filename, config, f"cannot read file: {error.strerror or error}")
     return lint_bytes(data, filename, config)
 
 
-def lint_bytes(data: bytes, filename: str, config: "Config") -> FileResult:
-    if filename.endswith(".ipynb"):
-        # Imported here: the notebook module builds on this one.
-        from torchlint.notebook import lint_notebook_bytes
-
-        return lint_notebook_bytes(data, filename, config)
+def lint_bytes(data: bytes, filename: str, config: "Config", use_prefilter: bool = True) -> FileResult:
     try:
         source = sources.decode(data)
     except sources.SourceError as error:
-        return _unreadable(filename, config, error.message, error.row, error.column)
-    return FileResult(filename, lint_text(source.text, filename, config), source)
+        return unreadable(filename, config, error.message, error.row, error.column)
+    return FileResult(filename, lint_text(source.text, filename, config, use_prefilter=use_prefilter), source)
 
 
-def _unreadable(filename: str, config: "Config", message: str, row: int = 1, column: int = 1) -> FileResult:
+def unreadable(filename: str, config: "Config", message: str, row: int = 1, column: int = 1) -> FileResult:
+    """The result of a file that cannot be linted at all: its TL000, when selected."""
     selected = ParseError.code in config.codes_for(filename)
     return FileResult(filename, [parse_error(filename, message, row, column)] if selected else [])
 
 
-def lint_text(text: str, filename: str, config: "Config", codes: Optional[FrozenSet[str]] = None) -> List[Finding]:
+def lint_text(
+    text: str, filename: str, config: "Config", codes: Optional[FrozenSet[str]] = None, use_prefilter: bool = True,
+    file_kind: Optional[FileKind] = None,
+) -> List[Finding]:
+    """The findings in Python source; `file_kind` from an adapter that knows it (else decided from the file)."""
     codes = config.codes_for(filename) if codes is None else codes
-    selected = [rules_by_code()[code] for code in sorted(codes) if code in rules_by_code() and code != ParseError.code]
     file_text = FileText(text)
-    rule_classes = prefilter.runnable(file_text, selected)
-    if not rule_classes and (ParseError.code not in codes or prefilter.compiles(text)):
+    rule_classes = rules_to_run(file_text, codes, use_prefilter)
+    if rule_classes is None:
         return []
     refused = _python_refuses(text, filename) if _deeply_nested(text) else None
     if refused is not None:
         return [refused] if ParseError.code in codes else []
     with _cycle_collector_paused():
-        return _lint_parsed(file_text, filename, config, codes, rule_classes)
+        return _lint_parsed(file_text, filename, config, codes, rule_classes, use_prefilter, file_kind)
+
+
+def rules_to_run(file_text: FileText, codes: FrozenSet[str], use_prefilter: bool = True) -> Optional[List[Type[Rule]]]:
+    """The rules among `codes` that can report in the file; None when it need not even be parsed: no rule runs on
+    it and Python's compiler accepts it (or TL000 is not selected)."""
+    selected = [rules_by_code()[code] for code in sorted(codes) if code in rules_by_code() and code != ParseError.code]
+    rule_classes = prefilter.runnable(file_text, selected) if use_prefilter else selected
+    if not rule_classes and (ParseError.code not in codes or prefilter.compiles(file_text.text)):
+        return None
+    return rule_classes
 
 
 @contextmanager
@@ -99,7 +111,8 @@ def _cycle_collector_paused():
 
 
 def _lint_parsed(
-    file_text: FileText, filename: str, config: "Config", codes: FrozenSet[str], rule_classes: List[Type[Rule]]
+    file_text: FileText, filename: str, config: "Config", codes: FrozenSet[str], rule_classes: List[Type[Rule]],
+    use_prefilter: bool, file_kind: Optional[FileKind],
 ) -> List[Finding]:
     text = file_text.text
     try:
@@ -109,7 +122,7 @@ def _lint_parsed(
     except RecursionError:
         return [parse_error(filename, "the file is nested too deeply to parse")] if ParseError.code in codes else []
     with_callgraph = any(rule.uses_callgraph for rule in rule_classes)
-    ctx = FileContext(filename, text, module, config, with_callgraph, file_text)
+    ctx = FileContext(filename, text, module, config, with_callgraph, file_text, use_prefilter, file_kind)
     rules = [rule_class(ctx) for rule_class in rule_classes]
     walker = _Walker(ctx, rules)
     try:

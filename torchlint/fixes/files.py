@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional
 
 from torchlint import source as sources
+from torchlint.analysis.file_kind import FileKind
 from torchlint.atomic import replace_atomically
 from torchlint.engine.runner import lint_bytes, lint_file, lint_text
 from torchlint.finding import Finding
@@ -68,21 +69,24 @@ def fix_bytes(data: bytes, filename: str, config: "Config", unsafe: bool, path: 
 
 def fix_notebook_bytes(data: bytes, filename: str, config: "Config", unsafe: bool, path: Optional[str] = None) -> FileFix:
     """Fix a notebook's code cells as one script; only the changed cells' sources are rewritten."""
-    from torchlint.notebook import fix_notebook
+    from torchlint.notebook import fix_notebook, lint_notebook_bytes
 
-    original_findings = lint_bytes(data, filename, config).findings
+    original_findings = lint_notebook_bytes(data, filename, config).findings
     try:
         source = sources.decode(data)
     except sources.SourceError:
         return unfixable(filename, path, data, original_findings)
     scripts: List[FixResult] = []
 
+    def lint_script(text: str) -> List[Finding]:
+        return lint_text(text, filename, config, file_kind=FileKind.NOTEBOOK)
+
     def fix_script(script: str) -> str:
-        scripts.append(fix_text(script, lambda text: lint_text(text, filename, config), unsafe, filename))
+        scripts.append(fix_text(script, lint_script, unsafe, filename))
         return scripts[-1].text
 
     text = sources.decode(fix_notebook(data, fix_script)).text
-    findings = lint_bytes(source.encode(text), filename, config).findings if text != source.text else original_findings
+    findings = lint_notebook_bytes(source.encode(text), filename, config).findings if text != source.text else original_findings
     script = scripts[-1] if scripts else FixResult("", "")
     result = FixResult(source.text, text, script.fixed, findings, original_findings, script.problems, script.broken)
     return FileFix(filename, path, data, source, result)

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, ClassVar, FrozenSet, Optional
 
 import libcst as cst
 
+from torchlint.engine.expectations import EXPECT_COMMENT
+
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
     from torchlint.finding import Fix
@@ -92,8 +94,6 @@ class Rule:
 
 
 def strip_expectations(code: str) -> str:
-    from torchlint.engine.expectations import EXPECT_COMMENT
-
     return "\n".join(EXPECT_COMMENT.sub("", line).rstrip() for line in textwrap.dedent(code).strip("\n").splitlines()) + "\n"
 
 

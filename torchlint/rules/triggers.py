@@ -2,7 +2,8 @@
 
 Each rule names, in its `triggers`, text that occurs in every file it can report in;
 the engine runs the rule only on files that hold it (torchlint/engine/prefilter.py).
-Three kinds of evidence, each a superset of what rules read, so that a trigger
+Each kind of evidence (read from the text once per file by `FileText`,
+torchlint/engine/file_text.py) is a superset of what rules read, so that a trigger
 never misses a file the rule would report in:
 
 - `words(...)`: whole `\\w+` runs anywhere in the text (code, strings, comments).
@@ -20,39 +21,9 @@ never misses a file the rule would report in:
 
 from __future__ import annotations
 
-import re
-from functools import cached_property
 from typing import Callable, FrozenSet, Tuple
 
-_WORD = re.compile(r"\w+")
-# A dot, then whitespace, line continuations or comments (inside brackets), then the name.
-_ATTRIBUTE = re.compile(r"\.(?:[ \t\f\r\n\\]|#[^\r\n]*)*(\w+)")
-# `def`, then blanks or line continuations, then the name. Also after the end of a longer word (`undef x`): a
-# superset, and without a `\b` in front the regex engine looks for the literal `def`, which is 20 times faster.
-_DEFINED = re.compile(r"def(?:[ \t\f]|\\(?:\r\n|\r|\n))+(\w+)")
-
-
-class FileText:
-    """A file's text and the evidence triggers read from it, each found on first use."""
-
-    def __init__(self, text: str):
-        self.text = text
-
-    @cached_property
-    def words(self) -> FrozenSet[str]:
-        return frozenset(_WORD.findall(self.text))
-
-    @cached_property
-    def attributes(self) -> FrozenSet[str]:
-        return frozenset(_ATTRIBUTE.findall(self.text))
-
-    @cached_property
-    def lowered(self) -> str:
-        return self.text.lower()
-
-    @cached_property
-    def defined(self) -> FrozenSet[str]:
-        return frozenset(_DEFINED.findall(self.text))
+from torchlint.engine.file_text import FileText
 
 
 class Trigger:

@@ -103,7 +103,7 @@ def run_rule(args) -> int:
         return cli.run_rule(args)
     from torchlint.rules import all_rules
     from torchlint.verify.run import run_canonical
-    from torchlint.verify.witness import load_all
+    from torchlint.verify.witnesses import load_all
 
     if args.all:
         raise cli.UsageError("--verify takes one rule, not --all; `torchlint verify PATH` verifies findings")

@@ -13,12 +13,12 @@ from pathlib import Path
 
 from torchlint.config import build
 from torchlint.discovery import discover
-from torchlint.engine.runner import lint_file
+from torchlint.engine.parallel import lint_files
 from torchlint.finding import Finding
 from torchlint.rules import rules_by_code
 from torchlint.verify import sandbox
 from torchlint.verify.run import canonical, installed_torch, judge, resolve_device, verify
-from torchlint.verify.witness import load_all
+from torchlint.verify.witnesses import load_all
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +35,7 @@ def fixture_rows(pool: sandbox.Pool, device: str) -> tuple:
     fixtures = ROOT / "fixtures"
     config = build({"select": ["ALL"]}, root=fixtures, path=None, where="evidence", torch_requirement_from=fixtures)
     unreadable: list = []
-    results = [lint_file(path, config, name) for path, name in discover([str(fixtures)], config, unreadable=unreadable)]
+    results = lint_files(discover([str(fixtures)], config, unreadable=unreadable), config, jobs=1)
     if unreadable:
         # Evidence missing a folder's fixtures would read as complete.
         raise SystemExit("cannot read " + ", ".join(f"{folder.name} ({folder.reason})" for folder in unreadable))

@@ -14,7 +14,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 from torchlint.finding import Finding
 from torchlint.verify import sandbox
 from torchlint.verify.site import ParsedFile
-from torchlint.verify.witness import CANONICAL, Witness, load_all
+from torchlint.verify.witness import CANONICAL, Witness
+from torchlint.verify.witnesses import load_all
 
 CONFIRMED, NOT_REPRODUCED = "confirmed", "not-reproduced"
 DEVICES = ("cpu", "cuda", "auto")

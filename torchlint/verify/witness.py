@@ -94,9 +94,3 @@ def witness(code: str, template: str, timeout: float = 30.0, env=None, **default
 
     return register
 
-
-def load_all() -> Dict[str, Entry]:
-    """Import every witness module (they register themselves) and return the table."""
-    from torchlint.verify import witnesses  # noqa: F401  (import registers)
-
-    return WITNESSES

@@ -4,12 +4,19 @@ import libcst as cst
 
 from torchlint.engine.walk import walk_visitor
 from torchlint import semantics
+from torchlint.analysis.file_kind import FileKind
 from torchlint.engine.scopes import Scope
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 from torchlint.rules.data._dataset import construction, loader_argument
 
 PARTIAL = frozenset({"functools.partial"})
+NOTEBOOK_MESSAGE = (
+    "{what} cannot be unpickled in DataLoader workers: under the spawn and forkserver start methods (Jupyter on "
+    "macOS and Windows, and on Linux from Python 3.14) a worker looks `{name}` up in its own `__main__`, which never "
+    "ran the notebook's cells, and dies with `AttributeError: Can't get attribute '{name}' on <module '__main__' "
+    "(built-in)>`; move the definition into a .py module and import it"
+)
 
 
 class UnpicklableWorkerCallable(Rule):
@@ -23,9 +30,14 @@ class UnpicklableWorkerCallable(Rule):
     that dataset's class. A lambda bound to a module-level name is flagged too:
     pickle looks it up as `<lambda>` and fails the same way.
 
+    In a notebook, a function or class the notebook itself defines (a module-level
+    `def` or `class` in any cell) is flagged too, in the same places, and so is a
+    dataset whose class the notebook defines.
+
     Module-level functions, `functools.partial` of them, bound methods and
-    instances of module-level classes pickle fine and are not flagged. Samplers are
-    not flagged: they run in the main process and are never sent to workers.
+    instances of module-level classes pickle fine and are not flagged, nor, in a
+    notebook, functions and classes imported from modules. Samplers are not
+    flagged: they run in the main process and are never sent to workers.
 
     ## Why is this bad?
     Under the `spawn` and `forkserver` start methods (the default on Windows and
@@ -36,9 +48,16 @@ class UnpicklableWorkerCallable(Rule):
     `AttributeError: Can't pickle local object '...<locals>.<lambda>'`. Under `fork`
     the same code works, so it breaks only on another machine or Python version.
 
+    A notebook's own definitions pickle by name, as `__main__.<name>`, but a worker
+    never runs the notebook's cells, so its `__main__` lacks them: under the same
+    start methods (Jupyter on macOS and Windows, and on Linux from Python 3.14) the
+    worker dies with
+    `AttributeError: Can't get attribute '<name>' on <module '__main__' (built-in)>`.
+
     ## Fix safety
     No fix: the callable has to become a module-level function (with
-    `functools.partial` for its parameters), which is a refactoring.
+    `functools.partial` for its parameters), or in a notebook move into a `.py`
+    module the notebook imports, which is a refactoring.
     """
 
     code = "TL304"
@@ -79,6 +98,9 @@ class UnpicklableWorkerCallable(Rule):
         built = construction(dataset.value, self.ctx) if dataset is not None else None
         if built is None:
             return
+        if isinstance(built.func, cst.Name) and self._notebook_definition(built.func) is not None:
+            name = built.func.value
+            self._report(dataset.value, f"the dataset (an instance of `{name}`, a class defined in this notebook)", name)
         for arg in built.args:
             if arg.keyword is not None and "transform" in arg.keyword.value:
                 self._check_transform(arg.value, f"the dataset's `{arg.keyword.value}`")
@@ -95,20 +117,26 @@ class UnpicklableWorkerCallable(Rule):
                     self._check(part, role)
 
     def _check(self, expr: cst.BaseExpression, role: str) -> None:
-        """Report `expr` when it is (or wraps, through `functools.partial`) a lambda or a local function or class."""
+        """Report `expr` when it is (or wraps, through `functools.partial`) a lambda, a local function or class, or
+        in a notebook a function or class the notebook defines."""
         ctx = self.ctx
         if isinstance(expr, cst.Call):
             if ctx.qualified_name(expr.func) in PARTIAL and expr.args:
                 self._check(expr.args[0].value, role)
             elif isinstance(expr.func, cst.Name) and self._local_definition(expr.func):
                 self._report(expr, f"{role} (an instance of `{expr.func.value}`, a class defined inside a function)")
+            elif isinstance(expr.func, cst.Name) and self._notebook_definition(expr.func):
+                name = expr.func.value
+                self._report(expr, f"{role} (an instance of `{name}`, a class defined in this notebook)", name)
         elif isinstance(expr, cst.Lambda):
             self._report(expr, f"{role} (a lambda)")
         elif isinstance(expr, cst.Name):
             definition = self._local_definition(expr)
+            in_notebook = self._notebook_definition(expr) if definition is None else None
             if definition is not None:
-                kind = "class" if isinstance(definition, cst.ClassDef) else "function"
-                self._report(expr, f"{role} (`{expr.value}`, a {kind} defined inside a function)")
+                self._report(expr, f"{role} (`{expr.value}`, a {_kind(definition)} defined inside a function)")
+            elif in_notebook is not None:
+                self._report(expr, f"{role} (`{expr.value}`, a {_kind(in_notebook)} defined in this notebook)", expr.value)
             else:
                 values = ctx.assigned_values(expr)
                 if values and isinstance(values[-1], cst.Lambda):
@@ -122,6 +150,19 @@ class UnpicklableWorkerCallable(Rule):
         finder = _Definition(name.value)
         walk_visitor(scope.node.body, finder)
         return finder.found
+
+    def _notebook_definition(self, name: cst.Name) -> Optional[cst.CSTNode]:
+        """In a notebook, the module-level `def`/`class` statement binding `name` (not an import)."""
+        ctx = self.ctx
+        if ctx.file_kind is not FileKind.NOTEBOOK:
+            return None
+        scope = ctx.scopes.binding_scope(name.value, ctx.stack)
+        if scope is None or not isinstance(scope.node, cst.Module) or name.value in scope.imports:
+            return None
+        for statement in _statements(scope.node):
+            if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) and statement.name.value == name.value:
+                return statement
+        return None
 
     def _check_dataset_class(self, built: cst.Call) -> None:
         """Lambdas a same-module Dataset class stores on `self` travel to the workers with the dataset."""
@@ -137,10 +178,19 @@ class UnpicklableWorkerCallable(Rule):
                         if isinstance(value, cst.Lambda):
                             self._report(value, f"the dataset's `self.{attribute}` (a lambda)")
 
-    def _report(self, node: cst.CSTNode, what: str) -> None:
+    def _report(self, node: cst.CSTNode, what: str, notebook_name: Optional[str] = None) -> None:
+        """`notebook_name`: the notebook's own definition that `what` needs, which a worker cannot find."""
         if id(node) not in self.reported:
             self.reported.add(id(node))
-            self.report(node, self.message.format(what=what[0].upper() + what[1:]))
+            what = what[0].upper() + what[1:]
+            if notebook_name is None:
+                self.report(node, self.message.format(what=what))
+            else:
+                self.report(node, NOTEBOOK_MESSAGE.format(what=what, name=notebook_name))
+
+
+def _kind(definition: cst.CSTNode) -> str:
+    return "class" if isinstance(definition, cst.ClassDef) else "function"
 
 
 def _callables_in(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:

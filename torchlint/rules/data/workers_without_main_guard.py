@@ -3,6 +3,7 @@ from typing import Dict, Optional, Sequence
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.file_kind import FileKind, is_main_guard
 from torchlint.engine.callgraph import MODULE
 from torchlint.engine.facts import MULTIPROCESSING_SPAWN
 from torchlint.rules.base import Rule
@@ -22,6 +23,12 @@ class WorkersWithoutMainGuard(Rule):
     `next(iter(loader))`, `list(loader)`, a comprehension over the loader), calls
     `torch.multiprocessing.spawn(...)` or `Process(...).start()`, or calls a function
     of the same module that does one of these, however many calls deep.
+
+    Not flagged: code under the `__main__` guard, DataLoaders with `num_workers=0`
+    or none, and notebooks. A Jupyter kernel never re-imports the notebook, so the
+    workers cannot re-run its cells and a guard would change nothing there (what
+    does fail in a notebook under spawn is a worker that needs a class or function
+    the notebook defines: TL304).
 
     ## Why is this bad?
     Under the `spawn` and `forkserver` start methods (the default on Windows and
@@ -102,6 +109,8 @@ class WorkersWithoutMainGuard(Rule):
             self.statements.setdefault(id(statement), (statement, what))
 
     def finish(self) -> None:
+        if self.ctx.file_kind is FileKind.NOTEBOOK:
+            return
         graph = self.ctx.callgraph
         depth = len(graph.functions)
         for site in graph.functions[MODULE].calls:
@@ -118,25 +127,7 @@ def _import_time_statement(stack: Sequence[cst.CSTNode]) -> Optional[cst.CSTNode
     for index, node in enumerate(stack[:-1]):
         if isinstance(node, _NOT_RUN_ON_IMPORT):
             return None
-        if isinstance(node, cst.If) and stack[index + 1] is node.body and _is_main_guard(node.test):
+        if isinstance(node, cst.If) and stack[index + 1] is node.body and is_main_guard(node.test):
             return None
     return stack[1]
 
-
-def _is_main_guard(test: cst.BaseExpression) -> bool:
-    """`__name__ == "__main__"`, either way round."""
-    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
-        return False
-    comparison = test.comparisons[0]
-    if not isinstance(comparison.operator, cst.Equal):
-        return False
-    sides = {_name_or_string(test.left), _name_or_string(comparison.comparator)}
-    return sides == {"__name__", "'__main__'"}
-
-
-def _name_or_string(expr: cst.BaseExpression) -> Optional[str]:
-    if isinstance(expr, cst.Name):
-        return expr.value
-    if isinstance(expr, cst.SimpleString):
-        return "'" + expr.evaluated_value + "'" if isinstance(expr.evaluated_value, str) else None
-    return None
