@@ -51,6 +51,8 @@ def check_no_fix(code: str, source: str, **config) -> None:
 # ---------------------------------------------------------------- TL201
 
 MIXED = "import torch\nmodel = model.to(torch.device('cpu'))\n"
+# The moved `x` meets the `.to(...)`-moved model: what TL201 reports.
+MEETS = "out = model(x)\n"
 
 
 @pytest.mark.parametrize("before, after", [
@@ -60,20 +62,37 @@ MIXED = "import torch\nmodel = model.to(torch.device('cpu'))\n"
     ("x = x.cuda('cuda:2')\n", 'x = x.to("cuda:2")\n'),
     ("x = x.cuda(0, non_blocking=True)\n", 'x = x.to("cuda:0", non_blocking=True)\n'),
     ("device = 'cuda'\nx = (x).cuda(non_blocking=True)\n", "device = 'cuda'\nx = (x).to(device, non_blocking=True)\n"),
-    ("def f(x, device):\n    return x.cuda()\n", "def f(x, device):\n    return x.to(device)\n"),
-    ("def f(x):\n    y = x.cuda()\n    device = y.device\n", 'def f(x):\n    y = x.to("cuda")\n    device = y.device\n'),
+    ("def f(x, device):\n    return model(x.cuda())\n", "def f(x, device):\n    return model(x.to(device))\n"),
+    (
+        "def f(x):\n    y = x.cuda()\n    device = y.device\n    return model(y)\n",
+        'def f(x):\n    y = x.to("cuda")\n    device = y.device\n    return model(y)\n',
+    ),
 ])
 def test_tl201_moves_to_the_device_variable_or_cuda(before, after):
-    check_fix("TL201", MIXED + before, MIXED + after, "safe")
+    check_fix("TL201", MIXED + before + MEETS, MIXED + after + MEETS, "safe")
 
 
 def test_tl201_device_name_option():
-    check_fix("TL201", MIXED + "dev = 'cuda'\nx = x.cuda()\n", MIXED + "dev = 'cuda'\nx = x.to(dev)\n", "safe", device_name="dev")
+    before, after = "dev = 'cuda'\nx = x.cuda()\n", "dev = 'cuda'\nx = x.to(dev)\n"
+    check_fix("TL201", MIXED + before + MEETS, MIXED + after + MEETS, "safe", device_name="dev")
 
 
 def test_tl201_does_not_take_torch_device_for_a_variable():
-    source = "from torch import device\nimport torch\nmodel = model.to(torch.device('cpu'))\nx = x.cuda()\n"
+    source = "from torch import device\nimport torch\nmodel = model.to(torch.device('cpu'))\nx = x.cuda()\n" + MEETS
     check_fix("TL201", source, source.replace("x.cuda()", 'x.to("cuda")'), "safe")
+
+
+@pytest.mark.parametrize("before, after", [
+    ("def f(x, y):\n    return x.cuda(y.device)\n", "def f(x, y):\n    return x.to(y.device)\n"),
+    (
+        "def f(x, t):\n    device = t.device\n    return x.cuda(device, non_blocking=True)\n",
+        "def f(x, t):\n    device = t.device\n    return x.to(device, non_blocking=True)\n",
+    ),
+])
+def test_tl201_moves_to_the_device_of_another_value(before, after):
+    # `.cuda(cpu_device)` raises `Invalid device, must be cuda device`, in any file: no `.to(...)` needed.
+    check_fix("TL201", "import torch\n" + before, "import torch\n" + after, "safe")
+    assert "Invalid device, must be cuda device" in only_finding("TL201", "import torch\n" + before).message
 
 
 # ---------------------------------------------------------------- TL202
@@ -137,20 +156,27 @@ NUMPY = "import numpy as np\nimport torch\n"
 
 
 def test_tl204_appends_float_unsafely():
-    source = NUMPY + "t = torch.from_numpy(np.zeros(3))\n"
-    check_fix("TL204", source, NUMPY + "t = torch.from_numpy(np.zeros(3)).float()\n", "unsafe")
+    model = "out = torch.nn.Linear(3, 1)(t)\n"
+    source = NUMPY + "t = torch.from_numpy(np.zeros(3))\n" + model
+    check_fix("TL204", source, NUMPY + "t = torch.from_numpy(np.zeros(3)).float()\n" + model, "unsafe")
 
 
 def test_tl204_moves_a_later_cast_up_safely():
+    # Cast after the move, the tensor is still moved as float64: reported where that happens every step.
+    step = "def training_step(device):\n    return "
     check_fix(
         "TL204",
-        NUMPY + "t = torch.tensor(np.random.rand(3)).to(device, non_blocking=True).float()\n",
-        NUMPY + "t = torch.tensor(np.random.rand(3)).float().to(device, non_blocking=True)\n",
+        NUMPY + step + "torch.tensor(np.random.rand(3)).to(device, non_blocking=True).float()\n",
+        NUMPY + step + "torch.tensor(np.random.rand(3)).float().to(device, non_blocking=True)\n",
         "safe",
     )
 
 
 # ---------------------------------------------------------------- TL206
+
+# TL206 reports code that runs every step: each snippet sits in a loop body or a per-step function.
+IN_A_LOOP = "import torch\nfor batch in loader:\n    t = "
+VARIABLE_IN_A_LOOP = "import torch\nfrom torch.autograd import Variable\nfor batch in loader:\n    t = "
 
 
 @pytest.mark.parametrize("before, after, applicability", [
@@ -163,13 +189,19 @@ def test_tl204_moves_a_later_cast_up_safely():
     ("(torch.zeros(\n    n,\n)).to(device)", "(torch.zeros(\n    n,\n    device=device,\n))", "safe"),
 ])
 def test_tl206_passes_device_to_the_factory(before, after, applicability):
-    check_fix("TL206", f"import torch\nt = {before}\n", f"import torch\nt = {after}\n", applicability)
+    check_fix("TL206", f"{IN_A_LOOP}{before}\n", f"{IN_A_LOOP}{after}\n", applicability)
+
+
+def test_tl206_passes_device_to_the_factory_inside_variable():
+    before, after = "Variable(torch.ones(n)).cuda()\n", 'Variable(torch.ones(n, device="cuda"))\n'
+    check_fix("TL206", VARIABLE_IN_A_LOOP + before, VARIABLE_IN_A_LOOP + after, "safe")
 
 
 @pytest.mark.parametrize("source", [
-    "import torch\nt = torch.zeros(n, dtype=torch.long).to(device, torch.float16)\n",  # dtype= twice
-    "import torch\nt = torch.zeros(n, requires_grad=flag).to(device)\n",  # would turn a non-leaf into a leaf
-    "import torch as T\nt = T.zeros(n).to(device, memory_format=T.channels_last)\n",
+    IN_A_LOOP + "torch.zeros(n, dtype=torch.long).to(device, torch.float16)\n",  # dtype= twice
+    IN_A_LOOP + "torch.zeros(n, requires_grad=flag).to(device)\n",  # would turn a non-leaf into a leaf
+    VARIABLE_IN_A_LOOP + "Variable(torch.zeros(n), requires_grad=True).to(device)\n",  # so would this
+    "import torch as T\nfor batch in loader:\n    t = T.zeros(n).to(device, memory_format=T.channels_last)\n",
 ])
 def test_tl206_offers_no_fix_it_cannot_make_right(source):
     check_no_fix("TL206", source)
@@ -177,20 +209,20 @@ def test_tl206_offers_no_fix_it_cannot_make_right(source):
 
 @pytest.mark.parametrize("source", [
     # `.to(tensor)` moves to the tensor's device and casts to its dtype; `device=tensor` raises TypeError.
-    "import torch\ndevice = t_value\nt = torch.tensor([0.0]).to(device)\n",
-    "import torch\ndef f(reference):\n    return torch.zeros(3).to(reference_device)\n",
-    "import torch\ndef f(device):\n    device = pick(device)\n    return torch.zeros(3).to(device)\n",
+    "import torch\ndevice = t_value\nfor batch in loader:\n    t = torch.tensor([0.0]).to(device)\n",
+    "import torch\ndef forward(reference):\n    return torch.zeros(3).to(reference_device)\n",
+    "import torch\ndef forward(device):\n    device = pick(device)\n    return torch.zeros(3).to(device)\n",
 ])
 def test_tl206_no_fix_when_the_target_may_be_a_tensor(source):
     check_no_fix("TL206", source)
 
 
 @pytest.mark.parametrize("setup, target", [
-    ("def f(device):\n    return ", "device"),  # a parameter named by the device-name option
-    ("def f(x):\n    return ", "x.device"),
-    ("dev = torch.device('cuda', 1)\ndef f():\n    return ", "dev"),
-    ("target_device = x.device if on_x else 'cpu'\ndef f():\n    return ", "target_device"),
-    ("def f(rank):\n    return ", "f'cuda:{rank}'"),
+    ("def forward(device):\n    return ", "device"),  # a parameter named by the device-name option
+    ("def forward(x):\n    return ", "x.device"),
+    ("dev = torch.device('cuda', 1)\ndef forward():\n    return ", "dev"),
+    ("target_device = x.device if on_x else 'cpu'\ndef forward():\n    return ", "target_device"),
+    ("def forward(rank):\n    return ", "f'cuda:{rank}'"),
 ])
 def test_tl206_fix_when_the_target_is_provably_a_device(setup, target):
     source = f"import torch\n{setup}torch.zeros(3).to({target})\n"
@@ -198,7 +230,14 @@ def test_tl206_fix_when_the_target_is_provably_a_device(setup, target):
 
 
 def test_tl206_leaves_star_kwargs_alone():
-    assert lint("import torch\nt = torch.zeros(n, **options).to(device)\n", select=["TL206"]) == []
+    assert lint(IN_A_LOOP + "torch.zeros(n, **options).to(device)\n", select=["TL206"]) == []
+
+
+def test_tl206_loops_in_a_test_file_repeat_the_test_not_a_step():
+    # A fixture cannot be named like a test file, hence this check here.
+    source = "import torch\ndef test_metric(devices):\n    for device in devices:\n        t = torch.zeros(3).to(device)\n"
+    assert lint(source, filename="tests/test_metric.py", select=["TL206"]) == []
+    assert [finding.code for finding in lint(source, filename="metric.py", select=["TL206"])] == ["TL206"]
 
 
 # ---------------------------------------------------------------- TL207
@@ -243,6 +282,6 @@ def test_every_device_fix_keeps_the_fixture_valid_python(path: Path):
 
 
 def test_tl206_moves_a_multiline_device_expression_as_is():
-    source = "import torch\nt = torch.zeros(n).to(\n    torch.device('cuda')\n    if use_gpu else 'cpu'\n)\n"
-    expected = "import torch\nt = torch.zeros(n, device=torch.device('cuda')\n    if use_gpu else 'cpu')\n"
+    source = IN_A_LOOP + "torch.zeros(n).to(\n    torch.device('cuda')\n    if use_gpu else 'cpu'\n)\n"
+    expected = IN_A_LOOP + "torch.zeros(n, device=torch.device('cuda')\n    if use_gpu else 'cpu')\n"
     check_fix("TL206", source, expected, "safe")

@@ -187,3 +187,21 @@ def test_constant_follows_names_and_config_dicts():
         loader = DataLoader(d, num_workers=num_workers)
     """)
     assert origins_of(code.replace("num_workers=num_workers)", "num_workers=num_workers)  # <-"), "num_workers") == ["0"]
+
+
+def test_dtype_questions_stop_at_casts():
+    code = textwrap.dedent("""
+        import torch
+        x = torch.from_numpy(array)
+        x = x.float()
+        print(x)  # <-
+    """)
+    wrapper = MetadataWrapper(cst.parse_module(code), unsafe_skip_copy=True)
+    module = wrapper.module
+    ctx = FileContext("example.py", code, module, make_config(select=["ALL"]), with_callgraph=False)
+    statement = module.body[-1].body[0]
+    stack = (module, module.body[-1], statement)
+    use = statement.value.args[0].value
+    values = Values.of(ctx)
+    assert [module.code_for_node(o.node) for o in values.origins(use, stack)] == ["torch.from_numpy(array)"]
+    assert [module.code_for_node(o.node) for o in values.origins(use, stack, through_casts=False)] == ["x.float()"]

@@ -110,6 +110,7 @@ def test_numpy_producers_run_as_written_with_the_files_numpy_imports():
         import torch
         from numpy.random import rand
         imported = torch.from_numpy(rand(4))
+        outputs = torch.nn.Linear(4, 1)(imported)
     """)
     assert witness.origin == "finding"
     assert "from numpy.random import rand\n" in witness.program

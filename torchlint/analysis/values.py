@@ -42,7 +42,7 @@ from torchlint.engine.walk import walk_visitor
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
 
-# Module methods that return the module itself (on tensors: a copy holding the same values).
+# Module methods that return the module itself (on tensors: a copy holding the same values, or a cast).
 RETURNING_SELF = frozenset({
     "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "eval", "requires_grad_", "to_empty",
     "share_memory",
@@ -55,6 +55,8 @@ IDENTITY_WRAPPERS = frozenset({
     "torch.compile",
 })
 SEQUENTIAL = frozenset({"torch.nn.Sequential", "torch.nn.modules.container.Sequential"})
+# Among them, the casts: on a tensor they make a value of another dtype (`origins(..., through_casts=False)`).
+CASTS = frozenset({"float", "double", "half", "bfloat16"})
 _WRAPPER_LAST_PARTS = frozenset(name.rpartition(".")[2] for name in IDENTITY_WRAPPERS)
 _MAX_DEPTH = 6
 _CONSTANT_NAMES = frozenset({"None", "True", "False"})
@@ -98,6 +100,8 @@ class Values:
         self.ctx = ctx
         self._flows: Dict[int, Flow] = {}
         self._returns: Dict[int, List[cst.Return]] = {}
+        # Set for the duration of one `origins` question.
+        self._through_casts = True
 
     @classmethod
     def of(cls, ctx: "FileContext") -> "Values":
@@ -105,10 +109,19 @@ class Values:
 
     # ------------------------------------------------------------ questions rules ask
 
-    def origins(self, expr: cst.BaseExpression, stack: Optional[Sequence[cst.CSTNode]] = None) -> List[Origin]:
-        """The origins of `expr` evaluated at the innermost point of `stack` (default: the node being visited)."""
+    def origins(
+        self, expr: cst.BaseExpression, stack: Optional[Sequence[cst.CSTNode]] = None, through_casts: bool = True,
+    ) -> List[Origin]:
+        """The origins of `expr` evaluated at the innermost point of `stack` (default: the node being visited).
+
+        `through_casts=False` stops at `.float()`, `.half()` and the like, for questions about a tensor's dtype.
+        """
         stack = self.ctx.stack if stack is None else stack
-        return _distinct(self._follow(expr, self.place(stack), 0, frozenset()))
+        self._through_casts = through_casts
+        try:
+            return _distinct(self._follow(expr, self.place(stack), 0, frozenset()))
+        finally:
+            self._through_casts = True
 
     def constant(self, expr: cst.BaseExpression, stack: Optional[Sequence[cst.CSTNode]] = None):
         """The literal value `expr` always has here (`num_workers` after `num_workers = 0`), else `syntax.MISSING`."""
@@ -277,7 +290,7 @@ class Values:
     def _call(self, call: cst.Call, place: Place, depth: int, seen: frozenset) -> List[Origin]:
         func = call.func
         method = syntax.method_name(call)
-        if method in RETURNING_SELF:
+        if method in RETURNING_SELF and (self._through_casts or method not in CASTS):
             return self._follow(func.value, place, depth, seen)
         if syntax.terminal_name(func) in _WRAPPER_LAST_PARTS and self.ctx.qualified_name(func, place.stack) in IDENTITY_WRAPPERS:
             wrapped = syntax.positional(call, 0) or syntax.keyword(call, "module") or syntax.keyword(call, "data")

@@ -1,6 +1,6 @@
 """What the device/dtype rules share: reading a conversion call (`.cuda()`, `.to(...)`,
 `.float()`, `.type(...)`), naming torch as the file imports it, the value a name was
-last assigned, and edits on method chains.
+last assigned, edits on method chains, and which code runs once per training step.
 """
 
 from __future__ import annotations
@@ -10,10 +10,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, Optional, Sequence, Tuple
 
 import libcst as cst
+from libcst._nodes.internal import CodegenState
 
 from torchlint import semantics
-from torchlint.engine.scopes import SCOPE_TYPES
+from torchlint.analysis.file_kind import FileKind
+from torchlint.analysis.values import Values, method_of
+from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
 from torchlint.finding import Edit
+from torchlint.rules.autograd._shared import loop_nodes
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
@@ -301,6 +305,19 @@ def tail_edit(ctx: "FileContext", first: cst.Call, last: cst.Call, content: str)
     return Edit(content, start, end)
 
 
+def code_in_place(ctx: "FileContext", node: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> str:
+    """The code of `node` (a rebuilt one too) for an edit where `stack` points. `ctx.code` writes continuation
+    lines without the indentation of the blocks around them (`torch.zeros(\n    n,\n)` in a loop body loses
+    it); libcst adds it from the blocks being generated, given here as the engine's positions do."""
+    module = ctx.module
+    state = CodegenState(default_indent=module.default_indent, default_newline=module.default_newline)
+    state.indent_tokens = [
+        module.default_indent if block.indent is None else block.indent for block in stack if type(block) is cst.IndentedBlock
+    ]
+    node._codegen(state)
+    return "".join(state.tokens)
+
+
 def to_call(*arguments: Optional[str]) -> str:
     return "to(" + ", ".join(argument for argument in arguments if argument) + ")"
 
@@ -399,3 +416,66 @@ def call_argument(call: cst.Call, index: int, name: str) -> Optional[cst.BaseExp
     arg = semantics.keyword(call, name) or semantics.positional(call, index)
     return arg.value if arg is not None else None
 
+
+# ------------------------------------------------------------------ modules
+
+PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+_MODEL_BUILDERS = ("torchvision.models.", "timm.create_model")
+
+
+def builds_module(ctx: "FileContext", call: cst.Call, stack) -> bool:
+    """`call` builds an `nn.Module`: a torch layer, loss or container, a model builder (`torchvision.models.*`,
+    `timm.create_model`, `*.from_pretrained`), or a class of the file with a `forward`."""
+    name = ctx.qualified_name(call.func, stack) or ""
+    if name.startswith("torch.nn.") and name.rpartition(".")[2][:1].isupper() and name not in PARAMETER:
+        return True
+    if name.startswith(_MODEL_BUILDERS) or semantics.method_name(call) == "from_pretrained":
+        return True
+    return any(
+        type(origin.node) is cst.ClassDef and method_of(origin.node, "forward") is not None
+        for origin in Values.of(ctx).origins(call.func, stack)
+    )
+
+
+# ------------------------------------------------------------------ code that runs every step
+
+# Name words of functions that run once per step: `forward`, `training_step`, `run_iteration`, `step`.
+_STEP_WORDS = frozenset({"forward", "step", "iteration"})
+# Name words of training functions: per step too, unless the function holds the loop over the steps itself
+# (`def train(): <setup>; for batch in loader: ...` runs its setup once).
+_TRAIN_WORDS = frozenset({"train", "training"})
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# How many callers up a function is followed to a loop or a per-step function.
+_CALLER_DEPTH = 3
+
+
+def name_words(name: str) -> frozenset:
+    """`train_one_epoch` -> {train, one, epoch}; `trainStep` -> {train, step}."""
+    return frozenset(word.lower() for part in name.split("_") for word in _CAMEL_HUMP.split(part) if word)
+
+
+def in_a_loop(ctx: "FileContext", stack: Sequence[cst.CSTNode]) -> bool:
+    """The innermost point of `stack` is in the body of a loop of its own function. Not in a test file, whose
+    loops run the test once per parameter (`for device in devices:`), not once per step."""
+    return ctx.file_kind is not FileKind.TEST and bool(loop_nodes(stack))
+
+
+def per_step_function(ctx: "FileContext", stack: Sequence[cst.CSTNode], depth: int = 0) -> bool:
+    """The innermost point of `stack` is in a function that runs once per training step: a `forward`, a
+    `*_step`, a function named for training (that holds no loop of its own), or one called from a loop
+    (`in_a_loop`) or from such a function in the same file. Functions nested in one of those run with it."""
+    for index in range(len(stack) - 2, -1, -1):
+        function = stack[index]
+        if type(function) is not cst.FunctionDef:
+            continue
+        words = name_words(function.name.value)
+        if words & _STEP_WORDS:
+            return True
+        if words & _TRAIN_WORDS and not Values.of(ctx).flow(function).loop_ends:
+            return True
+        if depth < _CALLER_DEPTH:
+            key = ctx.callgraph.key_of(function, scope_nodes_of(stack[: index + 1]))
+            for site in ctx.callgraph.call_sites(key):
+                if in_a_loop(ctx, site.stack) or per_step_function(ctx, site.stack, depth + 1):
+                    return True
+    return False

@@ -1,8 +1,9 @@
-from typing import Optional
+from typing import List, Optional, Tuple
 
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.values import IDENTITY_WRAPPERS
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import attributes, words
@@ -25,16 +26,34 @@ class FactoryThenMove(Rule):
     ## What it does
     Flags a tensor factory (`torch.zeros/ones/empty/full/rand/randn/randint/arange/
     linspace/eye/tensor/...`) without `device=` whose result goes straight into
-    `.to(device)` or `.cuda()`.
+    `.to(device)` or `.cuda()`, also through `torch.autograd.Variable(...)`, which
+    returns its argument (`Variable(torch.ones(n)).cuda()`), where it runs every
+    step: in the body of a loop, or in a function run once per step. Those are a
+    `forward`, a `*_step` (`training_step`) or a function whose name says step,
+    forward or iteration; a function named for training (`train`, `train_batch`)
+    unless it holds the loop over the steps itself; a function called from a loop of
+    the same file, or from one of those functions (`reparameterize` called from
+    `forward`); and functions nested in one of them.
 
     ## Why is this bad?
     The tensor is built and filled in host memory, then copied to the device: a
     host allocation, a fill and a transfer that `device=` on the factory avoids
-    (the factory then fills the tensor on the device directly).
+    (the factory then fills the tensor on the device directly). Once, that costs
+    nothing worth a change; every step, it is a host-to-device copy in the hot loop.
 
-    Not flagged: factories already given `device=`; `*_like` factories (they
-    inherit the device of their argument); factories with `requires_grad=True`,
-    which TL104 reports (the move also makes the result a non-leaf).
+    Not flagged: a factory-then-move that runs once: at module level outside a loop
+    (a notebook cell, a demo), in a setup function called once (`__init__`, `main`,
+    a `train()` before its loop); comprehensions (`[torch.zeros(n).cuda() for _ in
+    range(k)]` builds a list once); loops in test files (`test_*.py`, `tests/`),
+    which repeat a test once per parameter. Factories already given `device=`;
+    `*_like` factories (they inherit the device of their argument); factories with
+    `requires_grad=True`, which TL104 reports (the move also makes the result a
+    non-leaf).
+
+    Given up for that precision: one-off copies, which the rule used to flag
+    everywhere; per-step code it cannot see from the file: a function only passed
+    as a callback (`Engine(update_fn)`), a method called on another object
+    (`model.init_hidden()` from the loop), a function called from another file.
 
     ## Fix safety
     `torch.zeros(n).to(device)` -> `torch.zeros(n, device=device)`, with a dtype
@@ -45,8 +64,10 @@ class FactoryThenMove(Rule):
     (`torch.tensor([0.1]).to(device, torch.float64)` holds float32's 0.1, while
     `torch.tensor([0.1], dtype=torch.float64)` holds float64's). No fix when the
     factory already passes the keyword, passes `**kwargs`, or has a non-literal
-    `requires_grad`, nor when `.to(x)` may be given a tensor: `.to(tensor)` also
-    casts to its dtype, and `device=tensor` raises `TypeError`. The argument must
+    `requires_grad`; when a `Variable(...)` around it takes more than the tensor
+    (with `requires_grad=True` the moved result is a non-leaf, the fixed one a
+    leaf); nor when `.to(x)` may be given a tensor: `.to(tensor)` also casts to its
+    dtype, and `device=tensor` raises `TypeError`. The argument must
     be a device string, `torch.device(...)`, `x.device`, a name assigned only
     those, or the `device-name` variable (`device`) when nothing else is assigned
     to it in its scope: a parameter named `device` is trusted to hold a device.
@@ -61,6 +82,7 @@ class FactoryThenMove(Rule):
     # (the last part of `torch.<factory>`) is written however torch is imported.
     triggers = words(*(factory.rsplit(".", 1)[-1] for factory in FACTORIES)) & attributes(*_MOVING_METHODS)
     fix_safety = "safe or unsafe"
+    uses_callgraph = True
     message = (
         "the tensor is built and filled in host memory, then copied to the device: a host allocation and a "
         "transfer that `device=` avoids; pass `device=` (and `dtype=`) to the factory"
@@ -69,38 +91,64 @@ class FactoryThenMove(Rule):
     import torch
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    mask = torch.ones(64, 64).to(device)  # expect: TL206:8
-    positions = torch.arange(128).to(device, torch.float32)  # expect: TL206:13
+    for images, labels in loader:
+        mask = torch.ones(64, 64).to(device)  # expect: TL206:12
+        positions = torch.arange(128).to(device, torch.float32)  # expect: TL206:17
     """
     use_instead = """
     import torch
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    mask = torch.ones(64, 64, device=device)
-    positions = torch.arange(128, device=device, dtype=torch.float32)
+    for images, labels in loader:
+        mask = torch.ones(64, 64, device=device)
+        positions = torch.arange(128, device=device, dtype=torch.float32)
     """
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        # Each move of a new factory result: the call, its fix, and the stack at it.
+        self.moves: List[Tuple[cst.Call, Optional[Fix], Tuple[cst.CSTNode, ...]]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if type(func) is not cst.Attribute or func.attr.value not in _MOVING_METHODS or type(func.value) is not cst.Call:
             return
-        factory = func.value
-        if not self.ctx.qualified_name_in(factory.func, FACTORIES):
+        factory, wrappers = self._unwrapped(func.value)
+        if factory is None or not self.ctx.qualified_name_in(factory.func, FACTORIES):
             return
         name = self.ctx.qualified_name(factory.func)
         if semantics.keyword(factory, "device") is not None or semantics.has_star_kwargs(factory):
             return
-        requires_grad = semantics.keyword(factory, "requires_grad")
-        grad = semantics.literal(requires_grad.value, None) if requires_grad is not None else False
-        if grad is True:
+        requires_grad = _requires_grad(factory)
+        if requires_grad is True:
             return  # TL104 reports it
         move = _shared.conversion(node, self.ctx)
         if move is None or not move.moves or _stays_on_host(move):
             return
-        # With a non-literal requires_grad the fix could turn a non-leaf into a leaf.
-        self.report(node, fix=self._fix(factory, name, move, fixable=grad is False))
+        # With a non-literal requires_grad the fix could turn a non-leaf into a leaf; so could dropping the move
+        # after `Variable(t, requires_grad=True)`.
+        fixable = requires_grad is False and all(len(wrapper.args) == 1 for wrapper in wrappers)
+        self.moves.append((node, self._fix(factory, wrappers, name, move, fixable), tuple(self.ctx.stack)))
 
-    def _fix(self, factory: cst.Call, name: str, move: _shared.Conversion, fixable: bool) -> Optional[Fix]:
+    def finish(self) -> None:
+        for call, fix, stack in self.moves:
+            if _shared.in_a_loop(self.ctx, stack) or _shared.per_step_function(self.ctx, stack):
+                self.report(call, fix=fix)
+
+    def _unwrapped(self, expr: cst.Call) -> Tuple[Optional[cst.Call], Tuple[cst.Call, ...]]:
+        """The call inside `Variable(...)` wrappers (they return their argument), and the wrappers, outermost first."""
+        wrappers = []
+        while self.ctx.qualified_name_in(expr.func, IDENTITY_WRAPPERS):
+            data = semantics.positional(expr, 0) or semantics.keyword(expr, "data")
+            if data is None or type(data.value) is not cst.Call:
+                return None, ()
+            wrappers.append(expr)
+            expr = data.value
+        return expr, tuple(wrappers)
+
+    def _fix(
+        self, factory: cst.Call, wrappers: Tuple[cst.Call, ...], name: str, move: _shared.Conversion, fixable: bool
+    ) -> Optional[Fix]:
         if not fixable or not move.complete or any(text.startswith("memory_format=") for text in move.keywords):
             return None
         # `.to(...)` arguments move as they are; `.cuda(1)` and `.float()`-style calls are named in code.
@@ -113,7 +161,8 @@ class FactoryThenMove(Rule):
             if code is None or semantics.keyword(factory, "dtype") is not None:
                 return None
             keywords.append(("dtype", move.dtype_node or _shared.expression(code)))
-        content = self.ctx.code(_shared.with_keywords(factory, keywords))
+        built = _shared.with_keywords(factory, keywords)
+        content = _shared.code_in_place(self.ctx, wrappers[0].deep_replace(factory, built) if wrappers else built, self.ctx.stack)
         short = name[len("torch."):]
         safe = short not in RANDOM_FACTORIES and (not move.casts or short in EXACT_FACTORIES)
         description = "Pass " + " and ".join(f"`{keyword}=`" for keyword, _ in keywords) + " to the factory"
@@ -136,6 +185,12 @@ class FactoryThenMove(Rule):
         if not values:
             return expr.value == self.ctx.config.device_name
         return all(self._is_device(value, seen | {expr.value}) for value in values)
+
+
+def _requires_grad(factory: cst.Call):
+    """The factory's `requires_grad=` as a literal (False when not given), MISSING when computed."""
+    requires_grad = semantics.keyword(factory, "requires_grad")
+    return semantics.literal(requires_grad.value) if requires_grad is not None else False
 
 
 def _stays_on_host(move: _shared.Conversion) -> bool:
