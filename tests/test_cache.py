@@ -81,7 +81,7 @@ def test_a_corrupt_cache_is_ignored_and_replaced(tmp_path):
 def test_a_well_formed_cache_with_a_damaged_entry_misses(tmp_path, monkeypatch):
     config = config_at(tmp_path)
     store = Cache.load(config)
-    store._entries["a.py"] = (Cache.key(DATA, CODES), (("TL303", "only", "three"),))
+    store._entries["a.py"] = (Cache.key(DATA, CODES), (("TL303", "only", "three"),), ())
     assert store.lookup("a.py", Cache.key(DATA, CODES)) is None
 
 

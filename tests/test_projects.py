@@ -29,3 +29,42 @@ def test_the_cli_finds_the_same_across_the_folder(tmp_path, monkeypatch):
     folder = PROJECTS / "model_in_another_file"
     monkeypatch.chdir(folder)
     assert main(["check", "--no-cache", "--select", "TL401", "--output-format", "concise", "."]) == 1
+
+
+def test_editing_an_imported_file_relints_its_importer(tmp_path, monkeypatch):
+    """The cache keeps a file's findings with the digests of the project files its lint read."""
+    from torchlint.cli import main
+
+    (tmp_path / "model.py").write_text(
+        "import torch.nn as nn\nimport torch.nn.functional as F\n\n\nclass Net(nn.Module):\n"
+        "    def forward(self, x):\n        return F.softmax(x, dim=1)\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch.nn as nn\nfrom model import Net\n\ncriterion = nn.CrossEntropyLoss()\n"
+        "loss = criterion(Net()(images), labels)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    arguments = ["check", "--select", "TL401", "--output-format", "concise", "train.py"]
+    assert main(arguments) == 1
+    (tmp_path / "model.py").write_text(
+        "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return x\n"
+    )
+    assert main(arguments) == 0  # the cached finding of train.py is stale: model.py changed
+    assert main(arguments) == 0
+
+
+def test_a_notebook_on_standard_input_is_linted_as_a_notebook(tmp_path, monkeypatch, capsys):
+    import io
+    import json
+    import sys
+
+    from torchlint.cli import main
+
+    notebook = {
+        "nbformat": 4, "nbformat_minor": 5, "metadata": {},
+        "cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                   "source": ["import torch\n", "x = torch.ones(2)\n", "x.require_grad = True\n"]}],
+    }
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(notebook).encode())))
+    assert main(["check", "--stdin-filename", "explore.ipynb", "--output-format", "concise", "-"]) == 1
+    assert "explore.ipynb:cell 1:3:1: TL603" in capsys.readouterr().out

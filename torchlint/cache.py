@@ -2,7 +2,9 @@
 
 An entry is found by the file's reported name and is valid only for the same bytes
 linted with the same rules: its key digests the file's content and the codes
-selected for it (per-file ignores included). Everything else that can change a
+selected for it (per-file ignores included). It also lists the project files the
+lint read through imports (`analysis/project.py`) with their digests, and is valid
+only while each still has the same bytes: editing `model.py` re-lints `train.py`. Everything else that can change a
 finding names the cache file itself: torchlint's version, its own code (an edited
 rule must not serve stale findings), and the config's settings. So two settings
 keep two caches and switching back and forth stays warm.
@@ -24,15 +26,18 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 
 import torchlint
 from torchlint.atomic import replace_atomically
+from torchlint.source import content_digest, read_bytes
 from torchlint.finding import Edit, Finding, Fix, Location
 
 FOLDER = ".torchlint_cache"
-_MAGIC = b"torchlint-cache-1\n"
+_MAGIC = b"torchlint-cache-2\n"
 _CHECKSUM_SIZE = 16
 # Config fields that never change a finding: where files are looked for and what is done with findings.
 _NOT_AFFECTING_FINDINGS = frozenset({"exclude", "per_file_ignores", "fix", "unsafe_fixes", "output_format", "root", "path"})
 
-Entries = Dict[str, Tuple[bytes, tuple]]
+# filename -> (key, encoded findings, ((path of a project file the lint read, its digest), ...))
+Entries = Dict[str, Tuple[bytes, tuple, tuple]]
+Dependencies = Tuple[Tuple[str, bytes], ...]
 
 
 class Cache:
@@ -59,22 +64,23 @@ class Cache:
 
     def lookup(self, filename: str, key: bytes) -> Optional[List[Finding]]:
         entry = self._entries.get(filename)
-        if entry is None or entry[0] != key:
+        if entry is None or entry[0] != key or not _unchanged(entry[2]):
             return None
         try:
             return [_decode(item) for item in entry[1]]
         except (TypeError, ValueError, IndexError):  # a damaged entry is a miss
             return None
 
-    def store(self, filename: str, key: bytes, findings: List[Finding]) -> None:
+    def store(self, filename: str, key: bytes, findings: List[Finding], dependencies: Dependencies = ()) -> None:
         encoded = tuple(_encode(finding) for finding in findings)
         if any(finding.extra for finding in findings):
             try:  # reporters may attach any value to `extra`; what marshal cannot keep is not cached
                 marshal.dumps(encoded)
             except ValueError:
                 return
-        if self._entries.get(filename) != (key, encoded):
-            self._entries[filename] = (key, encoded)
+        entry = (key, encoded, tuple(dependencies))
+        if self._entries.get(filename) != entry:
+            self._entries[filename] = entry
             self._changed = True
 
     def save(self) -> None:
@@ -177,9 +183,21 @@ def _read(path: Path) -> Entries:
         return {}
     return {
         name: entry for name, entry in entries.items()
-        if isinstance(name, str) and isinstance(entry, tuple) and len(entry) == 2
-        and isinstance(entry[0], bytes) and isinstance(entry[1], tuple)
+        if isinstance(name, str) and isinstance(entry, tuple) and len(entry) == 3
+        and isinstance(entry[0], bytes) and isinstance(entry[1], tuple) and isinstance(entry[2], tuple)
     }
+
+
+def _unchanged(dependencies: tuple) -> bool:
+    """Every project file the cached lint read still has the bytes it had then."""
+    for dependency in dependencies:
+        try:
+            path, digest = dependency
+            if content_digest(read_bytes(path)) != digest:
+                return False
+        except (OSError, TypeError, ValueError):
+            return False
+    return True
 
 
 def _checksum(payload: bytes) -> bytes:

@@ -18,7 +18,7 @@ from torchlint import __version__
 from torchlint.cache import Cache
 from torchlint.config import OUTPUT_FORMATS, Config, ConfigError, load, resolve_codes, settings_report
 from torchlint.discovery import MissingPath, UnreadableFolder, discover
-from torchlint.engine.parallel import lint_files
+from torchlint.engine.parallel import lint_file_bytes, lint_files
 from torchlint.finding import FileResult, Finding
 from torchlint.reporters import REPORTERS
 
@@ -214,10 +214,8 @@ def collect(args, config: Config) -> List[FileResult]:
     files = []
     for path in args.paths:
         if path == "-":
-            from torchlint.engine.runner import lint_bytes
-
             name = args.stdin_filename or "-"
-            results.append(lint_bytes(sys.stdin.buffer.read(), name, config))
+            results.append(lint_file_bytes(sys.stdin.buffer.read(), name, config))
         else:
             files.append(path)
     found, unreadable = _discover(args, config, files)

@@ -104,3 +104,5 @@ class FileResult:
     findings: List[Finding]
     # The decoded file, when it could be read: fixes are applied to it.
     source: Optional[sources.Source] = None
+    # The project files the lint read through imports, with their digests (the cache checks them).
+    dependencies: Tuple[Tuple[str, bytes], ...] = ()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import errno
+import hashlib
 import io
 import os
 import re
@@ -81,3 +82,8 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 def split_lines(text: str) -> list:
     """Lines as Python and libcst count them (str.splitlines also breaks on form feeds and others)."""
     return _LINE_BREAK.split(text)
+
+
+def content_digest(data: bytes) -> bytes:
+    """A file's identity by content: what the cache compares to know a project file is unchanged."""
+    return hashlib.blake2b(data, digest_size=16).digest()

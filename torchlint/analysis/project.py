@@ -27,7 +27,6 @@ them: editing `model.py` re-lints `train.py`.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -51,10 +50,6 @@ class ProjectModule:
     path: str
     digest: bytes
     context: "FileContext"
-
-
-def digest_of(data: bytes) -> bytes:
-    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 class Project:
@@ -88,7 +83,7 @@ class Project:
             data = sources.read_bytes(path)
         except OSError:
             return None
-        digest = digest_of(data)
+        digest = sources.content_digest(data)
         cached = self._modules.get(path)
         if cached is not None and cached.digest == digest:
             self._modules.move_to_end(path)

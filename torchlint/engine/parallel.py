@@ -64,7 +64,7 @@ def lint_files(
     linted = _lint_all(work, config, jobs if jobs and jobs > 0 else default_jobs(), cache is not None, use_prefilter)
     for index, (key, result) in zip(pending, linted):
         if cache is not None and key is not None:
-            cache.store(result.filename, key, result.findings)
+            cache.store(result.filename, key, result.findings, result.dependencies)
         results[index] = result
     if cache is not None:
         cache.save()
@@ -150,13 +150,17 @@ def _work(item: Tuple[str, str], keyed: bool) -> Tuple[Optional[bytes], FileResu
 def _lint_one(path: str, filename: str, config: "Config", keyed: bool, use_prefilter: bool) -> Tuple[Optional[bytes], FileResult]:
     """The file's cache key (None when not keyed or unreadable) and its result, source kept only with findings."""
     # Imported on first use: a run answered from the cache never loads the engine, its rules or libcst.
+    from torchlint.analysis.project import PROJECT
     from torchlint.engine.runner import lint_file
 
     try:
         data = sources.read_bytes(path)
     except OSError:
         return None, lint_file(path, config, filename)
+    # The project files this lint reads through imports are what its cached result depends on besides its bytes.
+    PROJECT.start_recording()
     result = lint_file_bytes(data, filename, config, use_prefilter)
+    result.dependencies = tuple(sorted(PROJECT.consulted.items()))
     if not result.findings:
         result.source = None
     return (Cache.key(data, config.codes_for(filename)) if keyed else None), result

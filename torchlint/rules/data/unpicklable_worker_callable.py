@@ -88,7 +88,7 @@ class UnpicklableWorkerCallable(Rule):
         self.reported = set()
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not semantics.is_dataloader_call(node, self.ctx) or not semantics.may_start_workers(node):
+        if not semantics.is_dataloader_call(node, self.ctx) or not semantics.may_start_workers(node, self.ctx):
             return
         for parameter in ("collate_fn", "worker_init_fn"):
             arg = loader_argument(node, parameter)
