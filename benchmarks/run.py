@@ -201,7 +201,7 @@ def lint_targets(folder: Path, config):
             text = sources.decode(data).text
         except sources.SourceError:
             continue
-        if not (prefilter_wired() and runner.rules_to_run(FileText(text), config.codes_for(path)) is None):
+        if not (prefilter_wired() and runner.rules_to_run(FileText(text, path), config.codes_for(path)) is None):
             parsed.append(path)
     return files, parsed, lines
 

@@ -104,12 +104,23 @@ def rule_texts():
     for path in sorted(FIXTURES.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
         for code in sorted({code for _, _, code in expected_findings(text)} - {"TL000"}):
-            yield pytest.param(code, text, id=f"{code}-{path.name}")
+            # Where the file is matters: a project fixture's evidence may sit in the files it imports.
+            yield pytest.param(code, FileText(text, str(path)), id=f"{code}-{path.name}")
 
 
 @pytest.mark.parametrize("code, text", list(rule_texts()))
 def test_every_flagged_example_and_fixture_holds_a_trigger_of_its_rule(code, text):
     assert prefilter.runnable(text, [rules_by_code()[code]]) == [rules_by_code()[code]]
+
+
+def test_a_project_import_is_a_trigger_only_where_the_module_is_a_file(tmp_path):
+    from torchlint.rules.triggers import project_imports
+
+    (tmp_path / "data.py").write_text("")
+    text = "import torch\nfrom data import load\n"
+    assert project_imports().matches(FileText(text, str(tmp_path / "main.py")))
+    assert not project_imports().matches(FileText(text.replace("data", "numpy"), str(tmp_path / "main.py")))
+    assert not project_imports().matches(FileText(text))
 
 
 def test_every_trigger_is_a_trigger():

@@ -68,15 +68,21 @@ class Project:
     def resolve(self, importer: str, dotted: str, config: "Config") -> Optional[Tuple[ProjectModule, str]]:
         """For an import path as `import_bindings` writes it (`model.Net`, `.data.make_loaders`, `utils`): the
         project module it is in and the name within it ("" for the module itself), or None."""
+        if not self.holds(importer, dotted):
+            return None
+        located = self._paths[(os.path.dirname(os.path.abspath(importer)), dotted)]
+        if located[0] == os.path.abspath(importer):
+            return None
+        module = self._load(located[0], config)
+        return (module, located[1]) if module is not None else None
+
+    def holds(self, importer: str, dotted: str) -> bool:
+        """The import path names a file of the project (without reading it)."""
         folder = os.path.dirname(os.path.abspath(importer))
         key = (folder, dotted)
         if key not in self._paths:
             self._paths[key] = _locate(folder, dotted)
-        located = self._paths[key]
-        if located is None or located[0] == os.path.abspath(importer):
-            return None
-        module = self._load(located[0], config)
-        return (module, located[1]) if module is not None else None
+        return self._paths[key] is not None
 
     def _load(self, path: str, config: "Config") -> Optional[ProjectModule]:
         try:

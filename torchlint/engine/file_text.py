@@ -1,4 +1,5 @@
-"""A file's text and what the prefilter reads from it without parsing: words, attribute names, defined names.
+"""A file's text and what the prefilter reads from it without parsing: words, attribute names, defined names,
+the modules it imports.
 
 Read once per file, each kind of evidence on first use: by the rules' triggers
 (torchlint/rules/triggers.py) to decide which rules run, and by `FileContext`
@@ -17,13 +18,18 @@ _ATTRIBUTE = re.compile(r"\.(?:[ \t\f\r\n\\]|#[^\r\n]*)*(\w+)")
 # `def`, then blanks or line continuations, then the name. Also after the end of a longer word (`undef x`): a
 # superset, and without a `\b` in front the regex engine looks for the literal `def`, which is 20 times faster.
 _DEFINED = re.compile(r"def(?:[ \t\f]|\\(?:\r\n|\r|\n))+(\w+)")
+# `from pkg.mod import` and `import pkg.mod, other` at the start of a line (a superset: also inside strings).
+_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import\b", re.MULTILINE)
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w.]+(?:[ \t]*,[ \t]*[\w.]+)*)", re.MULTILINE)
 
 
 class FileText:
     """A file's text and the evidence triggers read from it, each found on first use."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, filename: str = ""):
         self.text = text
+        # Where the file is: the modules it imports are looked for next to it (`imported_modules`).
+        self.filename = filename
 
     @cached_property
     def words(self) -> FrozenSet[str]:
@@ -40,3 +46,11 @@ class FileText:
     @cached_property
     def defined(self) -> FrozenSet[str]:
         return frozenset(_DEFINED.findall(self.text))
+
+    @cached_property
+    def imported_modules(self) -> FrozenSet[str]:
+        """The dotted module paths its import statements name (`.data` for `from .data import x`)."""
+        found = set(_FROM_IMPORT.findall(self.text))
+        for names in _IMPORT.findall(self.text):
+            found.update(name.strip() for name in names.split(","))
+        return frozenset(found)

@@ -70,7 +70,7 @@ def lint_text(
 ) -> List[Finding]:
     """The findings in Python source; `file_kind` from an adapter that knows it (else decided from the file)."""
     codes = config.codes_for(filename) if codes is None else codes
-    file_text = FileText(text)
+    file_text = FileText(text, filename)
     rule_classes = rules_to_run(file_text, codes, use_prefilter)
     if rule_classes is None:
         return []

@@ -15,6 +15,9 @@ never misses a file the rule would report in:
   pattern (`lr_Scheduler` holds `sched`).
 - `functions(predicate)`: a name written after `def` that the rule's own predicate
   accepts: for rules that report only in functions named a certain way.
+- `project_imports()`: an import of a module that is a file of the project
+  (torchlint/analysis/project.py): for rules whose evidence may sit in that file,
+  so that nothing of it is written in this one.
 
 `a & b` needs both, `a | b` either.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 from typing import Callable, FrozenSet, Tuple
 
+from torchlint.analysis.project import PROJECT
 from torchlint.engine.file_text import FileText
 
 
@@ -79,6 +83,14 @@ class _Functions(Trigger):
         return f"functions({self.accepts.__name__})"
 
 
+class _ProjectImports(Trigger):
+    def matches(self, text: FileText) -> bool:
+        return bool(text.filename) and any(PROJECT.holds(text.filename, module) for module in text.imported_modules)
+
+    def __repr__(self) -> str:
+        return "project_imports()"
+
+
 class _AllOf(Trigger):
     joined_by = " & "
 
@@ -115,3 +127,8 @@ def fragments(*parts: str) -> Trigger:
 def functions(accepts: Callable[[str], bool]) -> Trigger:
     """A function defined with a name `accepts` says yes to (pass the predicate the rule itself decides by)."""
     return _Functions(accepts)
+
+
+def project_imports() -> Trigger:
+    """The file imports a module that is a file of its project."""
+    return _ProjectImports()

@@ -1,13 +1,16 @@
+import os
 from typing import Dict, Optional, Sequence
 
 import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.file_kind import FileKind, is_main_guard
+from torchlint.analysis.summaries import function_facts, imported_function
+from torchlint.analysis.values import Values
 from torchlint.engine.callgraph import MODULE
 from torchlint.engine.facts import MULTIPROCESSING_SPAWN
 from torchlint.rules.base import Rule
-from torchlint.rules.triggers import words
+from torchlint.rules.triggers import project_imports, words
 
 STARTS_WORKERS = "starts-workers"
 ITERATING = "iterating a DataLoader with workers"
@@ -22,7 +25,9 @@ class WorkersWithoutMainGuard(Rule):
     DataLoader whose `num_workers` is not a literal `0` (`for batch in loader`,
     `next(iter(loader))`, `list(loader)`, a comprehension over the loader), calls
     `torch.multiprocessing.spawn(...)` or `Process(...).start()`, or calls a function
-    of the same module that does one of these, however many calls deep.
+    that does one of these, however many calls deep: a function of the same module,
+    or one imported from another file of the project (`from data import
+    train_epoch`), read from disk as the value model finds it.
 
     Not flagged: code under the `__main__` guard, DataLoaders with `num_workers=0`
     or none, and notebooks. A Jupyter kernel never re-imports the notebook, so the
@@ -47,8 +52,9 @@ class WorkersWithoutMainGuard(Rule):
     code = "TL302"
     name = "workers-without-main-guard"
     uses_callgraph = True
-    # Workers start only from a DataLoader, `spawn`/`start_processes` or a `Process`: names written however imported.
-    triggers = words("DataLoader", "spawn", "start_processes", "Process")
+    # Workers start only from a DataLoader, `spawn`/`start_processes` or a `Process`: names written however imported,
+    # here or in the project file that defines the function called here.
+    triggers = words("DataLoader", "spawn", "start_processes", "Process") | project_imports()
     message = (
         "{what} at module level without `if __name__ == \"__main__\":`: under the spawn and forkserver start methods "
         "(Windows, macOS, and Linux from Python 3.14) every worker re-imports this script and dies with `An attempt "
@@ -98,6 +104,16 @@ class WorkersWithoutMainGuard(Rule):
         if self._starts_workers(node):
             spawns = semantics.method_name(node) == "start" or self.ctx.qualified_name(node.func) in MULTIPROCESSING_SPAWN
             self._note(self.ctx.stack, "starting worker processes" if spawns else ITERATING)
+        elif len(self.ctx.scope_nodes) == 1 and type(node.func) in (cst.Name, cst.Attribute):
+            self._imported_call(node)
+
+    def _imported_call(self, call: cst.Call) -> None:
+        """A module-level call of a function another project file defines, which starts workers there."""
+        found = imported_function(Values.of(self.ctx).origins(call.func), self.ctx)
+        if found is not None and function_facts(found[0], STARTS_WORKERS):
+            origin, name = found
+            where = os.path.basename(origin.place.context.filename)
+            self._note(self.ctx.stack, f"calling `{name}()`, which starts worker processes in {where},")
 
     def _starts_workers(self, node: cst.CSTNode) -> bool:
         facts = self.ctx.callgraph.functions[MODULE].facts.get(STARTS_WORKERS)

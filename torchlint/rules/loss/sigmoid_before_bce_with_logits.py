@@ -2,7 +2,7 @@ from typing import Optional
 
 from torchlint.finding import Fix
 from torchlint.rules.loss._activations import SIGMOID, ActivationBeforeLoss, Trace
-from torchlint.rules.triggers import words
+from torchlint.rules.triggers import fragments, project_imports, words
 
 
 class SigmoidBeforeBceWithLogits(ActivationBeforeLoss):
@@ -35,8 +35,8 @@ class SigmoidBeforeBceWithLogits(ActivationBeforeLoss):
     code = "TL402"
     name = "sigmoid-before-bce-with-logits"
     # A flagged call is the loss (qualified name or the constructor a criterion came from), so its last part is
-    # written; the sigmoid it is fed may be in a project module this file imports, so it need not be written here.
-    triggers = words("binary_cross_entropy_with_logits", "BCEWithLogitsLoss")
+    # written; the sigmoid it is fed is written here or in a project file this one imports.
+    triggers = words("binary_cross_entropy_with_logits", "BCEWithLogitsLoss") & (fragments("sigmoid", "expit") | project_imports())
     fix_safety = "unsafe"
     loss_modules = frozenset({"torch.nn.BCEWithLogitsLoss", "torch.nn.modules.loss.BCEWithLogitsLoss"})
     loss_functions = frozenset({

@@ -2,7 +2,7 @@ from typing import Optional
 
 from torchlint.finding import Fix
 from torchlint.rules.loss._activations import LOG_SOFTMAX, SOFTMAX, ActivationBeforeLoss, Trace
-from torchlint.rules.triggers import words
+from torchlint.rules.triggers import fragments, project_imports, words
 
 
 class SoftmaxBeforeCrossEntropy(ActivationBeforeLoss):
@@ -40,8 +40,8 @@ class SoftmaxBeforeCrossEntropy(ActivationBeforeLoss):
     code = "TL401"
     name = "softmax-before-cross-entropy"
     # A flagged call is the loss (qualified name or the constructor a criterion came from), so its last part is
-    # written; the softmax it is fed may be in a project module this file imports, so it need not be written here.
-    triggers = words("cross_entropy", "CrossEntropyLoss")
+    # written; the softmax it is fed is written here or in a project file this one imports.
+    triggers = words("cross_entropy", "CrossEntropyLoss") & (fragments("softmax") | project_imports())
     fix_safety = "unsafe"
     loss_modules = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.modules.loss.CrossEntropyLoss"})
     loss_functions = frozenset({"torch.nn.functional.cross_entropy"})

@@ -4,7 +4,7 @@ import libcst as cst
 
 from torchlint.finding import Fix
 from torchlint.rules.loss._activations import FUNCTION, METHOD, MODULE, SOFTMAX, ActivationBeforeLoss, Trace
-from torchlint.rules.triggers import words
+from torchlint.rules.triggers import fragments, project_imports, words
 
 # softmax spelled so that renaming one name gives its log version: F.softmax, x.softmax, nn.Softmax(dim)(x)
 _LOG_VERSIONS = {"softmax": "log_softmax", "Softmax": "LogSoftmax"}
@@ -39,8 +39,8 @@ class SoftmaxIntoNllLoss(ActivationBeforeLoss):
     code = "TL403"
     name = "softmax-into-nll-loss"
     # A flagged call is the loss (qualified name or the constructor a criterion came from), so its last part is
-    # written; the softmax it is fed may be in a project module this file imports, so it need not be written here.
-    triggers = words("nll_loss", "NLLLoss")
+    # written; the softmax it is fed is written here or in a project file this one imports.
+    triggers = words("nll_loss", "NLLLoss") & (fragments("softmax") | project_imports())
     fix_safety = "unsafe"
     loss_modules = frozenset({"torch.nn.NLLLoss", "torch.nn.modules.loss.NLLLoss"})
     loss_functions = frozenset({"torch.nn.functional.nll_loss"})
