@@ -338,7 +338,7 @@ def test_the_generator_reaches_the_rules_and_their_fixes():
     """The strategy is only worth its time if it makes the rules report and the fixes apply."""
     reported, fixed = set(), set()
 
-    @settings(max_examples=100, derandomize=True, **FUZZ)
+    @settings(max_examples=150, derandomize=True, **FUZZ)
     @given(torch_programs())
     def collect(code):
         assert compiles(code), code
@@ -347,7 +347,8 @@ def test_the_generator_reaches_the_rules_and_their_fixes():
         fixed.update(finding.code for finding in result.fixed)
 
     collect()
-    # Measured with these 100 derandomized examples: 22 of 35 rules report, 12 of 21 fixable rules fix.
+    # The examples drawn shift whenever a fixture or rule example changes (fragments are drawn from them): with 100,
+    # once the device rules reported only where it costs, 18 rules reported; 150 keep a margin above 20.
     assert len(reported) >= 20, sorted(reported)
     assert len(fixed) >= 10, sorted(fixed)
 

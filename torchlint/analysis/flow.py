@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
-from torchlint.engine.scopes import import_bindings, parameters
+from torchlint.engine.scopes import SCOPE_TYPES, import_bindings, parameters
 from torchlint.engine.walk import walk
 
 # Statements whose blocks run only sometimes, and the fields holding those blocks (`finally` always runs).
@@ -100,6 +100,15 @@ class Flow:
             if end is not None:
                 found.extend(b for b in bindings if order <= b.order <= end and b not in found)
         return found
+
+
+def innermost_scope(stack) -> cst.CSTNode:
+    """The module, function, lambda or class whose local names the innermost point of `stack` sees (a scope
+    node at the end of `stack` is not its own scope: its name is bound around it)."""
+    for node in reversed(stack[:-1]):
+        if type(node) in SCOPE_TYPES:
+            return node
+    return stack[0]
 
 
 def scan(scope: cst.CSTNode) -> Flow:

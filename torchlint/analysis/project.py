@@ -32,8 +32,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
-import libcst as cst
-
 from torchlint import source as sources
 from torchlint.engine import parsing
 

@@ -133,6 +133,23 @@ class Values:
             found = value
         return found
 
+    def assigned_here(self, name: cst.BaseExpression, stack: Optional[Sequence[cst.CSTNode]] = None) -> List[cst.BaseExpression]:
+        """The values assigned to the variable `name` whose assignments reach this point, one step back
+        (`labels` after `labels = y.long()` is `[y.long()]`); [] when one binding reaching it is not `name = value`."""
+        stack = self.ctx.stack if stack is None else stack
+        if type(name) is not cst.Name:
+            return []
+        place = self.place(stack)
+        scope = self.ctx.scopes.binding_scope(name.value, place.scopes)
+        if scope is None or name.value in scope.imports:
+            return []
+        flow = self.flow(scope.node)
+        position = flow.position(place.stack) if scope.node is place.scopes[-1] else None
+        bindings = flow.reaching(name.value, position)
+        if any(binding.value is None or binding.element for binding in bindings):
+            return []
+        return [binding.value for binding in bindings]
+
     def place(self, stack: Sequence[cst.CSTNode]) -> Place:
         scopes = tuple(scope_nodes_of(stack))
         statement = None

@@ -85,14 +85,6 @@ def innermost_function(stack: Sequence[cst.CSTNode]) -> Optional[cst.FunctionDef
     return None
 
 
-def scope_node(stack: Sequence[cst.CSTNode]) -> cst.CSTNode:
-    """The function (or the module) whose local variables the innermost point of `stack` sees."""
-    for node in reversed(stack[:-1]):
-        if type(node) is cst.FunctionDef or type(node) is cst.Lambda:
-            return node
-    return stack[0]
-
-
 def names_in(expr: Optional[cst.CSTNode]) -> Iterator[str]:
     """Variables (`loss`) and attribute chains (`self.total`) an expression reads."""
     if expr is None:

@@ -5,8 +5,9 @@ from typing import Dict, List, NamedTuple, Optional, Set, Tuple
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.flow import innermost_scope
 from torchlint.engine.facts import BACKWARD_FUNCTIONS, is_backward_call
-from torchlint.rules.autograd._shared import grad_disabled_by_a_caller, is_loss_call, names_in, scope_node
+from torchlint.rules.autograd._shared import grad_disabled_by_a_caller, is_loss_call, names_in
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 
@@ -116,7 +117,7 @@ class BackwardUnderNoGrad(Rule):
 
     def _bind(self, target: cst.BaseExpression, value: Optional[Value]) -> None:
         if isinstance(target, cst.Name):
-            key = (id(scope_node(self.ctx.stack)), target.value)
+            key = (id(innermost_scope(self.ctx.stack)), target.value)
             if value is None:
                 self.values.pop(key, None)
             else:
@@ -156,7 +157,7 @@ class BackwardUnderNoGrad(Rule):
         root = _root(expr)
         if not isinstance(root, cst.Name):
             return None
-        return self.values.get((id(scope_node(self.ctx.stack)), root.value))
+        return self.values.get((id(innermost_scope(self.ctx.stack)), root.value))
 
     def _taint(self, expr: cst.CSTNode) -> str:
         """NO_GRAD when `expr` is computed only from values computed without gradients, by operations
@@ -164,7 +165,7 @@ class BackwardUnderNoGrad(Rule):
         if isinstance(expr, _LITERALS):
             return NEUTRAL
         if isinstance(expr, cst.Name):
-            value = self.values.get((id(scope_node(self.ctx.stack)), expr.value))
+            value = self.values.get((id(innermost_scope(self.ctx.stack)), expr.value))
             return NEUTRAL if value is None else value.taint
         if isinstance(expr, (cst.Attribute, cst.Subscript)):
             root = _root(expr)

@@ -6,6 +6,7 @@ from typing import Dict, List, Optional, Set, Tuple
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.flow import innermost_scope
 from torchlint.engine.facts import is_backward_call
 from torchlint.engine.scopes import dotted_name
 from torchlint.finding import Fix
@@ -17,7 +18,6 @@ from torchlint.rules.autograd._shared import (
     is_loss_value,
     loop_nodes,
     names_in,
-    scope_node,
     under_dynamic_grad_mode,
 )
 from torchlint.rules.base import Rule
@@ -121,7 +121,7 @@ class LossAccumulatedWithGraph(Rule):
     # ------------------------------------------------------------ bookkeeping
 
     def _scope(self) -> int:
-        return id(scope_node(self.ctx.stack))
+        return id(innermost_scope(self.ctx.stack))
 
     def leave_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:

@@ -15,7 +15,7 @@ from libcst._nodes.internal import CodegenState
 from torchlint import semantics
 from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.values import Values, method_of
-from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
+from torchlint.engine.scopes import scope_nodes_of
 from torchlint.finding import Edit
 from torchlint.rules.autograd._shared import loop_nodes
 
@@ -348,58 +348,6 @@ def with_keywords(call: cst.Call, keywords: Sequence[Tuple[str, cst.BaseExpressi
     for (name, value), comma in zip(keywords, commas):
         args.append(cst.Arg(value=value, keyword=cst.Name(name), equal=no_space, comma=comma))
     return call.with_changes(args=args)
-
-
-# ------------------------------------------------------------------ what a name was last assigned
-
-
-def scope_node(stack: Sequence[cst.CSTNode]) -> cst.CSTNode:
-    for node in reversed(stack):
-        if type(node) in SCOPE_TYPES:
-            return node
-    return stack[0]
-
-
-class LatestAssignments:
-    """Mixin for rules: the value each name was last assigned, in source order, in its own scope.
-
-    Updated when an assignment is left, so a call inside `y = y.float()` still sees
-    the previous value of `y`. Rebinding by a loop, `+=` or unpacking forgets the value.
-    """
-
-    def __init__(self, ctx: "FileContext"):
-        super().__init__(ctx)
-        # (id of the scope node, name) -> the value; None once rebound by something else than `=`
-        self.latest: Dict[Tuple[int, str], Optional[cst.BaseExpression]] = {}
-
-    def _remember(self, target: cst.CSTNode, value: Optional[cst.BaseExpression]) -> None:
-        if isinstance(target, cst.Name):
-            self.latest[(id(scope_node(self.ctx.stack)), target.value)] = value
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._remember(element.value, None)
-        elif isinstance(target, cst.StarredElement):
-            self._remember(target.value, None)
-
-    def leave_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            self._remember(target.target, node.value)
-
-    def leave_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if node.value is not None:
-            self._remember(node.target, node.value)
-
-    def leave_AugAssign(self, node: cst.AugAssign) -> None:
-        self._remember(node.target, None)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._remember(node.target, None)
-
-    def latest_value(self, name: cst.BaseExpression, stack=None) -> Optional[cst.BaseExpression]:
-        if not isinstance(name, cst.Name):
-            return None
-        stack = self.ctx.stack if stack is None else stack
-        return self.latest.get((id(scope_node(stack)), name.value))
 
 
 def peel_moves(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> cst.BaseExpression:

@@ -3,10 +3,11 @@ from typing import List, Optional, Set, Tuple
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.flow import innermost_scope
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
-from torchlint.rules.triggers import words
 from torchlint.rules.device import _shared
+from torchlint.rules.triggers import words
 
 GRADCHECKS = frozenset({
     "torch.autograd.gradcheck", "torch.autograd.gradgradcheck",
@@ -75,7 +76,7 @@ class ExplicitFloat64(Rule):
         name = self.ctx.qualified_name(node.func)
         if name in GRADCHECKS:
             self.open_gradchecks.append(node)
-            scope = id(_shared.scope_node(self.ctx.stack))
+            scope = id(innermost_scope(self.ctx.stack))
             for arg in node.args[1:]:
                 self.gradcheck_inputs.update((scope, used.value) for used in _names_in(arg.value))
         if self.open_gradchecks or _shared.implements_method(self.ctx, "double"):
@@ -114,7 +115,7 @@ class ExplicitFloat64(Rule):
         statement = next((node for node in reversed(self.ctx.stack) if isinstance(node, cst.Assign)), None)
         assigned = None
         if statement is not None and len(statement.targets) == 1 and isinstance(statement.targets[0].target, cst.Name):
-            assigned = (id(_shared.scope_node(self.ctx.stack)), statement.targets[0].target.value)
+            assigned = (id(innermost_scope(self.ctx.stack)), statement.targets[0].target.value)
         self.sites.append((site, fix, assigned))
 
     def _fix(self, dtype: cst.BaseExpression) -> Optional[Fix]:

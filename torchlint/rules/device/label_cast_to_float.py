@@ -3,6 +3,7 @@ from typing import Dict, List, Optional, Set, Tuple
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.values import Values
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
@@ -38,7 +39,7 @@ MERGED_IDS = {
 TORCH_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16"}
 
 
-class LabelCastToFloat(_shared.LatestAssignments, Rule):
+class LabelCastToFloat(Rule):
     """
     ## What it does
     Flags a float cast (`.float()`, `.double()`, `.half()`, `.to(<float dtype>)`,
@@ -96,8 +97,8 @@ class LabelCastToFloat(_shared.LatestAssignments, Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        # Casts whose result was assigned to a name: (scope, name) -> [(assigned value, cast, integer ids?)]
-        self.assigned: Dict[Tuple[int, str], List[Tuple[cst.BaseExpression, cst.Call, bool]]] = {}
+        # Casts whose result was assigned to a name: id(assigned value) -> (assigned value, cast, integer ids?)
+        self.assigned: Dict[int, Tuple[cst.BaseExpression, cst.Call, bool]] = {}
         self.float_consumed: Set[int] = set()
         self.reported: Set[int] = set()
 
@@ -112,10 +113,9 @@ class LabelCastToFloat(_shared.LatestAssignments, Rule):
             self._check_cast(node)
 
     def finish(self) -> None:
-        for bound in self.assigned.values():
-            for _, cast, integer_ids in bound:
-                if integer_ids and id(cast) not in self.float_consumed:
-                    self._report(cast)
+        for _, cast, integer_ids in self.assigned.values():
+            if integer_ids and id(cast) not in self.float_consumed:
+                self._report(cast)
 
     # -------------------------------------------------------------- the cast itself
 
@@ -151,8 +151,7 @@ class LabelCastToFloat(_shared.LatestAssignments, Rule):
         elif isinstance(holder, cst.Assign) and holder.value is result and len(holder.targets) == 1:
             target = holder.targets[0].target
             if isinstance(target, cst.Name):
-                key = (id(_shared.scope_node(self.ctx.stack)), target.value)
-                self.assigned.setdefault(key, []).append((result, node, integer_ids))
+                self.assigned[id(result)] = (result, node, integer_ids)
                 return
         if integer_ids:
             self._report(node)
@@ -165,12 +164,12 @@ class LabelCastToFloat(_shared.LatestAssignments, Rule):
         name = (_label_name(labels) or "").lower()
         if any(word in name for word in SOFT_TARGET_WORDS):
             return True
-        value = self.latest_value(labels)
+        value = self._latest_value(labels)
         return isinstance(value, cst.Call) and semantics.terminal_name(value.func) in SOFT_TARGET_PRODUCERS
 
     def _holds_integer_ids(self, labels: cst.BaseExpression) -> bool:
         """The name was last assigned class ids: `torch.randint(0, C, ...)`, `.long()`, `dtype=torch.long`."""
-        value = self.latest_value(labels)
+        value = self._latest_value(labels)
         if not isinstance(value, cst.Call):
             return False
         value = _shared.peel_moves(value, self.ctx)
@@ -187,12 +186,13 @@ class LabelCastToFloat(_shared.LatestAssignments, Rule):
     # -------------------------------------------------------------- through a variable
 
     def _casts_bound_to(self, name: cst.BaseExpression) -> List[Tuple[cst.BaseExpression, cst.Call, bool]]:
-        """The casts whose result `name` currently holds (its latest assignment in this scope)."""
-        if not isinstance(name, cst.Name):
-            return []
-        latest = self.latest_value(name)
-        bound = self.assigned.get((id(_shared.scope_node(self.ctx.stack)), name.value), [])
-        return [entry for entry in bound if entry[0] is latest]
+        """The casts whose result `name` currently holds (the assignments of it that reach this point)."""
+        return [self.assigned[id(value)] for value in Values.of(self.ctx).assigned_here(name) if id(value) in self.assigned]
+
+    def _latest_value(self, name: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+        """The one value the variable holds here, when a single plain assignment reaches this point."""
+        values = Values.of(self.ctx).assigned_here(name)
+        return values[0] if len(values) == 1 else None
 
     def _check_target_variable(self, loss: cst.Call) -> None:
         target = _target_arg(loss)
