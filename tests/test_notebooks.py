@@ -262,3 +262,91 @@ def test_check_fix_rewrites_only_the_changed_cells(tmp_path):
     ]
     assert run_cli("check", "--fix", "train.ipynb", cwd=tmp_path)[:2] == (0, "All checks passed!\n")
     assert path.read_text(encoding="utf-8") == after
+
+
+# ---------------------------------------------------------------- cells indented as a whole
+
+INDENTED = FIXTURES / "api" / "TL603_notebook_indented_cells.ipynb"
+
+
+def code_sources(data: bytes):
+    return [cell.source for cell in nbformat.reads(data.decode("utf-8"), as_version=4).cells if cell.cell_type == "code"]
+
+
+def ipython_dedent(source: str) -> str:
+    """The cell as IPython 9's `leading_indent` (textwrap.dedent) runs it, magic lines as `pass`."""
+    import textwrap
+
+    lines = textwrap.dedent(source).splitlines()
+    return "\n".join(leading(line) + "pass" if line.lstrip().startswith("%") else line for line in lines)
+
+
+def leading(line: str) -> str:
+    return line[:len(line) - len(line.lstrip())]
+
+
+def apply_edits(source: str, edits) -> str:
+    """`edits`, rows and columns counted in `source`, applied to it."""
+    lines = source.splitlines(keepends=True) + [""]
+
+    def offset(location):
+        return sum(map(len, lines[:location.row - 1])) + location.column - 1
+
+    for edit in sorted(edits, key=lambda edit: (edit.location, edit.end_location), reverse=True):
+        source = source[:offset(edit.location)] + edit.content + source[offset(edit.end_location):]
+    return source
+
+
+def test_check_fix_keeps_the_indent_of_a_cell_indented_as_a_whole(tmp_path):
+    from conftest import run_cli
+
+    path = tmp_path / INDENTED.name
+    path.write_bytes(INDENTED.read_bytes())
+    before = path.read_bytes()
+    typos = [f for f in findings(before) if f.code == "TL603"]
+    code, out, err = run_cli("check", "--fix", "--select", "TL603", path.name, cwd=tmp_path)
+    assert (code, err) == (0, "") and out == f"Found {len(typos)} findings ({len(typos)} fixed, 0 remaining).\n"
+    after = path.read_bytes()
+    changed = [(old, new) for old, new in zip(before.splitlines(), after.splitlines()) if old != new]
+    assert len(changed) == len(typos) and all(new == old.replace(b".require_grad", b".requires_grad") for old, new in changed)
+    fixed_cells = [(old, new) for old, new in zip(code_sources(before), code_sources(after)) if old != new]
+    for old, new in fixed_cells:
+        assert new == old.replace(".require_grad =", ".requires_grad =")
+        assert [leading(line) for line in new.splitlines()] == [leading(line) for line in old.splitlines()]
+        compile(ipython_dedent(new), "<cell>", "exec", dont_inherit=True)
+    assert sum(ipython_dedent(new) != new for _, new in fixed_cells) == 3  # the cells indented as a whole
+    # The traps are left as they were and still do not compile.
+    traps = [(f.cell, f.location, f.code) for f in findings(before) if f.code == "TL000"]
+    assert [(f.cell, f.location, f.code) for f in findings(after)] == traps
+
+
+def test_fixes_reported_for_an_indented_cell_apply_to_the_cell_as_written():
+    from torchlint.fixes import fix_text
+
+    cells = (" from torch import log\n\n y = log(1 + p)\n z = (log(1 + q) +\n      1)", "\tw = torch.ones(2)\n\tw.require_grad = True")
+    data = notebook(*cells)
+    found = findings(data, select=["TL603", "TL606"])
+    assert [(f.cell, f.location.row, f.location.column, f.code) for f in found] == [
+        (1, 3, 6, "TL606"), (1, 4, 7, "TL606"), (2, 2, 2, "TL603"),
+    ]
+
+    def fix_script(script):
+        return fix_text(script, lambda text: lint(text, select=["TL603", "TL606"]), True, "explore.ipynb").text
+
+    fixed = code_sources(fix_notebook(data, fix_script))
+    assert fixed == [
+        " import torch\n from torch import log\n\n y = torch.log1p(p)\n z = (torch.log1p(q) +\n      1)",
+        "\tw = torch.ones(2)\n\tw.requires_grad = True",
+    ]
+    # A reported fix, applied to the cell as written, does there what it does to the script (its import line indented too).
+    first_fixed = " import torch\n from torch import log\n\n y = torch.log1p(p)\n z = (log(1 + q) +\n      1)"
+    assert apply_edits(cells[0], found[0].fix.edits) == first_fixed
+    assert apply_edits(cells[1], found[2].fix.edits) == fixed[1]
+
+
+def test_lines_a_fix_adds_to_an_indented_cell_are_indented_and_a_fix_that_would_change_the_indent_writes_nothing():
+    data = notebook("import torch", "  x = torch.ones(2)\n\n  %time f(x)\n  x.require_grad = True\n")
+    added = fix_notebook(data, lambda script: script.replace("x.require_grad = True\n", "x.requires_grad = True\nx.grad = None\n"))
+    assert code_sources(added) == ["import torch", "  x = torch.ones(2)\n\n  %time f(x)\n  x.requires_grad = True\n  x.grad = None\n"]
+    # Its first line indented, IPython would take more off the cell than its indent.
+    assert fix_notebook(data, lambda script: script.replace("x = torch.ones(2)", " x = torch.ones(2)")) is data

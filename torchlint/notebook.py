@@ -12,13 +12,18 @@ IPython syntax neutralised: a line magic (`%time f()`), a shell line
 cell magic whose body is Python (`%%time`) only loses its first line; any other
 (`%%bash`, `%%writefile`) and a cell Python cannot compile on its own become
 blank lines, so one bad cell hides nothing in the others, and the latter is
-reported as a TL000 of its own cell. Rows of the script map back to a cell
-(numbered from 1 over all cells, markdown included, as editors count them) and
-a row within it; a `# noqa` works on its cell line as in a file.
+reported as a TL000 of its own cell. Before that, a cell whose code lines all
+start with the indent of its first one loses that indent, as IPython's
+`leading_indent` runs it (older IPython takes the first line's indent off the
+lines that have it, newer the indent common to all lines: the two agree on
+such a cell); a cell whose lines do not all share it stays as written. Rows of the
+script map back to a cell (numbered from 1 over all cells, markdown included,
+as editors count them) and a row within it, columns to the cell as written; a
+`# noqa` works on its cell line as in a file.
 
 Fixing runs the caller's text fixer on the same script and writes back only the
-`source` of the cells whose code changed, in the notebook's own JSON layout:
-every other byte of the file stays as it was.
+`source` of the cells whose code changed, in the notebook's own JSON layout,
+a dedented cell indented again: every other byte of the file stays as it was.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from json.decoder import scanstring
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Optional, Tuple, Union
 
 from torchlint.analysis.file_kind import FileKind
 from torchlint.engine.runner import lint_text, unreadable
@@ -73,18 +78,27 @@ def _body(line: str) -> Tuple[str, str]:
 class _Cell:
     number: int
     source: str
-    # What the engine lints for this cell: magics neutralised, ending with a newline unless empty.
+    # What the engine lints for this cell: dedented, magics neutralised, ending with a newline unless empty.
     script: str
     # False for a cell magic whose body is another language.
     python: bool = True
     compiles: bool = True
     # The script row of the cell's first line.
     first_row: int = 0
+    # The indent taken off the start of each of the `dedented` rows (counted from 1 in the cell).
+    indent: str = ""
+    dedented: FrozenSet[int] = frozenset()
 
     @property
     def frozen(self) -> bool:
         """Linted as blank lines and never rewritten."""
         return not (self.python and self.compiles)
+
+    def place(self, location: Location) -> Location:
+        """A location in the cell's script as a location in the cell as written."""
+        if location.row in self.dedented:
+            return Location(location.row, location.column + len(self.indent))
+        return location
 
 
 @dataclass
@@ -95,7 +109,7 @@ class _Script:
     text: str = ""
 
     def locate(self, location: Location, cell: _Cell) -> Location:
-        return Location(max(location.row - cell.first_row + 1, 1), location.column)
+        return cell.place(Location(max(location.row - cell.first_row + 1, 1), location.column))
 
     def cell_at(self, row: int) -> _Cell:
         index = bisect.bisect_right([cell.first_row for cell in self.cells], row) - 1
@@ -131,6 +145,28 @@ def _after(line: str, depth: int, quote: Optional[str]) -> Tuple[int, Optional[s
     if quote in ("'", '"') and not continued:
         quote = None  # an unterminated one-line string: Python reports it
     return depth, quote, continued
+
+
+def _dedent(source: str) -> Optional[Tuple[str, str, FrozenSet[int]]]:
+    """The cell without the indent all its lines share, as IPython runs it; None when it has none.
+
+    The indent is that of the first line with code (IPython drops blank lines
+    first); whitespace-only lines may lack it and keep what they have, which
+    changes nothing Python reads.
+    """
+    lines = _lines(source)
+    first = next((line for line in lines if not line.isspace()), "")
+    indent = _INDENT.match(first).group()
+    if not indent or not all(line.startswith(indent) or line.isspace() for line in lines):
+        return None
+    dedented = frozenset(row for row, line in enumerate(lines, start=1) if not line.isspace())
+    text = "".join(line[len(indent):] if row in dedented else line for row, line in enumerate(lines, start=1))
+    return text, indent, dedented
+
+
+def _indented(code: str, indent: str) -> str:
+    """What `_dedent` turns into `code`: `indent` before each line that is not whitespace only."""
+    return "".join(line if line.isspace() else indent + line for line in _lines(code))
 
 
 def _neutralise(source: str, magics: Dict[int, str]) -> Optional[str]:
@@ -177,8 +213,11 @@ def _build(code_cells: List[Tuple[int, str]]) -> _Script:
     parts = []
     row = 1
     for number, source in code_cells:
-        neutral = _neutralise(source, script.magics)
-        cell = _Cell(number, source, neutral if neutral is not None else source, python=neutral is not None)
+        # Cheap test first: most cells start with unindented code.
+        dedented = _dedent(source) if source[:1].isspace() else None
+        code, indent, rows = dedented or (source, "", frozenset())
+        neutral = _neutralise(code, script.magics)
+        cell = _Cell(number, source, code if neutral is None else neutral, python=neutral is not None, indent=indent, dedented=rows)
         cell.compiles = cell.python and _compiles(cell.script)
         parts.append(_CELL_MARK.format(number) + "\n")
         cell.first_row = row + 1
@@ -231,7 +270,10 @@ def lint_notebook_bytes(data: bytes, filename: str, config: "Config", use_prefil
         for cell in script.cells:
             if cell.python and not cell.compiles:
                 only_parse_errors = lint_text(cell.script, filename, config, codes=frozenset({ParseError.code}))
-                findings += [replace(finding, cell=cell.number) for finding in only_parse_errors]
+                findings += [
+                    replace(error, location=cell.place(error.location), end_location=cell.place(error.end_location), cell=cell.number)
+                    for error in only_parse_errors
+                ]
     return FileResult(filename, sorted(findings, key=Finding.sort_key))
 
 
@@ -239,7 +281,10 @@ def _in_cell(finding: Finding, script: _Script) -> Finding:
     cell = script.cell_at(finding.location.row)
     fix = finding.fix
     if fix is not None:
-        edits = tuple(Edit(edit.content, script.locate(edit.location, cell), script.locate(edit.end_location, cell)) for edit in fix.edits)
+        edits = tuple(
+            Edit(_edit_content(edit, script, cell), script.locate(edit.location, cell), script.locate(edit.end_location, cell))
+            for edit in fix.edits
+        )
         fix = Fix(fix.applicability, fix.message, edits)
     return replace(
         finding,
@@ -248,6 +293,18 @@ def _in_cell(finding: Finding, script: _Script) -> Finding:
         fix=fix,
         cell=cell.number,
     )
+
+
+def _edit_content(edit: Edit, script: _Script, cell: _Cell) -> str:
+    """An edit's text for the cell as written: the lines it starts take the cell's indent."""
+    if not cell.indent or not any(char in edit.content for char in "\r\n"):
+        return edit.content
+    lines = _lines(edit.content)
+    tail = "" if lines[-1].endswith(("\n", "\r")) else lines.pop()  # what the rest of the end row follows
+    out = [lines[0]] + [line if line.isspace() else cell.indent + line for line in lines[1:]]
+    if tail.strip() or script.locate(edit.end_location, cell).row in cell.dedented:
+        tail = cell.indent + tail
+    return "".join(out) + tail
 
 
 # ---------------------------------------------------------------- fixing
@@ -274,7 +331,7 @@ def fix_notebook(data: bytes, fix_text: Callable[[str], str]) -> bytes:
     for cell in script.cells:
         if cell.frozen:
             continue
-        source = _restore(pieces[cell.number], script.magics, cell.source)
+        source = _restore(pieces[cell.number], script.magics, cell)
         if source != cell.source:
             node = cell_nodes[cell.number - 1].children["source"]
             replacements.append((node, _source_json(source, node, text)))
@@ -304,14 +361,21 @@ def _split(text: str, numbers: List[int]) -> Optional[Dict[int, str]]:
     return {number: "".join(lines) for number, lines in parts.items()}
 
 
-def _restore(fixed: str, magics: Dict[int, str], original: str) -> str:
+def _restore(fixed: str, magics: Dict[int, str], cell: _Cell) -> str:
+    """The cell's new source: its magics back, and its indent if it was dedented."""
     out = []
     for line in _lines(fixed):
         body, ending = _body(line)
         magic = _MAGIC_MARK_LINE.fullmatch(body)
         out.append(magics[int(magic.group(1))] + ending if magic and int(magic.group(1)) in magics else line)
     source = "".join(out)
-    if not original.endswith(("\n", "\r")) and source.endswith("\n"):
+    if cell.indent and source.strip():
+        indented = _indented(source, cell.indent)
+        dedented = _dedent(indented)
+        if dedented is None or dedented[:2] != (source, cell.indent):
+            return cell.source  # a fix indented the first code line: IPython would take off more than the indent
+        source = indented
+    if not cell.source.endswith(("\n", "\r")) and source.endswith("\n"):
         source = source[:-1]  # the newline the script added
     return source
 
