@@ -27,7 +27,10 @@ class WorkersWithoutMainGuard(Rule):
     `torch.multiprocessing.spawn(...)` or `Process(...).start()`, or calls a function
     that does one of these, however many calls deep: a function of the same module,
     or one imported from another file of the project (`from data import
-    train_epoch`), read from disk as the value model finds it.
+    train_epoch`), read from disk as the value model finds it. A call of an imported
+    function is reported only in a file that may run as a script: one with a
+    `__main__` guard, or outside a package (no `__init__.py` beside it), and not a
+    test.
 
     Not flagged: code under the `__main__` guard, DataLoaders with `num_workers=0`
     or none, and notebooks. A Jupyter kernel never re-imports the notebook, so the
@@ -104,8 +107,15 @@ class WorkersWithoutMainGuard(Rule):
         if self._starts_workers(node):
             spawns = semantics.method_name(node) == "start" or self.ctx.qualified_name(node.func) in MULTIPROCESSING_SPAWN
             self._note(self.ctx.stack, "starting worker processes" if spawns else ITERATING)
-        elif len(self.ctx.scope_nodes) == 1 and type(node.func) in (cst.Name, cst.Attribute):
+        elif len(self.ctx.scope_nodes) == 1 and type(node.func) in (cst.Name, cst.Attribute) and self._may_run_as_script():
             self._imported_call(node)
+
+    def _may_run_as_script(self) -> bool:
+        """Not a module of a package that is imported, not run: torchmetrics' `if _SKIP_SLOW_DOCTEST:` block calling a
+        helper that starts a process is the package's import-time behaviour, and a `__main__` guard no fix for it."""
+        kind = self.ctx.file_kind
+        in_package = os.path.isfile(os.path.join(os.path.dirname(os.path.abspath(self.ctx.filename)), "__init__.py"))
+        return kind is FileKind.SCRIPT or (kind is not FileKind.TEST and not in_package)
 
     def _imported_call(self, call: cst.Call) -> None:
         """A module-level call of a function another project file defines, which starts workers there."""
