@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 import libcst as cst
 
 from torchlint.engine.callgraph import CallGraph
+from torchlint.analysis import facts  # noqa: F401  (registers the torch recognizers an imported file is walked with)
 from torchlint.engine.facts import RECOGNIZERS
 from torchlint.engine.scopes import SCOPE_TYPES
 from torchlint.engine.walk import walk

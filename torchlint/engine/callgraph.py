@@ -2,7 +2,7 @@
 
 Built during the single walk: every call of a function defined in the same
 module is recorded with where it happens, and fact recognizers (see
-`torchlint.engine.facts`) note what each function does ("backward",
+`torchlint.analysis.facts`) note what each function does ("backward",
 "clears-grad", "starts-workers", ...), keeping the node that showed it. Rules
 consult the graph in `finish()`, when it is complete, to see one or more calls
 deep without walking the tree again.

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from torchlint import semantics
-from torchlint.engine.facts import is_backward_call, recognizes
+from torchlint.analysis.facts import is_backward_call
+from torchlint.engine.facts import recognizes
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext

@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.flow import innermost_scope
-from torchlint.engine.facts import BACKWARD_FUNCTIONS, is_backward_call
+from torchlint.analysis.facts import BACKWARD_FUNCTIONS, is_backward_call
 from torchlint.rules.autograd._shared import grad_disabled_by_a_caller, is_loss_call, names_in
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words

@@ -7,7 +7,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.flow import innermost_scope
-from torchlint.engine.facts import is_backward_call
+from torchlint.analysis.facts import is_backward_call
 from torchlint.engine.scopes import dotted_name
 from torchlint.finding import Fix
 from torchlint.rules.autograd._shared import (

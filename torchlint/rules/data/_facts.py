@@ -1,4 +1,4 @@
-"""Fact recognizers of the data-loading family (see `torchlint.engine.facts`)."""
+"""Fact recognizers of the data-loading family (see `torchlint.engine.facts` and `torchlint.analysis.facts`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from torchlint.engine.facts import recognizes, worker_loader_in
+from torchlint.analysis.facts import worker_loader_in
+from torchlint.engine.facts import recognizes
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext

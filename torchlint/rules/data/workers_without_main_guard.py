@@ -8,7 +8,7 @@ from torchlint.analysis.file_kind import FileKind, is_main_guard
 from torchlint.analysis.summaries import function_facts, imported_function
 from torchlint.analysis.values import Values
 from torchlint.engine.callgraph import MODULE
-from torchlint.engine.facts import MULTIPROCESSING_SPAWN
+from torchlint.analysis.facts import MULTIPROCESSING_SPAWN
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import project_imports, words
 

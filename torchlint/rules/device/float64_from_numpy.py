@@ -4,8 +4,8 @@ from typing import List, Optional, Sequence, Set, Tuple
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis import facts
 from torchlint.analysis.values import Values
-from torchlint.engine import facts
 from torchlint.engine.scopes import dotted_name, scope_nodes_of
 from torchlint.finding import Edit, Fix
 from torchlint.rules.autograd._shared import loop_nodes

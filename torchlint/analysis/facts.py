@@ -1,0 +1,128 @@
+"""What a function does, as the rules' call-graph questions need it: backward, clearing gradients, optimizer
+steps, mode switches, starting worker processes.
+
+The torch half of the engine's fact recognizers (`torchlint/engine/facts.py` holds the registry); the
+families add their own in `rules/<family>/_facts.py`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from torchlint import semantics
+from torchlint.analysis.values import Values
+from torchlint.engine.facts import recognizes
+
+if TYPE_CHECKING:
+    from torchlint.engine.context import FileContext
+
+BACKWARD_FUNCTIONS = frozenset({"torch.autograd.backward", "torch.autograd.grad"})
+MULTIPROCESSING_SPAWN = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
+PROCESS_CLASSES = frozenset({"torch.multiprocessing.Process", "multiprocessing.Process"})
+
+
+def is_backward_call(call: cst.Call, ctx: "FileContext", stack=None) -> bool:
+    return semantics.method_name(call) == "backward" or ctx.qualified_name_in(call.func, BACKWARD_FUNCTIONS, stack)
+
+
+@recognizes(cst.Call)
+def backward(call: cst.Call, ctx: "FileContext") -> Optional[str]:
+    return "backward" if is_backward_call(call, ctx) else None
+
+
+@recognizes(cst.Call)
+def clears_grad_by_call(call: cst.Call, ctx: "FileContext") -> Optional[str]:
+    name = semantics.method_name(call)
+    if name == "zero_grad":
+        return "clears-grad"
+    grad = semantics.receiver(call)
+    if name in ("zero_", "detach_") and isinstance(grad, cst.Attribute) and grad.attr.value == "grad":
+        return "clears-grad"
+    return None
+
+
+@recognizes(cst.Assign)
+def clears_grad_by_assignment(node: cst.Assign, ctx: "FileContext") -> Optional[str]:
+    for target in node.targets:
+        if isinstance(target.target, cst.Attribute) and target.target.attr.value == "grad":
+            return "clears-grad"
+    return None
+
+
+@recognizes(cst.Call)
+def optimizer_step(call: cst.Call, ctx: "FileContext") -> Optional[str]:
+    if semantics.method_name(call) == "step" and semantics.is_optimizer(semantics.receiver(call), ctx):
+        return "optimizer-step"
+    return None
+
+
+@recognizes(cst.Call)
+def sets_mode(call: cst.Call, ctx: "FileContext") -> Optional[str]:
+    name = semantics.method_name(call)
+    if name == "eval" and not call.args:
+        return "sets-eval"
+    if name == "train":
+        mode = semantics.positional(call, 0) or semantics.keyword(call, "mode")
+        if mode is None or semantics.literal(mode.value) is True:
+            return "sets-train"
+        if semantics.literal(mode.value) is False:
+            return "sets-eval"
+    return None
+
+
+@recognizes(cst.Call)
+def starts_processes(call: cst.Call, ctx: "FileContext") -> Optional[str]:
+    """`torch.multiprocessing.spawn(...)`, `Process(...).start()`, and iterating a DataLoader with workers."""
+    if ctx.qualified_name_in(call.func, MULTIPROCESSING_SPAWN):
+        return "starts-workers"
+    if semantics.method_name(call) == "start" and _is_process(semantics.receiver(call), ctx):
+        return "starts-workers"
+    if worker_loader_iterated_by_call(call, ctx) is not None:
+        return "starts-workers"
+    return None
+
+
+@recognizes(cst.For)
+def iterates_worker_loader(node: cst.For, ctx: "FileContext") -> Optional[str]:
+    return "starts-workers" if worker_loader_in(node.iter, ctx) is not None else None
+
+
+def _is_process(expr: Optional[cst.BaseExpression], ctx: "FileContext") -> bool:
+    if isinstance(expr, cst.Call):
+        return ctx.qualified_name_in(expr.func, PROCESS_CLASSES)
+    return expr is not None and semantics.built_from_in(expr, PROCESS_CLASSES, ctx)
+
+
+_ITERATING_CALLS = frozenset({"iter", "list", "enumerate", "next", "tuple", "zip"})
+
+
+def worker_loader_iterated_by_call(call: cst.Call, ctx: "FileContext") -> Optional[cst.Call]:
+    """For `next(iter(loader))`, `list(loader)`: the DataLoader construction with workers it iterates."""
+    if not ctx.may_name(semantics.DATALOADER):
+        return None
+    if type(call.func) is cst.Name and call.func.value in ("iter", "next", "list", "tuple") and ctx.scopes.binding_scope(call.func.value, ctx.scope_nodes) is None:
+        for arg in call.args:
+            found = worker_loader_in(arg.value, ctx)
+            if found is not None:
+                return found
+    return None
+
+
+def worker_loader_in(expr: cst.BaseExpression, ctx: "FileContext") -> Optional[cst.Call]:
+    """The DataLoader(...) call with workers that iterating `expr` would run, following the values it may hold
+    (variables, `loaders[phase]`, what a function returns) and the calls that iterate their argument."""
+    if not ctx.may_name(semantics.DATALOADER):
+        return None
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in _ITERATING_CALLS:
+        for arg in expr.args:
+            found = worker_loader_in(arg.value, ctx)
+            if found is not None:
+                return found
+        return None
+    for origin in Values.of(ctx).origins(expr):
+        stack = origin.place.stack
+        if semantics.is_dataloader_call(origin.node, ctx, stack) and semantics.may_start_workers(origin.node, ctx, stack):
+            return origin.node
+    return None
