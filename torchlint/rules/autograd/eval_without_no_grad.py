@@ -6,13 +6,10 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.loops import Loop, LoopIndex, is_accumulating_backward, loop_nodes
 from torchlint.rules.autograd._shared import (
-    Loop,
-    LoopIndex,
     Models,
     innermost_function,
-    is_accumulating_backward,
-    loop_nodes,
     names_an_evaluation,
     under_dynamic_grad_mode,
     under_grad_mode_context,

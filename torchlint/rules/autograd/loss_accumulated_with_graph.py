@@ -7,6 +7,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.flow import innermost_scope
+from torchlint.analysis.loops import loop_nodes
 from torchlint.analysis.facts import is_backward_call
 from torchlint.engine.scopes import dotted_name
 from torchlint.finding import Fix
@@ -16,7 +17,6 @@ from torchlint.rules.autograd._shared import (
     grad_disabled_by_a_caller,
     is_loss_call,
     is_loss_value,
-    loop_nodes,
     names_in,
     under_dynamic_grad_mode,
 )

@@ -5,7 +5,7 @@ from typing import List, Tuple
 import libcst as cst
 
 from torchlint import semantics
-from torchlint.rules.autograd._shared import Loop, LoopIndex
+from torchlint.analysis.loops import Loop, LoopIndex
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import attributes, fragments
 

@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.engine.scopes import dotted_name
-from torchlint.rules.autograd._shared import LoopIndex
+from torchlint.analysis.loops import LoopIndex
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 

@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.values import Values
-from torchlint.rules.autograd._shared import Event, Loop, LoopIndex
+from torchlint.analysis.loops import Event, Loop, LoopIndex
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 

@@ -14,10 +14,10 @@ from libcst._nodes.internal import CodegenState
 
 from torchlint import semantics
 from torchlint.analysis.file_kind import FileKind
+from torchlint.analysis.loops import loop_nodes
 from torchlint.analysis.values import Values, method_of
 from torchlint.engine.scopes import scope_nodes_of
 from torchlint.finding import Edit
-from torchlint.rules.autograd._shared import loop_nodes
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext

@@ -5,10 +5,10 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis import facts
+from torchlint.analysis.loops import loop_nodes
 from torchlint.analysis.values import Values
 from torchlint.engine.scopes import dotted_name, scope_nodes_of
 from torchlint.finding import Edit, Fix
-from torchlint.rules.autograd._shared import loop_nodes
 from torchlint.rules.base import Rule
 from torchlint.rules.data._dataset import TENSOR_DATASET
 from torchlint.rules.triggers import words
