@@ -1,7 +1,10 @@
-from typing import List, Optional
+import re
+from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
+from torchlint.analysis.project import PROJECT
+from torchlint.engine.scopes import dotted_name
 from torchlint.engine.walk import walk_visitor
 from torchlint import semantics
 from torchlint.rules.base import Rule
@@ -17,6 +20,17 @@ CUDA_ONLY = frozenset({"torch.cuda.set_device"})
 PROCESS_GROUP = frozenset({"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"})
 # Keyword arguments that take a device, whatever the call.
 DEVICE_KEYWORDS = frozenset({"device", "map_location"})
+# Libraries that run only on NVIDIA GPUs (FP8 training, fused kernels, CUDA bindings): a file importing one
+# unconditionally cannot run without CUDA whatever device it names. Modules and their submodules.
+CUDA_ONLY_LIBRARIES = (
+    "transformer_engine", "msamp", "apex", "flash_attn", "pycuda", "cupy", "tensorrt", "torch_tensorrt", "numba.cuda",
+)
+# Building a C++/CUDA extension: CUDA-only when it compiles CUDA sources.
+EXTENSION_LOADERS = frozenset({"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"})
+CUDA_EXTENSION = frozenset({"torch.utils.cpp_extension.CUDAExtension"})
+_CUDA_SOURCE = re.compile(r".*\.cuh?")
+# `with torch.cuda.device(1):` names a GPU by its index too.
+CUDA_DEVICE_CONTEXT = "torch.cuda.device"
 
 
 class CudaWithoutFallback(Rule):
@@ -40,8 +54,22 @@ class CudaWithoutFallback(Rule):
     (including `add_argument(..., default="cuda")`), `.cuda(rank)` included; code
     in a branch taken only when the program asks for CUDA (`if args.cuda:`,
     `if backend == "cuda":`, `x.cuda() if use_gpu else x`); `def cuda(...)` methods;
-    files written for CUDA machines only (`torch.cuda.set_device(...)`,
-    `init_process_group(backend="nccl")`).
+    a device setting for another module: a module-level `device = "cuda"` (or
+    `= torch.device("cuda")`) that nothing in the file reads, as in a config module
+    the training script imports. And files written for CUDA machines only:
+    `torch.cuda.set_device(...)`, `init_process_group(backend="nccl")`; two or more
+    GPUs named by index (`.cuda(0)` and `"cuda:1"`, `torch.cuda.device(1)`: a model
+    split over devices); an unconditional import of a library that runs only on
+    NVIDIA GPUs (`transformer_engine`, `msamp`, `apex`, `flash_attn`, `pycuda`,
+    `cupy`, `tensorrt`, `torch_tensorrt`, `numba.cuda`; one imported in a function,
+    a branch, or a `try` whose handler does not raise again is optional and does not
+    count); building a CUDA extension (`torch.utils.cpp_extension.load(...)` with `.cu`
+    sources, `load_inline(cuda_sources=...)`, `CUDAExtension(...)`); importing a
+    module that the project's `setup.py` (next to the file, or at the top of its
+    package) builds as a `CUDAExtension`, as a test of custom kernels does. What that
+    gives up: such files are not checked at all, so a single-GPU `.cuda()` in one of
+    them goes unreported, and a config module's `"cuda"` is left to its reader,
+    where it arrives as a variable and is not reported either.
 
     ## Fix safety
     No fix: where the fallback belongs (one `device` chosen at start-up and passed
@@ -76,6 +104,14 @@ class CudaWithoutFallback(Rule):
         super().__init__(ctx)
         self.sites: List[cst.CSTNode] = []
         self.exempt = False
+        # The GPU indices the file names (`"cuda:1"`, `.cuda(2)`): two or more is a multi-GPU program.
+        self.indices: Set[int] = set()
+        # Every module path the file imports (`pkg._C` for `from pkg import _C`), for its project's extensions.
+        self.imports: List[str] = []
+        # id of the value of a module-level `name = <device>` -> (the value, the names it is assigned to)
+        self.module_values: Dict[int, Tuple[cst.BaseExpression, Tuple[str, ...]]] = {}
+        # ids of the sites that are device values (a string, `torch.device(...)`), not moves
+        self.device_values: Set[int] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.qualified_name(node.func)
@@ -84,6 +120,7 @@ class CudaWithoutFallback(Rule):
         elif semantics.method_name(node) == "cuda":
             read = _shared.conversion(node, self.ctx)
             if read is not None and not _shared.computed_cuda_device(read):
+                self._note_index(read.device_node)
                 self._add(node)
         elif semantics.method_name(node) == "to":
             device = semantics.positional(node, 0)
@@ -100,9 +137,19 @@ class CudaWithoutFallback(Rule):
             backend = _shared.call_argument(node, 0, "backend")
             if semantics.literal(backend, None) == "nccl":
                 self.exempt = True
+        elif name in EXTENSION_LOADERS:
+            if _compiles_cuda(node):
+                self.exempt = True
+        elif name in CUDA_EXTENSION:
+            self.exempt = True
+        elif name == CUDA_DEVICE_CONTEXT:
+            self._note_index(_shared.call_argument(node, 0, "device"))
         elif name == "torch.device":
             device = _shared.call_argument(node, 0, "type")
             if device is not None and _is_cuda_string(device):
+                self._note_index(device)
+                self._note_index(_shared.call_argument(node, 1, "index"))
+                self.device_values.add(id(node))
                 self._add(node)
         elif name == "torch.set_default_device":
             # The `device=` keyword form is found with the other device keywords.
@@ -111,11 +158,49 @@ class CudaWithoutFallback(Rule):
                 self._add(device.value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        names = tuple(target.target.value for target in node.targets if isinstance(target.target, cst.Name))
+        if len(names) == len(node.targets) and self.ctx.enclosing(cst.FunctionDef, cst.ClassDef, cst.Lambda) is None:
+            # Visited before its value: a site found in the value can tell it is a module-level setting.
+            self.module_values[id(node.value)] = (node.value, names)
         # `device = "cuda"`: the one place a script usually picks its device.
         if _is_cuda_string(node.value) and any(_names_a_device(self.ctx, target.target) for target in node.targets):
             self._add(node.value)
 
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            self._imported(dotted_name(alias.name))
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        module = "." * len(node.relative) + ((dotted_name(node.module) or "") if node.module is not None else "")
+        if isinstance(node.names, cst.ImportStar):
+            self._imported(module)
+            return
+        for alias in node.names:
+            name = dotted_name(alias.name)
+            if name:
+                self._imported(module + name if module.endswith(".") or not module else f"{module}.{name}")
+
+    def _imported(self, path: Optional[str]) -> None:
+        if not path:
+            return
+        self.imports.append(path)
+        if any(path == library or path.startswith(library + ".") for library in CUDA_ONLY_LIBRARIES):
+            # An import inside a function, a branch or a `try` that falls back keeps the file runnable without it.
+            if _unconditional(self.ctx.stack):
+                self.exempt = True
+
+    def _note_index(self, expr: Optional[cst.BaseExpression]) -> None:
+        """Remember the GPU index a literal device names: `1`, `"cuda:1"`."""
+        value = semantics.literal(expr, None)
+        if isinstance(value, str) and _shared.CUDA_STRING.fullmatch(value) and ":" in value:
+            value = int(value.partition(":")[2])
+        if isinstance(value, int) and not isinstance(value, bool):
+            self.indices.add(value)
+
     def _add(self, site: cst.CSTNode) -> None:
+        if isinstance(site, (cst.SimpleString, cst.ConcatenatedString)):
+            self._note_index(site)
+            self.device_values.add(id(site))
         if not (_shared.implements_method(self.ctx, "cuda") or self._chosen_elsewhere()):
             self.sites.append(site)
 
@@ -132,10 +217,36 @@ class CudaWithoutFallback(Rule):
         return False
 
     def finish(self) -> None:
-        if self.exempt:
+        # Written for CUDA machines only: an availability check or a CUDA-only API or library, two or more GPUs
+        # by index (a model split over devices), or a CUDA extension of its own project.
+        if self.exempt or not self.sites or len(self.indices) > 1 or self._imports_project_cuda_extension():
             return
+        read = _names_read(self.ctx.module) if any(map(self._is_module_setting, self.sites)) else frozenset()
         for site in self.sites:
+            # `device = "cuda"` at module level that nothing in the file reads: a setting another module imports
+            # (a config file), like an `add_argument(..., default="cuda")`; its reader takes a variable.
+            if self._is_module_setting(site) and read.isdisjoint(self.module_values[id(site)][1]):
+                continue
             self.report(site)
+
+    def _is_module_setting(self, site: cst.CSTNode) -> bool:
+        """`site` is a device string or `torch.device(...)` (building one touches no GPU, unlike `.cuda()`) that
+        is the whole value of a module-level assignment to plain names."""
+        assigned = self.module_values.get(id(site))
+        return assigned is not None and assigned[0] is site and id(site) in self.device_values
+
+    def _imports_project_cuda_extension(self) -> bool:
+        """The file imports a module its project builds as a `CUDAExtension` (the `setup.py` next to it, or at the
+        top of its package): a test or benchmark of custom CUDA kernels."""
+        if not self.imports:
+            return False
+        found = PROJECT.resolve(self.ctx.filename, "setup", self.ctx.config)
+        if found is None or found[1]:
+            return False
+        setup = found[0].context
+        finder = _CudaExtensions(setup)
+        walk_visitor(setup.module, finder)
+        return any(_same_module(built, path) for built in finder.names for path in self.imports)
 
 
 def _is_cuda_string(expr: cst.BaseExpression) -> bool:
@@ -176,3 +287,116 @@ def _names_a_device(ctx, target: cst.BaseExpression) -> bool:
     # `device_type = "cuda"` feeds autocast, which only warns without a GPU.
     name = semantics.terminal_name(target)
     return bool(name) and not name.lower().endswith("_type") and _shared.names_device(target, ctx)
+
+
+def _unconditional(stack: Sequence[cst.CSTNode]) -> bool:
+    """The innermost node of `stack` runs whenever the module is imported: not in a function, class, branch or
+    loop, and in a `try` only when every handler raises again (`except ImportError: raise ImportError(...)`)."""
+    for parent, child in zip(stack, stack[1:]):
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.If, cst.For, cst.While)):
+            return False
+        if isinstance(parent, (cst.Try, cst.TryStar)):
+            if child is not parent.body or not all(_raises(handler) for handler in parent.handlers):
+                return False
+    return True
+
+
+def _raises(handler: cst.CSTNode) -> bool:
+    finder = _Raise()
+    walk_visitor(handler.body, finder)
+    return finder.found
+
+
+class _Raise(cst.CSTVisitor):
+    def __init__(self):
+        self.found = False
+
+    def visit_Raise(self, node: cst.Raise) -> None:
+        self.found = True
+
+
+def _compiles_cuda(call: cst.Call) -> bool:
+    """`cpp_extension.load(...)`/`load_inline(...)` given CUDA code: `.cu` sources, `cuda_sources=`, `with_cuda=True`."""
+    for arg in call.args:
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        if keyword == "cuda_sources" and semantics.literal(arg.value, "") is not None:
+            return True
+        if keyword == "with_cuda" and semantics.literal(arg.value, None) is True:
+            return True
+    finder = _Strings()
+    walk_visitor(call, finder)
+    return any(_CUDA_SOURCE.fullmatch(value) for value in finder.values)
+
+
+class _Strings(cst.CSTVisitor):
+    def __init__(self):
+        self.values: List[str] = []
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        value = semantics.literal(node, None)
+        if isinstance(value, str):
+            self.values.append(value)
+
+
+class _CudaExtensions(cst.CSTVisitor):
+    """The module names of the `CUDAExtension(...)`s a setup script builds."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.names: List[str] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.qualified_name(node.func, [self.ctx.module]) in CUDA_EXTENSION:
+            name = semantics.literal(_shared.call_argument(node, 0, "name"), None)
+            if isinstance(name, str) and name:
+                self.names.append(name)
+
+
+def _same_module(built: str, imported: str) -> bool:
+    """`import pkg._C` / `from pkg._C import f` / `from . import _C` name the extension `pkg._C`."""
+    if imported == built or imported.startswith(built + "."):
+        return True
+    if not imported.startswith("."):
+        return False
+    parts, ends = imported.lstrip(".").split("."), built.split(".")
+    return any(parts[:count] == ends[-count:] for count in range(1, min(len(parts), len(ends)) + 1))
+
+
+def _names_read(module: cst.Module) -> FrozenSet[str]:
+    reader = _NamesRead()
+    walk_visitor(module, reader)
+    return frozenset(reader.names)
+
+
+class _NamesRead(cst.CSTVisitor):
+    """The names a module reads anywhere (not those it only assigns, defines, imports, or writes as keywords or
+    attribute names): a name used as a value in any scope counts, shadowed or not."""
+
+    def __init__(self):
+        self.names: Set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        walk_visitor(node.value, self)
+        return False
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+        return not isinstance(node.target, cst.Name)
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        walk_visitor(node.value, self)
+        return False
+
+    def visit_Param(self, node: cst.Param) -> bool:
+        for part in (node.annotation, node.default):
+            if part is not None:
+                walk_visitor(part, self)
+        return False
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
