@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.summaries import function_facts, imported_function
 from torchlint.analysis.values import Values
 from torchlint.engine.facts import recognizes
 
@@ -40,7 +41,19 @@ def clears_grad_by_call(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     grad = semantics.receiver(call)
     if name in ("zero_", "detach_") and isinstance(grad, cst.Attribute) and grad.attr.value == "grad":
         return "clears-grad"
-    return None
+    return "clears-grad" if _imported_function_shows(call, ctx, "clears-grad") else None
+
+
+def _imported_function_shows(call: cst.Call, ctx: "FileContext", fact: str) -> bool:
+    """`zero_grad(params)` where `zero_grad` comes from a project file and shows `fact` there."""
+    head = call.func
+    while type(head) is cst.Attribute:
+        head = head.value
+    # Most calls are of locals, methods and builtins: only a name some import binds can lead to a project file.
+    if type(head) is not cst.Name or not ctx.scopes.is_imported_anywhere(head.value):
+        return False
+    found = imported_function(Values.of(ctx).origins(call.func), ctx)
+    return found is not None and bool(function_facts(found[0], fact))
 
 
 @recognizes(cst.Assign)

@@ -13,12 +13,12 @@ needs the recognizers only, not the rules' dispatch the runner's walk is tuned f
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Set, Tuple
 
 import libcst as cst
 
 from torchlint.engine.callgraph import CallGraph
-from torchlint.analysis import facts  # noqa: F401  (registers the torch recognizers an imported file is walked with)
+# Filled by analysis/facts.py and the families' _facts.py, which the rules asking these questions import.
 from torchlint.engine.facts import RECOGNIZERS
 from torchlint.engine.scopes import SCOPE_TYPES
 from torchlint.engine.walk import walk
@@ -26,6 +26,10 @@ from torchlint.engine.walk import walk
 if TYPE_CHECKING:
     from torchlint.analysis.values import Origin
     from torchlint.engine.context import FileContext
+
+
+# The files being summarised now: a file that imports one that imports it back sees no facts the second time.
+_IN_PROGRESS: Set[int] = set()
 
 
 class _Summary:
@@ -56,16 +60,21 @@ class _Summary:
             if scope_nodes and scope_nodes[-1] is node:
                 scope_nodes.pop()
 
-        walk(ctx.module, on_visit, on_leave)
         self.graph = graph
+        _IN_PROGRESS.add(id(ctx))
+        try:
+            walk(ctx.module, on_visit, on_leave)
+        finally:
+            _IN_PROGRESS.discard(id(ctx))
 
 
 def function_facts(function: "Origin", fact: str, depth: int = 8) -> List[cst.CSTNode]:
     """The nodes showing `fact` in the function `function` (an origin in an imported project file) or in the
     functions of that file it calls, `depth` calls deep; [] for a function of the linted file itself."""
-    if type(function.node) is not cst.FunctionDef:
+    ctx = function.place.context
+    if type(function.node) is not cst.FunctionDef or id(ctx) in _IN_PROGRESS:
         return []
-    summary = function.place.context.shared(_Summary)
+    summary = ctx.shared(_Summary)
     key = summary.graph.key_of(function.node, function.place.scopes + (function.node,))
     return summary.graph.facts_of(key, fact, depth)
 

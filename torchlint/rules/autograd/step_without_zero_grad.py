@@ -18,7 +18,9 @@ class StepWithoutZeroGrad(Rule):
     `<optimizer>.step()` but never clears gradients in that loop: no `.zero_grad(...)` on
     any receiver, no `p.grad = None`, no `p.grad.zero_()`. Clearing inside an `if` counts
     (gradient accumulation is legitimate), and so does clearing in a function of the same
-    module called in the loop. Backward and step may also sit in such a function.
+    module called in the loop, or in a function of another project file called there
+    (`from fp16_util import zero_grad`, followed into that file). Backward and step may
+    also sit in a function of the module.
 
     Not flagged: an optimizer built in the loop body over tensors also built there
     (`x = latents.detach().clone().requires_grad_()`, then `opt = torch.optim.SGD([x])`):
