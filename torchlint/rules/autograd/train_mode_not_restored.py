@@ -11,7 +11,12 @@ from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 
 
-_SHADOW_COPIES = frozenset({"copy.deepcopy", "torch.optim.swa_utils.AveragedModel"})
+# What builds a shadow of a model the optimizer does not train: a deep copy, SWA's average, the EMA wrappers.
+_SHADOW_COPIES = frozenset({
+    "copy.deepcopy", "torch.optim.swa_utils.AveragedModel", "ema_pytorch.EMA", "ema_pytorch.ema_pytorch.EMA",
+    "torch_ema.ExponentialMovingAverage", "timm.utils.ModelEma", "timm.utils.ModelEmaV2", "timm.utils.ModelEmaV3",
+    "timm.utils.model_ema.ModelEma", "timm.utils.model_ema.ModelEmaV2", "timm.utils.model_ema.ModelEmaV3",
+})
 _SETS_TRAIN = frozenset({"sets-train", "may-set-train"})
 _TRAINING = frozenset({"backward", "optimizer-step"})
 
@@ -34,7 +39,9 @@ class TrainModeNotRestored(Rule):
     the top of the epoch body, after the evaluation, or in the training function the
     loop calls), an evaluation helper that switches back itself, and evaluation after
     the last epoch (outside the loop), `eval()` on a deep copy or an averaged model (an
-    EMA or SWA shadow the optimizer does not train), nor a loop that picks the mode each iteration
+    EMA or SWA shadow the optimizer does not train: `copy.deepcopy`, `AveragedModel`,
+    `ema_pytorch.EMA`, `torch_ema`, timm's `ModelEma*`, and what they hold, such as
+    `self.ema.ema_model`), nor a loop that picks the mode each iteration
     (`model.train() if phase == "train" else model.eval()`).
 
     ## Why is this bad?
@@ -91,14 +98,18 @@ class TrainModeNotRestored(Rule):
             self.shadow_evals.add(id(node))
 
     def _is_shadow_copy(self, model: Optional[cst.BaseExpression]) -> bool:
-        """A deep copy or an averaged model (EMA, SWA): the optimizer does not train it, so its mode is its own."""
-        if model is None:
-            return False
-        origins = Values.of(self.ctx).origins(model)
-        return bool(origins) and all(
-            type(origin.node) is cst.Call and origin.place.context.qualified_name(origin.node.func, origin.place.stack) in _SHADOW_COPIES
-            for origin in origins
-        )
+        """A deep copy or an averaged model (EMA, SWA), or what such a wrapper holds (`self.ema.ema_model`): the
+        optimizer does not train it, so its mode is its own."""
+        while model is not None:
+            origins = Values.of(self.ctx).origins(model)
+            if origins and all(
+                type(origin.node) is cst.Call
+                and origin.place.context.qualified_name(origin.node.func, origin.place.stack) in _SHADOW_COPIES
+                for origin in origins
+            ):
+                return True
+            model = model.value if type(model) is cst.Attribute else None
+        return False
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self.loops.observe(node)
