@@ -44,7 +44,9 @@ class FactoryThenMove(Rule):
     Not flagged: a factory-then-move that runs once: at module level outside a loop
     (a notebook cell, a demo), in a setup function called once (`__init__`, `main`,
     a `train()` before its loop); comprehensions (`[torch.zeros(n).cuda() for _ in
-    range(k)]` builds a list once); loops in test files (`test_*.py`, `tests/`),
+    range(k)]` builds a list once); state made on first use under `if len(state) == 0:`,
+    `if not state:`, `if x is None:` or `if key not in cache:` (an optimizer's `step()`
+    initialising its buffers); loops in test files (`test_*.py`, `tests/`),
     which repeat a test once per parameter. Factories already given `device=`;
     `*_like` factories (they inherit the device of their argument); factories with
     `requires_grad=True`, which TL104 reports (the move also makes the result a
@@ -132,6 +134,8 @@ class FactoryThenMove(Rule):
 
     def finish(self) -> None:
         for call, fix, stack in self.moves:
+            if _lazily_initialised(stack):
+                continue
             if _shared.in_a_loop(self.ctx, stack) or _shared.per_step_function(self.ctx, stack):
                 self.report(call, fix=fix)
 
@@ -198,3 +202,28 @@ def _stays_on_host(move: _shared.Conversion) -> bool:
     if move.device_node is None:
         return move.device == '"cpu"'
     return semantics.literal(move.device_node, None) == "cpu"
+
+
+def _lazily_initialised(stack) -> bool:
+    """Under `if len(state) == 0:`, `if not state:`, `if x is None:` or `if key not in cache:` in its function:
+    state made on the first step and kept (an optimizer's `step()`), not remade every step."""
+    for index in range(len(stack) - 2, -1, -1):
+        node = stack[index]
+        if type(node) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
+            return False
+        if type(node) is cst.If and stack[index + 1] is node.body and _checks_first_use(node.test):
+            return True
+    return False
+
+
+def _checks_first_use(test: cst.BaseExpression) -> bool:
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        return type(test.expression) in (cst.Name, cst.Attribute, cst.Subscript)
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return False
+    comparison = test.comparisons[0]
+    operator, right = type(comparison.operator), comparison.comparator
+    if operator is cst.NotIn or (operator is cst.Is and type(right) is cst.Name and right.value == "None"):
+        return True
+    is_len = type(test.left) is cst.Call and type(test.left.func) is cst.Name and test.left.func.value == "len"
+    return is_len and operator is cst.Equal and type(right) is cst.Integer and right.value == "0"
