@@ -38,8 +38,16 @@ def test_scripts_are_files_that_are_run_rather_than_imported(filename, text):
     assert kind(filename, text) is FileKind.SCRIPT
 
 
+@pytest.mark.parametrize("text", ["# %%\n" + PLAIN, "# %% [markdown]\n# Notes\n\n# %%\n" + GUARDED, "#%%\n" + PLAIN])
+def test_a_py_file_in_percent_format_is_a_notebook(text):
+    assert kind("tutorial.py", text) is FileKind.NOTEBOOK
+    assert kind("tests/test_tutorial.py", text) is FileKind.TEST
+
+
 @pytest.mark.parametrize("text", [
     PLAIN,
+    # A cell marker must start its line; this is a comment about one.
+    "x = 1  # %% not a cell\n",
     # A guard inside a function is not the module's.
     'def main():\n    if __name__ == "__main__":\n        pass\n',
     # Code that runs on import does not make a script: libraries run code on import too.

@@ -6,7 +6,11 @@ decided once per file, on first use, from the file's name and its top-level
 statements only (never a walk), in this order:
 
 - NOTEBOOK: said by the notebook adapter (torchlint/notebook.py), which turned the
-  cells into the script the engine lints; never guessed from a name.
+  cells into the script the engine lints; or a `.py` notebook in percent format
+  (jupytext's and VS Code's): a line that starts with `# %%`, which marks a cell
+  (Lightning's tutorials, for one, are kept so and run as notebooks). Such a file
+  can be run as a script too; torchlint takes it for what its cells say it is (a
+  test file stays a test).
 - TEST: pytest's and unittest's conventions: `test_*.py`, `*_test.py`,
   `conftest.py`, or any file under a folder named `tests` or `test` (in the path as
   given). A test with `unittest.main()` under a `__main__` guard is still a test.
@@ -32,6 +36,8 @@ import libcst as cst
 
 _SEPARATORS = re.compile(r"[\\/]")
 _TEST_FOLDERS = frozenset({"tests", "test"})
+# A cell marker of a notebook kept as a .py file: `# %%` or `# %% [markdown]` at the start of a line.
+_PERCENT_CELL = re.compile(r"^# ?%%", re.MULTILINE)
 
 
 class FileKind(enum.Enum):
@@ -47,6 +53,8 @@ def source_file_kind(filename: str, text: str, module: cst.Module) -> FileKind:
     stem = name.rpartition(".")[0] or name
     if stem.startswith("test_") or stem.endswith("_test") or stem == "conftest" or not _TEST_FOLDERS.isdisjoint(folders):
         return FileKind.TEST
+    if _PERCENT_CELL.search(text):
+        return FileKind.NOTEBOOK
     if text.startswith("#!") or stem == "__main__" or not stem.isidentifier() or _has_main_guard(module):
         return FileKind.SCRIPT
     return FileKind.LIBRARY

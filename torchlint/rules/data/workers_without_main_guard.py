@@ -33,7 +33,8 @@ class WorkersWithoutMainGuard(Rule):
     test.
 
     Not flagged: code under the `__main__` guard, DataLoaders with `num_workers=0`
-    or none, and notebooks. A Jupyter kernel never re-imports the notebook, so the
+    or none, and notebooks (also a `.py` notebook in percent format, with `# %%` cell
+    markers; given up: such a file run as a script with `python` is not checked). A Jupyter kernel never re-imports the notebook, so the
     workers cannot re-run its cells and a guard would change nothing there (what
     does fail in a notebook under spawn is a worker that needs a class or function
     the notebook defines: TL304).
