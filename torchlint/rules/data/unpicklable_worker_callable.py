@@ -98,7 +98,8 @@ class UnpicklableWorkerCallable(Rule):
         built = construction(dataset.value, self.ctx) if dataset is not None else None
         if built is None:
             return
-        if isinstance(built.func, cst.Name) and self._notebook_definition(built.func) is not None:
+        # A class the notebook defines; a function it defines returns an instance of something else (`random_split`).
+        if isinstance(built.func, cst.Name) and isinstance(self._notebook_definition(built.func), cst.ClassDef):
             name = built.func.value
             self._report(dataset.value, f"the dataset (an instance of `{name}`, a class defined in this notebook)", name)
         for arg in built.args:
@@ -125,7 +126,7 @@ class UnpicklableWorkerCallable(Rule):
                 self._check(expr.args[0].value, role)
             elif isinstance(expr.func, cst.Name) and self._local_definition(expr.func):
                 self._report(expr, f"{role} (an instance of `{expr.func.value}`, a class defined inside a function)")
-            elif isinstance(expr.func, cst.Name) and self._notebook_definition(expr.func):
+            elif isinstance(expr.func, cst.Name) and isinstance(self._notebook_definition(expr.func), cst.ClassDef):
                 name = expr.func.value
                 self._report(expr, f"{role} (an instance of `{name}`, a class defined in this notebook)", name)
         elif isinstance(expr, cst.Lambda):
