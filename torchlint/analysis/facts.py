@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.project import PROJECT
 from torchlint.analysis.summaries import function_facts, imported_function
 from torchlint.analysis.values import Values
 from torchlint.engine.facts import recognizes
+from torchlint.engine.scopes import dotted_name
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
@@ -41,19 +43,44 @@ def clears_grad_by_call(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     grad = semantics.receiver(call)
     if name in ("zero_", "detach_") and isinstance(grad, cst.Attribute) and grad.attr.value == "grad":
         return "clears-grad"
-    return "clears-grad" if _imported_function_shows(call, ctx, "clears-grad") else None
+    return None
 
 
-def _imported_function_shows(call: cst.Call, ctx: "FileContext", fact: str) -> bool:
-    """`zero_grad(params)` where `zero_grad` comes from a project file and shows `fact` there."""
-    head = call.func
-    while type(head) is cst.Attribute:
-        head = head.value
+class _ProjectCalls(dict):
+    """id(call) -> the import path of the project function it calls, for `project_call_shows`."""
+
+    def __init__(self, ctx: "FileContext"):
+        super().__init__()
+
+
+@recognizes(cst.Call)
+def calls_project_function(call: cst.Call, ctx: "FileContext") -> Optional[str]:
+    """A call of a function imported from a project file (`zero_grad(params)` after `from fp16_util import
+    zero_grad`). What it does there is read only when a rule asks (`project_call_shows`): that parses the file."""
+    dotted = dotted_name(call.func)
+    head = dotted.partition(".")[0] if dotted else None
     # Most calls are of locals, methods and builtins: only a name some import binds can lead to a project file.
-    if type(head) is not cst.Name or not ctx.scopes.is_imported_anywhere(head.value):
+    if head is None or not ctx.scopes.is_imported_anywhere(head):
+        return None
+    path = ctx.scopes.resolve(head, ctx.scope_nodes)
+    if path is None:
+        return None
+    path += dotted[len(head):]
+    if not PROJECT.holds(ctx.filename, path):
+        return None
+    ctx.shared(_ProjectCalls)[id(call)] = path
+    return "calls-project-function"
+
+
+def project_call_shows(call: cst.CSTNode, ctx: "FileContext", fact: str) -> bool:
+    """The project function `call` calls (a node `calls_project_function` noted) shows `fact` in its own file."""
+    path = ctx.shared(_ProjectCalls).get(id(call))
+    found = PROJECT.resolve(ctx.filename, path, ctx.config) if path is not None else None
+    if found is None or not found[1] or "." in found[1]:
         return False
-    found = imported_function(Values.of(ctx).origins(call.func), ctx)
-    return found is not None and bool(function_facts(found[0], fact))
+    module, name = found
+    function = imported_function(Values.of(module.context).module_value(name), ctx)
+    return function is not None and bool(function_facts(function[0], fact))
 
 
 @recognizes(cst.Assign)

@@ -150,6 +150,10 @@ class Values:
             return []
         return [binding.value for binding in bindings]
 
+    def module_value(self, name: str) -> List[Origin]:
+        """The origins of the module-level name `name`, as an importer of this file sees it (every binding)."""
+        return _distinct(self._name(cst.Name(name), Place(self.ctx, (self.ctx.module,)), 0, frozenset()))
+
     def place(self, stack: Sequence[cst.CSTNode]) -> Place:
         scopes = tuple(scope_nodes_of(stack))
         statement = None
@@ -248,8 +252,7 @@ class Values:
         if found is None or not found[1] or "." in found[1]:
             return [Origin(written, place)]
         module, name = found
-        other = Values.of(module.context)
-        return other._name(cst.Name(name), Place(module.context, (module.context.module,)), depth + 1, seen)
+        return Values.of(module.context)._name(cst.Name(name), Place(module.context, (module.context.module,)), depth + 1, seen)
 
     def _attribute(self, attribute: cst.Attribute, place: Place, depth: int, seen: frozenset) -> List[Origin]:
         receiver = attribute.value

@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.engine.scopes import dotted_name
+from torchlint.analysis.facts import project_call_shows
 from torchlint.analysis.loops import LoopIndex
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
@@ -108,13 +109,20 @@ class StepWithoutZeroGrad(Rule):
             return False
         return all(dotted_name(element.value) in tensors for element in params.value.elements)
 
+    def _cleared_in_a_project_file(self, loop) -> bool:
+        """The loop, or a function of the module it calls, calls a project function that clears gradients there."""
+        return any(
+            project_call_shows(node, self.ctx, "clears-grad")
+            for _, nodes in self.loops.sites(loop, "calls-project-function") for node in nodes
+        )
+
     def finish(self) -> None:
         children = self.loops.children()
         reported: Set[int] = set()
         for loop in self.loops.loops.values():
             if not self.loops.trains(loop) or any(self.loops.trains(child) for child in children.get(id(loop.node), ())):
                 continue
-            if self.loops.sites(loop, "clears-grad"):
+            if self.loops.sites(loop, "clears-grad") or self._cleared_in_a_project_file(loop):
                 continue
             fresh = self.fresh_optimizers.get(id(loop.node), set())
             for event, steps in self.loops.sites(loop, "optimizer-step"):
