@@ -7,7 +7,7 @@ families add their own in `rules/<family>/_facts.py`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Dict, Optional
 
 import libcst as cst
 
@@ -51,24 +51,40 @@ class _ProjectCalls(dict):
 
     def __init__(self, ctx: "FileContext"):
         super().__init__()
+        # Read once per file from its import statements: most files import no project file at all.
+        self.possible = any(PROJECT.holds(ctx.filename, module) for module in ctx.file_text.imported_modules)
+        # import path -> whether it names a project file, for the names this file calls
+        self.known: Dict[str, bool] = {}
+
+    def holds(self, ctx: "FileContext", path: str) -> bool:
+        found = self.known.get(path)
+        if found is None:
+            found = self.known[path] = PROJECT.holds(ctx.filename, path)
+        return found
 
 
 @recognizes(cst.Call)
 def calls_project_function(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     """A call of a function imported from a project file (`zero_grad(params)` after `from fp16_util import
     zero_grad`). What it does there is read only when a rule asks (`project_call_shows`): that parses the file."""
-    dotted = dotted_name(call.func)
-    head = dotted.partition(".")[0] if dotted else None
+    head = call.func
+    while type(head) is cst.Attribute:
+        head = head.value
     # Most calls are of locals, methods and builtins: only a name some import binds can lead to a project file.
-    if head is None or not ctx.scopes.is_imported_anywhere(head):
+    if type(head) is not cst.Name or not ctx.scopes.is_imported_anywhere(head.value):
         return None
-    path = ctx.scopes.resolve(head, ctx.scope_nodes)
-    if path is None:
+    calls = ctx.shared(_ProjectCalls)
+    path = ctx.scopes.resolve(head.value, ctx.scope_nodes) if calls.possible else None
+    # The name must come from a project file (`torch.zeros` never does), and then the whole call path must name one.
+    if path is None or not calls.holds(ctx, path):
         return None
-    path += dotted[len(head):]
-    if not PROJECT.holds(ctx.filename, path):
+    dotted = dotted_name(call.func)
+    if dotted is None:
         return None
-    ctx.shared(_ProjectCalls)[id(call)] = path
+    path += dotted[len(head.value):]
+    if not calls.holds(ctx, path):
+        return None
+    calls[id(call)] = path
     return "calls-project-function"
 
 

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
 
 _MAX_MODULES = 64
+_UNKNOWN = object()
 _MAX_BYTES = 1_000_000
 
 
@@ -66,21 +67,23 @@ class Project:
     def resolve(self, importer: str, dotted: str, config: "Config") -> Optional[Tuple[ProjectModule, str]]:
         """For an import path as `import_bindings` writes it (`model.Net`, `.data.make_loaders`, `utils`): the
         project module it is in and the name within it ("" for the module itself), or None."""
-        if not self.holds(importer, dotted):
-            return None
-        located = self._paths[(os.path.dirname(os.path.abspath(importer)), dotted)]
-        if located[0] == os.path.abspath(importer):
+        located = self._located(importer, dotted)
+        if located is None or located[0] == os.path.abspath(importer):
             return None
         module = self._load(located[0], config)
         return (module, located[1]) if module is not None else None
 
     def holds(self, importer: str, dotted: str) -> bool:
         """The import path names a file of the project (without reading it)."""
-        folder = os.path.dirname(os.path.abspath(importer))
-        key = (folder, dotted)
-        if key not in self._paths:
-            self._paths[key] = _locate(folder, dotted)
-        return self._paths[key] is not None
+        return self._located(importer, dotted) is not None
+
+    def _located(self, importer: str, dotted: str) -> Optional[Tuple[str, str]]:
+        # Not cached per importer: a relative name means another file once the working folder changes.
+        key = (os.path.dirname(os.path.abspath(importer)), dotted)
+        found = self._paths.get(key, _UNKNOWN)
+        if found is _UNKNOWN:
+            found = self._paths[key] = _locate(key[0], dotted)
+        return found
 
     def _load(self, path: str, config: "Config") -> Optional[ProjectModule]:
         try:
