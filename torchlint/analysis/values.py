@@ -37,7 +37,7 @@ from torchlint.analysis import syntax
 from torchlint.analysis.flow import Flow, scan
 from torchlint.analysis.project import PROJECT
 from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
-from torchlint.engine.walk import walk_visitor
+from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
@@ -393,19 +393,10 @@ def _is_self(expr: cst.CSTNode, scope: cst.CSTNode) -> bool:
     return bool(params) and params[0].name.value == expr.value
 
 
-class _Returns(cst.CSTVisitor):
+class _Returns(OwnScopeVisitor):
     def __init__(self):
         self.returns: List[cst.Return] = []
 
     def visit_Return(self, node: cst.Return) -> None:
         if node.value is not None:
             self.returns.append(node)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False

@@ -150,3 +150,16 @@ def _walk(
         visit(root)
     finally:
         visit = None  # a recursive closure refers to itself: unlinked, what it holds is freed at once
+
+
+class OwnScopeVisitor(cst.CSTVisitor):
+    """A read-only visitor of one scope's own code: functions, lambdas and classes defined in it are not entered."""
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False

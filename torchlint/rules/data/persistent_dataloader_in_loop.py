@@ -2,8 +2,8 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.engine.walk import walk_visitor
 from torchlint import semantics
+from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 
@@ -94,7 +94,7 @@ class PersistentDataloaderInLoop(Rule):
         return finder.found
 
 
-class _NestedIteration(cst.CSTVisitor):
+class _NestedIteration(OwnScopeVisitor):
     """Finds `for ... in <name>` (or `in enumerate(<name>)`, `tqdm(<name>)`, ...) inside a loop of the visited body."""
 
     def __init__(self, names):
@@ -122,12 +122,3 @@ class _NestedIteration(cst.CSTVisitor):
 
     def leave_While(self, node: cst.While) -> None:
         self.depth -= 1
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False

@@ -18,7 +18,7 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.analysis.values import Origin, Place, Values
 from torchlint.engine.scopes import Scope, scope_nodes_of
-from torchlint.engine.walk import walk_visitor
+from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
 
@@ -222,7 +222,7 @@ def _used_once(name: str, scope: Scope) -> bool:
     return counter.count == 2
 
 
-class _Conditions(cst.CSTVisitor):
+class _Conditions(OwnScopeVisitor):
     """Whether any condition of a function (not of those nested in it) reads `.training`."""
 
     def __init__(self):
@@ -234,15 +234,6 @@ class _Conditions(cst.CSTVisitor):
         self.read_training = self.read_training or finder.found
 
     visit_If = visit_IfExp = visit_While = _condition
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
 
 
 class _TrainingFlag(cst.CSTVisitor):
