@@ -159,6 +159,11 @@ CASES = {
             def run(self):
                 return self.loader  # <-
         """, "self.loader", ["DataLoader(d, num_workers=0)"]),
+    "a name bound in a class body, read there": ("""
+        class Config:
+            workers = 0
+            loader = make(workers)  # <-
+        """, "workers", ["0"]),
     "an import is an origin to resolve": ("""
         import torch
         t = torch

@@ -133,9 +133,8 @@ class _Scanner:
         if isinstance(scope, (cst.FunctionDef, cst.Lambda)):
             for param in parameters(scope.params):
                 self.add(param.name.value, None, None)
-            walk(scope.body, self.on_visit, self.on_leave, enter_leaves=False)
-        else:
-            walk(scope, self.on_visit, self.on_leave, enter_leaves=False)
+        # The body, not the scope node: a def or class met on the walk is a nested scope, not entered.
+        walk(scope if isinstance(scope, cst.Module) else scope.body, self.on_visit, self.on_leave, enter_leaves=False)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if id(node) in self.conditional:
