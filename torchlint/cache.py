@@ -46,6 +46,8 @@ class Cache:
         self.path = path
         self._entries: Entries = entries if entries is not None else {}
         self._changed = False
+        # path -> digest of a project file as this run found it (None: unreadable): many files import the same one.
+        self._digests: Dict[str, Optional[bytes]] = {}
 
     @classmethod
     def load(cls, config) -> "Cache":
@@ -64,12 +66,28 @@ class Cache:
 
     def lookup(self, filename: str, key: bytes) -> Optional[List[Finding]]:
         entry = self._entries.get(filename)
-        if entry is None or entry[0] != key or not _unchanged(entry[2]):
+        if entry is None or entry[0] != key or not self._unchanged(entry[2]):
             return None
         try:
             return [_decode(item) for item in entry[1]]
         except (TypeError, ValueError, IndexError):  # a damaged entry is a miss
             return None
+
+    def _unchanged(self, dependencies: tuple) -> bool:
+        """Every project file the cached lint read still has the bytes it had then."""
+        for dependency in dependencies:
+            try:
+                path, digest = dependency
+                if path not in self._digests:
+                    try:
+                        self._digests[path] = content_digest(read_bytes(path))
+                    except OSError:
+                        self._digests[path] = None
+                if self._digests[path] != digest:
+                    return False
+            except (TypeError, ValueError):
+                return False
+        return True
 
     def store(self, filename: str, key: bytes, findings: List[Finding], dependencies: Dependencies = ()) -> None:
         encoded = tuple(_encode(finding) for finding in findings)
@@ -186,18 +204,6 @@ def _read(path: Path) -> Entries:
         if isinstance(name, str) and isinstance(entry, tuple) and len(entry) == 3
         and isinstance(entry[0], bytes) and isinstance(entry[1], tuple) and isinstance(entry[2], tuple)
     }
-
-
-def _unchanged(dependencies: tuple) -> bool:
-    """Every project file the cached lint read still has the bytes it had then."""
-    for dependency in dependencies:
-        try:
-            path, digest = dependency
-            if content_digest(read_bytes(path)) != digest:
-                return False
-        except (OSError, TypeError, ValueError):
-            return False
-    return True
 
 
 def _checksum(payload: bytes) -> bytes:

@@ -52,7 +52,7 @@ class _ProjectCalls(dict):
     def __init__(self, ctx: "FileContext"):
         super().__init__()
         # Read once per file from its import statements: most files import no project file at all.
-        self.possible = any(PROJECT.holds(ctx.filename, module) for module in ctx.file_text.imported_modules)
+        self.possible = PROJECT.imported_by(ctx.filename, ctx.file_text.imported_modules)
         # import path -> whether it names a project file, for the names this file calls
         self.known: Dict[str, bool] = {}
 
@@ -91,11 +91,8 @@ def calls_project_function(call: cst.Call, ctx: "FileContext") -> Optional[str]:
 def project_call_shows(call: cst.CSTNode, ctx: "FileContext", fact: str) -> bool:
     """The project function `call` calls (a node `calls_project_function` noted) shows `fact` in its own file."""
     path = ctx.shared(_ProjectCalls).get(id(call))
-    found = PROJECT.resolve(ctx.filename, path, ctx.config) if path is not None else None
-    if found is None or not found[1] or "." in found[1]:
-        return False
-    module, name = found
-    function = imported_function(Values.of(module.context).module_value(name), ctx)
+    origins = Values.of(ctx).imported(path) if path is not None else None
+    function = imported_function(origins, ctx) if origins is not None else None
     return function is not None and bool(function_facts(function[0], fact))
 
 

@@ -77,6 +77,10 @@ class Project:
         """The import path names a file of the project (without reading it)."""
         return self._located(importer, dotted) is not None
 
+    def imported_by(self, importer: str, modules) -> bool:
+        """One of the module paths a file imports (`FileText.imported_modules`) is a file of the project."""
+        return any(self.holds(importer, module) for module in modules)
+
     def _located(self, importer: str, dotted: str) -> Optional[Tuple[str, str]]:
         # Not cached per importer: a relative name means another file once the working folder changes.
         key = (os.path.dirname(os.path.abspath(importer)), dotted)

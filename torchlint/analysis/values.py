@@ -150,9 +150,11 @@ class Values:
             return []
         return [binding.value for binding in bindings]
 
-    def module_value(self, name: str) -> List[Origin]:
-        """The origins of the module-level name `name`, as an importer of this file sees it (every binding)."""
-        return _distinct(self._name(cst.Name(name), Place(self.ctx, (self.ctx.module,)), 0, frozenset()))
+    def imported(self, path: str) -> Optional[List[Origin]]:
+        """The origins of what the import path `path` (`fp16_util.zero_grad`) names in a project file, as this file
+        imports it; None when the path names no project file's module-level name."""
+        found = self._in_project_file(path, 0, frozenset())
+        return _distinct(found) if found is not None else None
 
     def place(self, stack: Sequence[cst.CSTNode]) -> Place:
         scopes = tuple(scope_nodes_of(stack))
@@ -248,11 +250,15 @@ class Values:
 
     def _imported(self, path: str, written: cst.CSTNode, place: Place, depth: int, seen: frozenset) -> List[Origin]:
         """A name imported from a project file (`analysis/project.py`) is followed into it; others are origins."""
+        found = self._in_project_file(path, depth + 1, seen)
+        return found if found is not None else [Origin(written, place)]
+
+    def _in_project_file(self, path: str, depth: int, seen: frozenset) -> Optional[List[Origin]]:
         found = PROJECT.resolve(self.ctx.filename, path, self.ctx.config)
         if found is None or not found[1] or "." in found[1]:
-            return [Origin(written, place)]
+            return None
         module, name = found
-        return Values.of(module.context)._name(cst.Name(name), Place(module.context, (module.context.module,)), depth + 1, seen)
+        return Values.of(module.context)._name(cst.Name(name), Place(module.context, (module.context.module,)), depth, seen)
 
     def _attribute(self, attribute: cst.Attribute, place: Place, depth: int, seen: frozenset) -> List[Origin]:
         receiver = attribute.value

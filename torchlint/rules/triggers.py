@@ -85,7 +85,7 @@ class _Functions(Trigger):
 
 class _ProjectImports(Trigger):
     def matches(self, text: FileText) -> bool:
-        return bool(text.filename) and any(PROJECT.holds(text.filename, module) for module in text.imported_modules)
+        return bool(text.filename) and PROJECT.imported_by(text.filename, text.imported_modules)
 
     def __repr__(self) -> str:
         return "project_imports()"

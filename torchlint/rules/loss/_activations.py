@@ -85,7 +85,7 @@ class ActivationBeforeLoss(Rule):
         loss_input = semantics.positional(node, 0) or semantics.keyword(node, "input")
         if loss_input is None:
             return
-        trace = Tracer(self.ctx).trace(loss_input.value, tuple(self.ctx.stack))
+        trace = self.ctx.shared(Tracer).trace(loss_input.value, tuple(self.ctx.stack))
         if trace is not None and trace.kind in self.messages:
             self.report(node, self.messages[trace.kind], self.fix(trace) if trace.editable else None)
 
@@ -158,7 +158,7 @@ class Tracer:
         inside_forward = _forward_around(place, stack)
         if inside_forward is not None and self._depends_on_training(inside_forward):
             return None  # `if self.training: return logits`: probabilities only at inference
-        tracer = self if place.context is self.ctx else Tracer(place.context)
+        tracer = place.context.shared(Tracer)
         trace = tracer.trace(origin.node, place.stack, depth + 1)
         if trace is not None and (place.context is not self.ctx or place.scopes != tuple(scope_nodes_of(stack))):
             # Made in a model's forward or a helper: the softmax is left there for the author to move.
