@@ -7,16 +7,17 @@ families add their own in `rules/<family>/_facts.py`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, Optional
+from typing import TYPE_CHECKING, Dict, FrozenSet, Optional, Set
 
 import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.summaries import function_facts, imported_function
-from torchlint.analysis.values import Values
+from torchlint.analysis.values import Place, Values
 from torchlint.engine.facts import recognizes
 from torchlint.engine.scopes import dotted_name
+from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
@@ -179,3 +180,126 @@ def worker_loader_in(expr: cst.BaseExpression, ctx: "FileContext") -> Optional[c
         if semantics.is_dataloader_call(origin.node, ctx, stack) and semantics.may_start_workers(origin.node, ctx, stack):
             return origin.node
     return None
+
+
+# ------------------------------------------------------------------ which values are tensors
+
+# torch functions whose result is a tensor, whatever their arguments.
+TENSOR_FUNCTIONS = frozenset(f"torch.{name}" for name in (
+    "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "linspace", "logspace", "eye",
+    "tensor", "as_tensor", "from_numpy", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
+    "randn_like", "randint_like", "normal", "bernoulli", "multinomial", "cat", "stack", "where", "matmul",
+    "Tensor", "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ByteTensor", "BoolTensor",
+))
+_FUNCTIONAL = "torch.nn.functional."
+# Tensor methods whose result is a tensor when their receiver is one (`.to`, `.float()` and the like the value
+# model follows to the receiver already).
+_TENSOR_TO_TENSOR = frozenset({
+    "view", "view_as", "reshape", "reshape_as", "unsqueeze", "squeeze", "permute", "transpose", "t", "contiguous",
+    "clamp", "detach", "flatten", "clone", "long", "int", "bool", "byte", "short", "expand", "expand_as", "repeat",
+})
+# Methods only a torch tensor has (numpy arrays, modules and containers lack them): a parameter they are called on
+# in its function holds a tensor. `.shape`, `.view`, `.reshape` and `.transpose` are numpy's too.
+_TENSOR_ONLY_METHODS = frozenset({
+    "size", "dim", "numel", "unsqueeze", "permute", "contiguous", "detach", "item", "masked_fill", "new_zeros",
+    "new_ones", "new_full", "new_empty", "backward", "element_size",
+})
+_TENSOR_DEPTH = 4
+
+
+def holds_tensor(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bool:
+    """Every value `expr` may hold at `stack` is a torch tensor: made by a torch function (`torch.zeros`,
+    `F.relu`), by a tensor method of a tensor (`x.view(...)`), unpacked from the batches of a DataLoader
+    (`for images, labels in loader`; a whole batch may be a dict or a `BatchEncoding`, whose `.to()` works in
+    place), or a parameter its function calls tensor-only methods on (`x.size(0)`, `x.unsqueeze(1)`)."""
+    return _holds_tensor(expr, ctx, ctx.stack if stack is None else stack, 0)
+
+
+def _holds_tensor(expr: cst.BaseExpression, ctx: "FileContext", stack, depth: int) -> bool:
+    if depth > _TENSOR_DEPTH:
+        return False
+    values = Values.of(ctx)
+    origins = values.origins(expr, stack)
+    return bool(origins) and all(_tensor_origin(origin, depth) for origin in origins)
+
+
+def _tensor_origin(origin, depth: int) -> bool:
+    node, place = origin.node, origin.place
+    ctx = place.context
+    if origin.applied:
+        return False
+    if origin.opaque:
+        return type(node) is cst.Name and _bound_to_tensors(node, place, ctx)
+    if type(node) is not cst.Call:
+        return False
+    name = ctx.qualified_name(node.func, place.stack)
+    if name is not None:
+        return name in TENSOR_FUNCTIONS or (name.startswith(_FUNCTIONAL) and name[len(_FUNCTIONAL):].islower())
+    method = semantics.method_name(node)
+    return method in _TENSOR_TO_TENSOR and _holds_tensor(node.func.value, ctx, place.stack, depth + 1)
+
+
+def _bound_to_tensors(name: cst.Name, place, ctx: "FileContext") -> bool:
+    """The unknown bindings of `name` (parameters, loop targets) all hold tensors."""
+    found = Values.of(ctx).bindings(name, place)
+    if found is None:
+        return False
+    scope, bindings = found
+    unknown = [binding for binding in bindings if binding.value is None and binding.definition is None]
+    if not unknown:
+        return False
+    for binding in unknown:
+        if binding.statement is None:  # a parameter
+            if type(scope) is not cst.FunctionDef or name.value not in ctx.shared(_TensorParameters).of(scope):
+                return False
+        elif type(binding.statement) is not cst.For or not _unpacked_from_loader(binding, place, ctx):
+            return False
+    return True
+
+
+def _unpacked_from_loader(binding, place, ctx: "FileContext") -> bool:
+    """A `for` target unpacked from a DataLoader's batch: `images` of `for images, labels in loader` or
+    `for i, (images, labels) in enumerate(tqdm(loader))`."""
+    loop = binding.statement
+    iterated, element = loop.iter, binding.element
+    while type(iterated) is cst.Call and iterated.args:
+        callee = semantics.terminal_name(iterated.func)
+        if callee == "enumerate" and type(iterated.func) is cst.Name:
+            if not element or element[0] != 1:
+                return False
+            element = element[1:]
+        elif callee != "tqdm":
+            break
+        iterated = iterated.args[0].value
+    if not element:
+        return False
+    at = Place(ctx, place.scopes, loop)
+    origins = Values.of(ctx).origins(iterated, at.stack)
+    return bool(origins) and all(
+        semantics.is_dataloader_call(origin.node, origin.place.context, origin.place.stack) for origin in origins
+    )
+
+
+class _TensorParameters:
+    """For each function asked about: its parameters that tensor-only methods are called on in its own body."""
+
+    def __init__(self, ctx: "FileContext"):
+        self.found: Dict[int, FrozenSet[str]] = {}
+
+    def of(self, function: cst.FunctionDef) -> FrozenSet[str]:
+        names = self.found.get(id(function))
+        if names is None:
+            collector = _TensorMethodReceivers()
+            walk_visitor(function.body, collector)
+            names = self.found[id(function)] = frozenset(collector.names)
+        return names
+
+
+class _TensorMethodReceivers(OwnScopeVisitor):
+    def __init__(self):
+        self.names: Set[str] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        receiver = semantics.receiver(node)
+        if type(receiver) is cst.Name and semantics.method_name(node) in _TENSOR_ONLY_METHODS:
+            self.names.add(receiver.value)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 import libcst as cst
 
 from torchlint.analysis import syntax
-from torchlint.analysis.flow import Flow, scan
+from torchlint.analysis.flow import Binding, Flow, scan
 from torchlint.analysis.project import PROJECT
 from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
 from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
@@ -149,6 +149,17 @@ class Values:
         if any(binding.value is None or binding.element for binding in bindings):
             return []
         return [binding.value for binding in bindings]
+
+    def bindings(self, name: cst.Name, place: Place) -> Optional[Tuple[cst.CSTNode, List[Binding]]]:
+        """The scope node that binds `name` at `place` and its bindings that may hold there, for the questions the
+        origins leave open (an opaque origin: which parameter, which loop target); None for an import or a name
+        bound nowhere."""
+        scope = self.ctx.scopes.binding_scope(name.value, place.scopes)
+        if scope is None or name.value in scope.imports:
+            return None
+        flow = self.flow(scope.node)
+        position = flow.position(place.stack) if scope.node is place.scopes[-1] else None
+        return scope.node, flow.reaching(name.value, position)
 
     def imported(self, path: str) -> Optional[List[Origin]]:
         """The origins of what the import path `path` (`fp16_util.zero_grad`) names in a project file, as this file
