@@ -5,7 +5,8 @@ from typing import Dict, List, NamedTuple, Optional, Set, Tuple
 import libcst as cst
 
 from torchlint import semantics
-from torchlint.analysis.flow import innermost_scope
+from torchlint.analysis.flow import Binding
+from torchlint.analysis.values import Place, Values
 from torchlint.analysis.facts import BACKWARD_FUNCTIONS, is_backward_call
 from torchlint.rules.autograd._shared import grad_disabled_by_a_caller, is_loss_call, names_in
 from torchlint.rules.base import Rule
@@ -26,8 +27,6 @@ _LITERALS = (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.Concat
 class Value(NamedTuple):
     where: str  # NO_GRAD, CALLER_MODE or ENABLED
     taint: str  # NO_GRAD, SOURCE or NEUTRAL
-    # The innermost `if` the assignment sits in, and which arm: (id of the If, is the else arm).
-    branch: Optional[Tuple[int, bool]] = None
 
 
 class BackwardUnderNoGrad(Rule):
@@ -90,114 +89,125 @@ class BackwardUnderNoGrad(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        # (id of the function or module, variable) -> its latest value so far, in source order.
-        self.values: Dict[Tuple[int, str], Value] = {}
+        self.values = Values.of(ctx)
+        # id(statement) -> the grad mode it runs in, for each statement that binds a computed value.
+        self.modes: Dict[int, Optional[bool]] = {}
+        # id(`x += y` statement) -> the statement: `+=` binds a value the flow does not record.
+        self.augmented: Dict[int, cst.AugAssign] = {}
+        # Each backward call and the stack at it: judged in `finish`, when every binding's mode is known.
+        self.backwards: List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]] = []
+        # (id(statement), name) -> the value a binding gives; None while it is being computed (a loop feeding
+        # a name back into itself) and when it is not known.
+        self.bound: Dict[Tuple[int, str], Optional[Value]] = {}
         self.caller_mode_backwards: Set[int] = set()
 
     # ------------------------------------------------------------ where values are computed
 
     def leave_Assign(self, node: cst.Assign) -> None:
-        value = self._evaluate(node.value)
-        for target in node.targets:
-            self._bind(target.target, value)
+        self._record_mode()
 
     def leave_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if node.value is not None:
-            self._bind(node.target, self._evaluate(node.value))
+        self._record_mode()
+
+    def leave_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._record_mode()
 
     def leave_AugAssign(self, node: cst.AugAssign) -> None:
-        self._bind(node.target, self._evaluate(cst.BinaryOperation(node.target, cst.Add(), node.value)))
+        self.augmented[id(node)] = node
+        self._record_mode()
 
-    def visit_For(self, node: cst.For) -> None:
-        self._bind(node.target, None)
+    def _record_mode(self) -> None:
+        statement = self.values.place(self.ctx.stack).statement
+        if statement is not None:
+            self.modes[id(statement)] = semantics.grad_enabled_at(self.ctx.stack, self.ctx)
 
-    def visit_WithItem(self, node: cst.WithItem) -> None:
-        if node.asname is not None:
-            self._bind(node.asname.name, None)
+    def _name_value(self, name: str, place: Place) -> Optional[Value]:
+        """The value of the local variable `name` at `place`: the join of the bindings that reach it (None when
+        one of them is not known, or the name is not local: what is computed elsewhere runs in another mode)."""
+        scope = self.ctx.scopes.binding_scope(name, place.scopes)
+        if scope is None or scope.node is not place.scopes[-1] or name in scope.imports:
+            return None
+        flow = self.values.flow(scope.node)
+        values = [self._binding_value(binding, place.scopes) for binding in flow.reaching(name, flow.position(place.stack))]
+        if not values or None in values:
+            return None
+        return _joined(values)
 
-    def _bind(self, target: cst.BaseExpression, value: Optional[Value]) -> None:
-        if isinstance(target, cst.Name):
-            key = (id(innermost_scope(self.ctx.stack)), target.value)
-            if value is None:
-                self.values.pop(key, None)
-            else:
-                self.values[key] = self._merged(self.values.get(key), value._replace(branch=_branch(self.ctx.stack)))
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._bind(element.value, value)
-        elif isinstance(target, cst.StarredElement):
-            self._bind(target.value, value)
+    def _binding_value(self, binding: Binding, scopes: Tuple[cst.CSTNode, ...]) -> Optional[Value]:
+        statement = binding.statement
+        if statement is None or id(statement) not in self.modes:
+            return None
+        key = (id(statement), binding.name)
+        if key in self.bound:
+            return self.bound[key]
+        self.bound[key] = None
+        place = Place(self.ctx, scopes, statement)
+        expression = binding.value
+        if expression is None and id(statement) in self.augmented and not binding.element:
+            augmented = self.augmented[id(statement)]
+            expression = cst.BinaryOperation(augmented.target, cst.Add(), augmented.value)
+        found = None if expression is None else self._evaluate(expression, place, self.modes[id(statement)])
+        self.bound[key] = found
+        return found
 
-    @staticmethod
-    def _merged(earlier: Optional[Value], later: Value) -> Value:
-        """`if train: out = model(x)` / `else: with no_grad(): out = model(x)`: after the `if`, `out` may have
-        gradients, so the arm computed with them wins."""
-        if earlier is None or earlier.branch is None or later.branch is None:
-            return later
-        same_if, other_arm = earlier.branch[0] == later.branch[0], earlier.branch[1] != later.branch[1]
-        if same_if and other_arm and later.where == NO_GRAD:
-            return earlier._replace(branch=later.branch)
-        return later
-
-    def _evaluate(self, expr: cst.BaseExpression) -> Optional[Value]:
-        """Where and how the value of `expr`, evaluated at the current point, is computed (None: unknown)."""
+    def _evaluate(self, expr: cst.BaseExpression, place: Place, mode: Optional[bool]) -> Optional[Value]:
+        """Where and how the value of `expr`, evaluated at `place` in grad mode `mode`, is computed (None: unknown)."""
         if _is_reference(expr):
-            return self._variable(expr)
+            return self._variable(expr, place)
         gathered = _gathered_references(expr)
         if gathered is not None:
-            return _merged_values([self._variable(reference) for reference in gathered])
-        mode = semantics.grad_enabled_at(self.ctx.stack, self.ctx)
-        taint = self._taint(expr)
+            return _merged_values([self._variable(reference, place) for reference in gathered])
+        taint = self._taint(expr, place)
         if mode is False or taint == NO_GRAD:
             return Value(NO_GRAD, NO_GRAD)
         return Value(ENABLED if mode else CALLER_MODE, taint)
 
-    def _variable(self, expr: cst.BaseExpression) -> Optional[Value]:
+    def _variable(self, expr: cst.BaseExpression, place: Place) -> Optional[Value]:
         """A plain reference (`out`, `out.logits`, `out[0]`) shares its variable's value."""
         root = _root(expr)
         if not isinstance(root, cst.Name):
             return None
-        return self.values.get((id(innermost_scope(self.ctx.stack)), root.value))
+        return self._name_value(root.value, place)
 
-    def _taint(self, expr: cst.CSTNode) -> str:
+    def _taint(self, expr: cst.CSTNode, place: Place) -> str:
         """NO_GRAD when `expr` is computed only from values computed without gradients, by operations
         that bring in no parameters (arithmetic, tensor methods, torch functions, losses)."""
         if isinstance(expr, _LITERALS):
             return NEUTRAL
         if isinstance(expr, cst.Name):
-            value = self.values.get((id(innermost_scope(self.ctx.stack)), expr.value))
+            value = self._name_value(expr.value, place)
             return NEUTRAL if value is None else value.taint
         if isinstance(expr, (cst.Attribute, cst.Subscript)):
             root = _root(expr)
             if isinstance(root, cst.Name):
                 if root.value == "self":  # `self.weight` may well be a parameter
                     return SOURCE
-                return NEUTRAL if self.ctx.qualified_name(root) is not None else self._taint(root)
-            return self._taint(expr.value)
+                return NEUTRAL if self.ctx.qualified_name(root, place.stack) is not None else self._taint(root, place)
+            return self._taint(expr.value, place)
         if isinstance(expr, cst.BinaryOperation):
-            return _combine([self._taint(expr.left), self._taint(expr.right)])
+            return _combine([self._taint(expr.left, place), self._taint(expr.right, place)])
         if isinstance(expr, cst.UnaryOperation):
-            return self._taint(expr.expression)
+            return self._taint(expr.expression, place)
         if isinstance(expr, (cst.Tuple, cst.List)):
-            return _combine([self._taint(element.value) for element in expr.elements])
+            return _combine([self._taint(element.value, place) for element in expr.elements])
         if isinstance(expr, cst.Call):
-            return self._call_taint(expr)
+            return self._call_taint(expr, place)
         return SOURCE
 
-    def _call_taint(self, call: cst.Call) -> str:
+    def _call_taint(self, call: cst.Call, place: Place) -> str:
         if _requires_grad(call):
             return SOURCE  # a leaf that requires grad: whatever it is combined with gets a grad_fn
-        arguments = [self._taint(arg.value) for arg in call.args]
-        qualified = self.ctx.qualified_name(call.func)
+        arguments = [self._taint(arg.value, place) for arg in call.args]
+        qualified = self.ctx.qualified_name(call.func, place.stack)
         if qualified is not None:
             # torch functions bring no parameters; building a module (`nn.Linear(...)`) does.
             function = qualified.rpartition(".")[2]
             return _combine(arguments) if qualified.startswith("torch.") and not function[:1].isupper() else SOURCE
-        if is_loss_call(call, self.ctx):
+        if is_loss_call(call, self.ctx, place.stack):
             return _combine(arguments)
         receiver = semantics.receiver(call)
         if receiver is not None:
-            owner = self._taint(receiver)
+            owner = self._taint(receiver, place)
             if owner == NO_GRAD:  # out.mean(), out.logits.sum()
                 return _combine([owner] + arguments)
             if semantics.method_name(call) == "scale":  # scaler.scale(loss)
@@ -205,26 +215,29 @@ class BackwardUnderNoGrad(Rule):
             # An unknown method given a tensor (`self.head(features)`) may bring its own parameters.
             return SOURCE if NO_GRAD in arguments or owner == SOURCE else NEUTRAL
         if isinstance(call.func, cst.Name) and call.func.value in _BUILTINS_PASSING_TENSORS:
-            if self.ctx.scopes.binding_scope(call.func.value, self.ctx.stack) is None:
+            if self.ctx.scopes.binding_scope(call.func.value, place.scopes) is None:
                 return _combine(arguments)
         return SOURCE
 
     # ------------------------------------------------------------ backward calls
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not is_backward_call(node, self.ctx):
-            return
-        tensors = self._backpropagated(node)
+        if is_backward_call(node, self.ctx):
+            self.backwards.append((node, tuple(self.ctx.stack)))
+
+    def _judge(self, call: cst.Call, stack: Tuple[cst.CSTNode, ...]) -> None:
+        tensors = self._backpropagated(call, stack)
         if tensors is None:
             return
-        computed = [value.where for value in map(self._evaluate, tensors) if value is not None]
+        place, mode = self.values.place(stack), semantics.grad_enabled_at(stack, self.ctx)
+        computed = [value.where for value in (self._evaluate(tensor, place, mode) for tensor in tensors) if value is not None]
         if NO_GRAD in computed:
-            self.report(node)
+            self.report(call)
         elif CALLER_MODE in computed:
-            self.caller_mode_backwards.add(id(node))
+            self.caller_mode_backwards.add(id(call))
 
-    def _backpropagated(self, call: cst.Call) -> Optional[List[cst.BaseExpression]]:
-        if semantics.method_name(call) == "backward" and self.ctx.qualified_name(call.func) not in BACKWARD_FUNCTIONS:
+    def _backpropagated(self, call: cst.Call, stack) -> Optional[List[cst.BaseExpression]]:
+        if semantics.method_name(call) == "backward" and self.ctx.qualified_name(call.func, stack) not in BACKWARD_FUNCTIONS:
             tensor = semantics.receiver(call)
         else:
             arg = semantics.positional(call, 0) or semantics.keyword(call, "tensors") or semantics.keyword(call, "outputs")
@@ -234,7 +247,9 @@ class BackwardUnderNoGrad(Rule):
         return [tensor] if tensor is not None else None
 
     def finish(self) -> None:
-        """A helper that runs forward and backward, called with gradients disabled one level up."""
+        for call, stack in self.backwards:
+            self._judge(call, stack)
+        # A helper that runs forward and backward, called with gradients disabled one level up.
         for key, function in self.ctx.callgraph.functions.items():
             facts = function.facts.get("backward-in-caller-grad-mode", ())
             backwards = [node for node in facts if id(node) in self.caller_mode_backwards]
@@ -260,16 +275,6 @@ def _requires_grad(call: cst.Call) -> bool:
         return flag is None or semantics.literal(flag.value) is True
     flag = semantics.keyword(call, "requires_grad")
     return flag is not None and semantics.literal(flag.value) is True
-
-
-def _branch(stack) -> Optional[Tuple[int, bool]]:
-    for index in range(len(stack) - 2, -1, -1):
-        node = stack[index]
-        if isinstance(node, cst.If):
-            return id(node), stack[index + 1] is node.orelse
-        if isinstance(node, (cst.FunctionDef, cst.Lambda)):
-            return None
-    return None
 
 
 def _root(expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -300,6 +305,21 @@ def _gathered_references(expr: cst.BaseExpression) -> Optional[List[cst.BaseExpr
         # An element of the iterable, or something it holds: only a variable's elements are known.
         return [expr.for_in.iter] if _is_reference(expr.for_in.iter) else []
     return None
+
+
+def _joined(values: List[Value]) -> Value:
+    """The value of a name that one of several bindings gave: computed without gradients only if every one was
+    (`if train: out = model(x)` / `else: with no_grad(): out = model(x)` may have gradients after the `if`)."""
+    for where in (ENABLED, CALLER_MODE, NO_GRAD):
+        if any(value.where == where for value in values):
+            return Value(where, _joined_taint([value.taint for value in values]))
+    return values[0]
+
+
+def _joined_taint(taints: List[str]) -> str:
+    if SOURCE in taints:
+        return SOURCE
+    return NO_GRAD if all(taint == NO_GRAD for taint in taints) else NEUTRAL
 
 
 def _merged_values(values: List[Optional[Value]]) -> Optional[Value]:
