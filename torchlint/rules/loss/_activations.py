@@ -86,19 +86,34 @@ class ActivationBeforeLoss(Rule):
         if loss_input is None:
             return
         trace = self.ctx.shared(Tracer).trace(loss_input.value, tuple(self.ctx.stack))
-        if trace is not None and trace.kind in self.messages:
-            self.report(node, self.messages[trace.kind], self.fix(trace) if trace.editable else None)
+        message = self.message_for(node, trace.kind) if trace is not None else None
+        if message is not None:
+            self.report(node, message, self.fix(trace) if trace.editable else None)
+
+    def message_for(self, loss: cst.Call, kind: str) -> Optional[str]:
+        """What to say of `loss` fed an activation of `kind`; None: nothing (that pairing is right)."""
+        return self.messages.get(kind)
 
     def fix(self, trace: Trace) -> Optional[Fix]:
         return None
 
     def _is_loss(self, call: cst.Call) -> bool:
+        return self.loss_name(call) is not None
+
+    def loss_name(self, call: cst.Call) -> Optional[str]:
+        """The qualified name of the loss function, or of the loss module's class, `call` computes (one of this
+        rule's), else None."""
         ctx = self.ctx
-        if ctx.qualified_name(call.func) in self.loss_functions:
-            return True
+        name = ctx.qualified_name(call.func)
+        if name in self.loss_functions:
+            return name
         if isinstance(call.func, cst.Call):  # nn.CrossEntropyLoss()(logits, target)
-            return ctx.qualified_name(call.func.func) in self.loss_modules
-        return semantics.built_from_in(call.func, self.loss_modules, ctx)
+            name = ctx.qualified_name(call.func.func)
+        elif ctx.may_name(self.loss_modules):
+            name = semantics.built_from(call.func, ctx)
+        else:
+            return None
+        return name if name in self.loss_modules else None
 
     def drop_activation(self, trace: Trace) -> Optional[Fix]:
         """Replace the activation call by what it was applied to."""
