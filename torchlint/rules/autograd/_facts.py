@@ -12,6 +12,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.facts import is_backward_call
+from torchlint.analysis.training import is_clip_call
 from torchlint.engine.facts import recognizes
 
 if TYPE_CHECKING:
@@ -56,3 +57,15 @@ def backward_in_caller_grad_mode(call: cst.Call, ctx: "FileContext") -> Optional
         if isinstance(node, _FUNCTION_BOUNDARIES):
             break
     return "backward-in-caller-grad-mode"
+
+
+@recognizes(cst.Call)
+def clips_grad(call: cst.Call, ctx: "FileContext") -> Optional[str]:
+    """`torch.nn.utils.clip_grad_norm_(...)`, `clip_grad_value_(...)`: rewrites the gradients in `.grad`."""
+    return "clips-grad" if is_clip_call(call, ctx) else None
+
+
+@recognizes(cst.Call)
+def unscales_grad(call: cst.Call, ctx: "FileContext") -> Optional[str]:
+    """`scaler.unscale_(optimizer)`: AMP's gradients divided back by the loss scale, in `.grad`."""
+    return "unscales-grad" if semantics.method_name(call) == "unscale_" and call.args else None
