@@ -1,0 +1,85 @@
+"""torch's losses as the old-code rules see them: which reduce to a 0-dim tensor, which still take the legacy
+`size_average=`/`reduce=` keywords, and what those keywords mean as `reduction=`.
+
+The names are those of torch 2.13 (tests/test_api_fixes.py checks them against the installed torch's signatures).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from torchlint.analysis import syntax
+
+if TYPE_CHECKING:
+    from torchlint.engine.context import FileContext
+
+_LEGACY_MODULE_NAMES = (
+    "BCELoss", "BCEWithLogitsLoss", "CosineEmbeddingLoss", "CrossEntropyLoss", "HingeEmbeddingLoss", "KLDivLoss",
+    "L1Loss", "MSELoss", "MarginRankingLoss", "MultiLabelMarginLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss",
+    "NLLLoss", "NLLLoss2d", "PoissonNLLLoss", "SmoothL1Loss", "SoftMarginLoss", "TripletMarginLoss",
+)
+_LEGACY_FUNCTION_NAMES = (
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "cosine_embedding_loss", "cross_entropy",
+    "hinge_embedding_loss", "kl_div", "l1_loss", "margin_ranking_loss", "mse_loss", "multi_margin_loss",
+    "multilabel_margin_loss", "multilabel_soft_margin_loss", "nll_loss", "poisson_nll_loss", "smooth_l1_loss",
+    "soft_margin_loss", "triplet_margin_loss",
+)
+# Loss functions with a `reduction=` parameter (default "mean"): without "none" they return a 0-dim tensor.
+_REDUCING_FUNCTION_NAMES = _LEGACY_FUNCTION_NAMES + (
+    "ctc_loss", "gaussian_nll_loss", "huber_loss", "triplet_margin_with_distance_loss",
+)
+
+LEGACY_REDUCTION_MODULES = frozenset(
+    f"{module}.{name}" for module in ("torch.nn", "torch.nn.modules.loss") for name in _LEGACY_MODULE_NAMES
+)
+LEGACY_REDUCTION_FUNCTIONS = frozenset(f"torch.nn.functional.{name}" for name in _LEGACY_FUNCTION_NAMES)
+REDUCING_FUNCTIONS = frozenset(f"torch.nn.functional.{name}" for name in _REDUCING_FUNCTION_NAMES)
+LEGACY_KEYWORDS = ("size_average", "reduce")
+# Loss modules whose first parameter is not about the reduction (`weight`, `p`); others' may be `size_average`
+# (`nn.L1Loss(False)`) or `reduction` (`nn.HuberLoss("none")`).
+_FIRST_NOT_REDUCTION = frozenset({"BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss", "NLLLoss", "NLLLoss2d"})
+
+
+def legacy_reduction(size_average: Optional[bool], reduce: Optional[bool]) -> str:
+    """The `reduction` torch computes from the legacy keywords (None: not given), as its
+    `torch.nn._reduction.legacy_get_string` does."""
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if size_average and reduce:
+        return "mean"
+    return "sum" if reduce else "none"
+
+
+def literal_reduction(call: cst.Call) -> Optional[str]:
+    """The reduction a loss call or constructor asks for with literal keywords ("mean" when it says nothing);
+    None when a keyword is not a literal or `**kwargs` may hold one."""
+    if syntax.has_star_kwargs(call):
+        return None
+    legacy = {}
+    for name in LEGACY_KEYWORDS:
+        arg = syntax.keyword(call, name)
+        value = syntax.literal(arg.value) if arg is not None else None
+        if value is not None and not isinstance(value, bool):
+            return None
+        legacy[name] = value
+    if any(value is not None for value in legacy.values()):
+        return legacy_reduction(legacy["size_average"], legacy["reduce"])  # they override `reduction=`
+    arg = syntax.keyword(call, "reduction")
+    if arg is None:
+        return "mean"
+    value = syntax.literal(arg.value)
+    return value if isinstance(value, str) else None
+
+
+def reduces_to_scalar(call: cst.Call, ctx: "FileContext", stack, applied: bool) -> bool:
+    """`call` gives a 0-dim loss: a torch loss function called, or (`applied`) a torch loss module built by
+    `call` and then applied, with no positional argument that could be the reduction."""
+    name = ctx.qualified_name(call.func, stack) or ""
+    if applied:
+        positional_allowed = 1 if name.rpartition(".")[2] in _FIRST_NOT_REDUCTION else 0
+        is_loss = name.startswith("torch.nn.") and name.endswith("Loss") and sum(arg.keyword is None for arg in call.args) <= positional_allowed
+    else:
+        is_loss = name in REDUCING_FUNCTIONS and sum(arg.keyword is None for arg in call.args) <= 2
+    return is_loss and not any(arg.star for arg in call.args) and literal_reduction(call) not in (None, "none")

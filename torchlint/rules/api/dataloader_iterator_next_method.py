@@ -1,0 +1,91 @@
+from typing import Optional
+
+import libcst as cst
+
+from torchlint import semantics
+from torchlint.analysis.values import Values
+from torchlint.finding import Fix
+from torchlint.rules.base import Rule
+from torchlint.rules.triggers import attributes, words
+
+
+class DataLoaderIteratorNextMethod(Rule):
+    """
+    ## What it does
+    Flags `.next()` called on an iterator of a `torch.utils.data.DataLoader`:
+    `iter(loader).next()`, and `it.next()` after `it = iter(loader)`, where `loader` is
+    followed through the file's assignments to a `DataLoader(...)` call (also
+    `loaders["train"]`, or a loader a function of the file returns).
+
+    Not flagged: `next(it)`; `.next()` on anything not shown to be a DataLoader's iterator:
+    progress bars (`bar.next()`), MXNet or other libraries' iterators, an iterator of a
+    loader passed in as a parameter. Given up for that precision: a loader built in another
+    file or received as an argument, whose iterator's `.next()` fails just the same.
+
+    ## Why is this bad?
+    Before torch 1.13 the DataLoader's iterators kept `next` as a Python 2 alias of
+    `__next__`, and tutorials of that time wrote `images, labels = dataiter.next()`. The
+    alias is gone: on torch 2.13 the call raises `AttributeError:
+    '_SingleProcessDataLoaderIter' object has no attribute 'next'`.
+
+    ## Fix safety
+    Safe: `next(it)` calls the same `__next__` the alias named (`next(iter(loader))` for
+    `iter(loader).next()`). Not offered where the name `next` is bound to something else.
+    """
+
+    code = "TL610"
+    name = "dataloader-iterator-next-method"
+    # The flagged call is `<receiver>.next()`, and the receiver leads to a DataLoader the file names.
+    triggers = attributes("next") & words("DataLoader")
+    fix_safety = "safe"
+    message = (
+        "DataLoader iterators have no `.next()` method since torch 1.13: the call raises `AttributeError: "
+        "'_SingleProcessDataLoaderIter' object has no attribute 'next'`; use `next(it)`"
+    )
+    example = """
+    import torch
+
+    trainloader = torch.utils.data.DataLoader(trainset, batch_size=4, shuffle=True)
+    dataiter = iter(trainloader)
+    images, labels = dataiter.next()  # expect: TL610:18
+    """
+    use_instead = """
+    import torch
+
+    trainloader = torch.utils.data.DataLoader(trainset, batch_size=4, shuffle=True)
+    dataiter = iter(trainloader)
+    images, labels = next(dataiter)
+    """
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if type(func) is not cst.Attribute or func.attr.value != "next" or node.args:
+            return
+        if not self.ctx.may_name(semantics.DATALOADER) or not self._iterates_dataloader(func.value):
+            return
+        self.report(node, fix=self._fix(node, func.value))
+
+    def _iterates_dataloader(self, receiver: cst.BaseExpression) -> bool:
+        values = Values.of(self.ctx)
+        for origin in values.origins(receiver):
+            iterated = _iterated(origin.node, self.ctx, origin.place.scopes)
+            if iterated is not None and any(
+                semantics.is_dataloader_call(loader.node, self.ctx, loader.place.stack)
+                for loader in values.origins(iterated, origin.place.stack)
+            ):
+                return True
+        return False
+
+    def _fix(self, call: cst.Call, receiver: cst.BaseExpression) -> Optional[Fix]:
+        if self.ctx.scopes.binding_scope("next", self.ctx.scope_nodes) is not None:
+            return None
+        return Fix.safe("Call `next(...)` on the iterator", self.ctx.replace(call, f"next({self.ctx.code(receiver)})"))
+
+
+def _iterated(node: cst.CSTNode, ctx, scopes) -> Optional[cst.BaseExpression]:
+    """`loader` for `iter(loader)` (the builtin, not shadowed), else None."""
+    if type(node) is not cst.Call or type(node.func) is not cst.Name or node.func.value != "iter" or len(node.args) != 1:
+        return None
+    if ctx.scopes.binding_scope("iter", scopes) is not None:
+        return None
+    return node.args[0].value

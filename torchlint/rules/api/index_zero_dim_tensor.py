@@ -1,0 +1,145 @@
+from typing import Optional, Sequence
+
+import libcst as cst
+
+from torchlint.analysis.values import Values
+from torchlint.finding import Fix
+from torchlint.rules.api._losses import reduces_to_scalar
+from torchlint.rules.base import Rule
+from torchlint.rules.triggers import fragments
+
+# Methods that reduce a whole tensor to a 0-dim one when called without arguments.
+_FULL_REDUCTIONS = frozenset({"sum", "mean", "prod", "norm", "max", "min", "std", "var", "amax", "amin", "median", "nansum", "nanmean"})
+_TORCH_FULL_REDUCTIONS = frozenset(f"torch.{name}" for name in _FULL_REDUCTIONS)
+# Methods that keep a tensor's shape (what `Values` does not already follow through).
+_SHAPE_KEEPING = frozenset({"detach", "clone", "contiguous", "abs", "sqrt", "exp", "log", "neg"})
+_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Power)
+_MAX_DEPTH = 4
+
+
+class IndexZeroDimTensor(Rule):
+    """
+    ## What it does
+    Flags `x.data[0]` and `x[0]` where `x` is a 0-dim tensor: a torch loss (`F.nll_loss(...)`,
+    `criterion(out, y)` for a criterion built from an `nn.*Loss` in the file, without
+    `reduction="none"` or `reduce=False`), a whole-tensor reduction called without a
+    dimension (`(...).sum()`, `.mean()`, `.max()`, `torch.sum(x)`, ...), arithmetic of such
+    values and numbers (`loss_l + loss_c`, `loss / 2`), followed through the file's
+    assignments (`loss = criterion(out, y)`).
+
+    Not flagged: indexing a tensor with dimensions (`out.data[0]` of a batch, `x.sum(1)[0]`),
+    `.size()[0]`, lists and tuples, assignments to an element (`w.data[0] = 1.0`), and values
+    the rule cannot follow: a criterion received as a parameter (`def train(model,
+    criterion)`), an accumulator updated with `+=`. Given up for that precision: those
+    values, which fail just the same when they are 0-dim.
+
+    ## Why is this bad?
+    Before torch 0.4 a loss was a 1-element tensor and `loss.data[0]` read its value. Since
+    then a reduction gives a 0-dim tensor, and indexing one raises on torch 2.13:
+    `IndexError: invalid index of a 0-dim tensor. Use tensor.item() in Python or
+    tensor.item<T>() in C++ to convert a 0-dim tensor to a number`.
+
+    ## Fix safety
+    `x.data[0]` -> `x.item()`: safe, both give the Python number the old code read (the
+    test suite runs both under an emulation of the old indexing). `x[0]` -> `x.item()`:
+    unsafe: before 0.4 `x[0]` gave a 1-element tensor, not a number, so code after it may
+    expect a tensor.
+    """
+
+    code = "TL611"
+    name = "index-zero-dim-tensor"
+    # The value is a torch loss or a reduction: the file names torch (an import, or a call of one).
+    triggers = fragments("torch")
+    fix_safety = "safe or unsafe"
+    message = (
+        "this is a 0-dim tensor (a loss or a full reduction): indexing it raises `IndexError: invalid index of a "
+        "0-dim tensor. Use tensor.item()`; before torch 0.4 it was a 1-element tensor; use `.item()`"
+    )
+    example = """
+    import torch.nn as nn
+
+    criterion = nn.CrossEntropyLoss()
+    loss = criterion(model(images), labels)
+    running_loss += loss.data[0]  # expect: TL611:17
+    """
+    use_instead = """
+    import torch.nn as nn
+
+    criterion = nn.CrossEntropyLoss()
+    loss = criterion(model(images), labels)
+    running_loss += loss.item()
+    """
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        # Whether the value being judged is known to be a tensor, so that its methods are torch's.
+        self.tensor_methods = False
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if not _indexes_zero(node) or self._is_target(node):
+            return
+        indexed = node.value
+        through_data = type(indexed) is cst.Attribute and indexed.attr.value == "data"
+        tensor = indexed.value if through_data else indexed
+        # `.data` is a tensor's: there `.sum()` is torch's; elsewhere it may be pandas' (`df.max()` is a Series).
+        self.tensor_methods = through_data
+        if not self._is_scalar(tensor, self.ctx.stack, 0):
+            return
+        edit = self.ctx.replace(node, f"{self.ctx.code(tensor)}.item()")
+        fix = Fix.safe("Use `.item()`", edit) if through_data else Fix.unsafe("Use `.item()`", edit)
+        self.report(node, fix=fix)
+
+    def _is_target(self, node: cst.Subscript) -> bool:
+        parent = self.ctx.stack[-2] if len(self.ctx.stack) > 1 else None
+        return isinstance(parent, (cst.AssignTarget, cst.Del)) or (isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and parent.target is node)
+
+    def _is_scalar(self, expr: cst.BaseExpression, stack: Sequence[cst.CSTNode], depth: int) -> bool:
+        if depth > _MAX_DEPTH:
+            return False
+        origins = Values.of(self.ctx).origins(expr, stack)
+        return bool(origins) and all(
+            not origin.opaque and self._is_scalar_node(origin.node, origin.place.stack, origin.applied, depth)
+            for origin in origins
+        )
+
+    def _is_scalar_node(self, node: cst.CSTNode, stack, applied: bool, depth: int) -> bool:
+        if type(node) is cst.Call:
+            if applied or reduces_to_scalar(node, self.ctx, stack, applied=False):
+                return reduces_to_scalar(node, self.ctx, stack, applied=True) if applied else True
+            return self._reduction_call(node, stack, depth)
+        if type(node) is cst.Attribute and node.attr.value == "data":
+            return self._is_scalar(node.value, stack, depth + 1)
+        if type(node) is cst.BinaryOperation and isinstance(node.operator, _ARITHMETIC):
+            sides = (node.left, node.right)
+            return any(not _number(side) for side in sides) and all(
+                _number(side) or self._is_scalar(side, stack, depth + 1) for side in sides
+            )
+        if type(node) is cst.UnaryOperation and isinstance(node.operator, cst.Minus):
+            return self._is_scalar(node.expression, stack, depth + 1)
+        return False
+
+    def _reduction_call(self, call: cst.Call, stack, depth: int) -> bool:
+        func = call.func
+        if self.ctx.qualified_name_in(func, _TORCH_FULL_REDUCTIONS, stack):
+            return len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star
+        if type(func) is not cst.Attribute:
+            return False
+        method = func.attr.value
+        if not self.tensor_methods:
+            return False
+        if method in _FULL_REDUCTIONS:
+            return not call.args
+        if method == "dot":
+            return True
+        return method in _SHAPE_KEEPING and not call.args and self._is_scalar(func.value, stack, depth + 1)
+
+
+def _indexes_zero(node: cst.Subscript) -> bool:
+    if len(node.slice) != 1 or type(node.slice[0].slice) is not cst.Index:
+        return False
+    index = node.slice[0].slice.value
+    return type(index) is cst.Integer and index.evaluated_value == 0
+
+
+def _number(expr: cst.BaseExpression) -> bool:
+    return type(expr) in (cst.Integer, cst.Float)
