@@ -7,14 +7,14 @@ families add their own in `rules/<family>/_facts.py`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, FrozenSet, Optional, Set
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
 
 import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.summaries import function_facts, imported_function
-from torchlint.analysis.values import Place, Values
+from torchlint.analysis.values import Origin, Place, Values
 from torchlint.engine.facts import recognizes
 from torchlint.engine.scopes import dotted_name
 from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
@@ -261,23 +261,39 @@ def _unpacked_from_loader(binding, place, ctx: "FileContext") -> bool:
     """A `for` target unpacked from a DataLoader's batch: `images` of `for images, labels in loader` or
     `for i, (images, labels) in enumerate(tqdm(loader))`."""
     loop = binding.statement
-    iterated, element = loop.iter, binding.element
-    while type(iterated) is cst.Call and iterated.args:
-        callee = semantics.terminal_name(iterated.func)
-        if callee == "enumerate" and type(iterated.func) is cst.Name:
-            if not element or element[0] != 1:
-                return False
-            element = element[1:]
-        elif callee != "tqdm":
-            break
-        iterated = iterated.args[0].value
+    iterated, element = items_iterated(loop.iter, binding.element)
     if not element:
         return False
-    at = Place(ctx, place.scopes, loop)
-    origins = Values.of(ctx).origins(iterated, at.stack)
-    return bool(origins) and all(
+    return bool(loaders_iterated(iterated, Place(ctx, place.scopes, loop).stack, ctx))
+
+
+def items_iterated(expr: cst.BaseExpression, element=()) -> Tuple[cst.BaseExpression, Optional[Tuple[int, ...]]]:
+    """What a `for` over `expr` iterates beneath `enumerate(...)` and `tqdm(...)`, and the path of the target
+    `element` (the unpacking path of a loop target) within one of its items; None: not in an item (the index
+    `enumerate` adds)."""
+    while type(expr) is cst.Call and expr.args:
+        callee = semantics.terminal_name(expr.func)
+        if callee == "enumerate" and type(expr.func) is cst.Name:
+            if element:
+                if element[0] != 1:
+                    return expr, None
+                element = element[1:]
+        elif callee != "tqdm":
+            break
+        expr = expr.args[0].value
+    return expr, element
+
+
+def loaders_iterated(expr: cst.BaseExpression, stack, ctx: "FileContext") -> List[Origin]:
+    """The `DataLoader(...)` constructions `expr` holds at `stack`: [] unless every value it may hold is one."""
+    if not ctx.may_name(semantics.DATALOADER):
+        return []
+    origins = Values.of(ctx).origins(expr, stack)
+    if origins and all(
         semantics.is_dataloader_call(origin.node, origin.place.context, origin.place.stack) for origin in origins
-    )
+    ):
+        return origins
+    return []
 
 
 class _TensorParameters:

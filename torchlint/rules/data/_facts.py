@@ -17,3 +17,9 @@ if TYPE_CHECKING:
 def comprehension_iterates_worker_loader(node: cst.CompFor, ctx: "FileContext") -> Optional[str]:
     """`[batch for batch in loader]` iterates the loader like a `for` statement does."""
     return "starts-workers" if worker_loader_in(node.iter, ctx) is not None else None
+
+
+@recognizes(cst.Call)
+def sets_sampler_epoch(node: cst.Call, ctx: "FileContext") -> Optional[str]:
+    """`sampler.set_epoch(epoch)`, also `loader.sampler.set_epoch(epoch)`: reseeds a DistributedSampler's shuffle."""
+    return "sets-epoch" if type(node.func) is cst.Attribute and node.func.attr.value == "set_epoch" else None

@@ -1,0 +1,160 @@
+from typing import List, Optional, Set, Tuple
+
+import libcst as cst
+
+from torchlint import semantics
+from torchlint.analysis.facts import items_iterated, loaders_iterated
+from torchlint.analysis.loops import Loop, LoopIndex, loop_nodes
+from torchlint.analysis.values import Origin, Values
+from torchlint.engine.scopes import scope_nodes_of
+from torchlint.rules.base import Rule
+from torchlint.rules.data import _facts  # noqa: F401  (registers "sets-epoch")
+from torchlint.rules.triggers import words
+
+DISTRIBUTED_SAMPLER = frozenset({
+    "torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler",
+})
+# DataLoader(dataset, batch_size, shuffle, sampler, ...); DistributedSampler(dataset, num_replicas, rank, shuffle, ...)
+_SAMPLER_POSITION = 3
+_SHUFFLE_POSITION = 3
+# How many calls below the epoch loop a `set_epoch` is looked for (`train_one_epoch()` that calls it).
+_HELPER_DEPTH = 2
+
+
+class DistributedSamplerWithoutSetEpoch(Rule):
+    """
+    ## What it does
+    Flags a `DistributedSampler(...)` that shuffles (`shuffle=True`, the default)
+    given to a DataLoader that is iterated in an epoch loop of the same file with no
+    `set_epoch(...)` call in that loop: neither `sampler.set_epoch(epoch)` nor
+    `loader.sampler.set_epoch(epoch)`, directly or in a function of the module the
+    loop calls. The loop over the loader may sit in the epoch loop's body or in a
+    function of the file called from it (`for epoch in ...: train_one_epoch(loader)`),
+    where a `set_epoch` counts too.
+
+    Not flagged: `shuffle=False` (or a shuffle flag that is not a literal), a
+    `set_epoch` anywhere in the epoch loop or the functions it calls, and loaders
+    whose epoch loop is in another file (the rule does not guess across files); a
+    loader torchlint cannot trace to its `DataLoader(...)` call (built by a
+    function of another file, a parameter) stays quiet.
+
+    ## Why is this bad?
+    A `DistributedSampler` draws its permutation from `seed + epoch`, and the epoch
+    only changes through `set_epoch`. Without it every epoch visits the data in the
+    same order: observed on torch 2.13, `DistributedSampler(ds, 2, 0, shuffle=True)`
+    yields `[8, 5, 7, 2, 3, 11]` in each of 3 epochs, and three different orders
+    with `set_epoch(e)`. Nothing warns; the run silently trains without reshuffling.
+
+    ## Fix safety
+    No fix: call `sampler.set_epoch(epoch)` at the top of each epoch, before the
+    loader is iterated.
+    """
+
+    code = "TL307"
+    name = "distributed-sampler-without-set-epoch"
+    uses_callgraph = True
+    # The finding is the sampler's construction (or, for a sampler made in another file, the loop over its
+    # loader): the class name is written here in either case, since the DataLoader call must be in this file.
+    triggers = words("DistributedSampler")
+    message = (
+        "this DistributedSampler shuffles, but no `set_epoch()` runs in the epoch loop that iterates its loader: "
+        "every epoch sees the same order (its permutation is seeded by seed + epoch); call "
+        "`sampler.set_epoch(epoch)` at the top of each epoch"
+    )
+    example = """
+    from torch.utils.data import DataLoader
+    from torch.utils.data.distributed import DistributedSampler
+
+    sampler = DistributedSampler(dataset)  # expect: TL307:10
+    loader = DataLoader(dataset, batch_size=32, sampler=sampler)
+    for epoch in range(10):
+        for images, labels in loader:
+            train_step(images, labels)
+    """
+    use_instead = """
+    from torch.utils.data import DataLoader
+    from torch.utils.data.distributed import DistributedSampler
+
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=32, sampler=sampler)
+    for epoch in range(10):
+        sampler.set_epoch(epoch)
+        for images, labels in loader:
+            train_step(images, labels)
+    """
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.loops = ctx.shared(LoopIndex)
+        # Each loop over a loader with a shuffling DistributedSampler: the `for`, its stack, the samplers.
+        self.iterations: List[Tuple[cst.For, Tuple[cst.CSTNode, ...], List[Origin]]] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.loops.observe(node)
+
+    def visit_For(self, node: cst.For) -> None:
+        iterated, _ = items_iterated(node.iter)
+        stack = tuple(self.ctx.stack)
+        samplers = [sampler for loader in loaders_iterated(iterated, stack, self.ctx) for sampler in _shuffling_samplers(loader)]
+        if samplers:
+            self.iterations.append((node, stack, samplers))
+
+    def finish(self) -> None:
+        reported: Set[int] = set()
+        for loop, stack, samplers in self.iterations:
+            if not self._epochs_without_set_epoch(stack):
+                continue
+            for sampler in samplers:
+                here = sampler.place.context is self.ctx
+                node = sampler.node if here else loop.iter
+                if id(node) not in reported:
+                    reported.add(id(node))
+                    self.report(node)
+
+    def _epochs_without_set_epoch(self, stack: Tuple[cst.CSTNode, ...]) -> bool:
+        """The `for` at the end of `stack` runs in an epoch loop of this file (around it, or around a call of its
+        function), and no `set_epoch` runs in that loop."""
+        epoch_loops = loop_nodes(stack)
+        if epoch_loops:
+            return not self._sets_epoch(self.loops.loops.get(id(epoch_loops[0])))
+        function = _innermost_function(stack)
+        if function is None:
+            return False
+        callgraph = self.ctx.callgraph
+        key = callgraph.key_of(function[0], scope_nodes_of(stack[: function[1] + 1]))
+        if callgraph.facts_of(key, "sets-epoch", _HELPER_DEPTH):
+            return False
+        calls_in_loops = [site for site in callgraph.call_sites(key) if loop_nodes(site.stack)]
+        return bool(calls_in_loops) and not any(
+            self._sets_epoch(self.loops.loops.get(id(loop_nodes(site.stack)[0]))) for site in calls_in_loops
+        )
+
+    def _sets_epoch(self, loop: Optional[Loop]) -> bool:
+        return loop is not None and bool(self.loops.sites(loop, "sets-epoch", _HELPER_DEPTH))
+
+
+def _innermost_function(stack) -> Optional[Tuple[cst.FunctionDef, int]]:
+    for index in range(len(stack) - 2, -1, -1):
+        if type(stack[index]) is cst.FunctionDef:
+            return stack[index], index
+    return None
+
+
+def _shuffling_samplers(loader: Origin) -> List[Origin]:
+    """The `DistributedSampler(...)` constructions with shuffling on that the DataLoader call `loader` is given."""
+    call, place = loader.node, loader.place
+    ctx = place.context
+    sampler = semantics.keyword(call, "sampler") or semantics.positional(call, _SAMPLER_POSITION)
+    if sampler is None:
+        return []
+    found = []
+    for origin in Values.of(ctx).origins(sampler.value, place.stack):
+        node = origin.node
+        if type(node) is not cst.Call or origin.applied:
+            continue
+        there = origin.place.context
+        if there.qualified_name_in(node.func, DISTRIBUTED_SAMPLER, origin.place.stack):
+            shuffle = semantics.keyword(node, "shuffle") or semantics.positional(node, _SHUFFLE_POSITION)
+            if shuffle is None or semantics.literal(shuffle.value) is True:
+                found.append(origin)
+    return found
