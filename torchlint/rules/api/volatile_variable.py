@@ -57,11 +57,11 @@ class VolatileVariable(Rule):
         "drop the keyword"
     )
     example = """
-    from torch.autograd import Variable
+    from torch.autograd import Variable  # expect: TL602:28
 
     def evaluate(model, loader):
         for images, labels in loader:
-            images = Variable(images, volatile=True)  # expect: TL612:22
+            images = Variable(images, volatile=True)  # expect: TL602:22, TL612:35
             outputs = model(images)
     """
     use_instead = """

@@ -1,0 +1,75 @@
+import libcst as cst
+
+from torchlint import semantics
+from torchlint.rules.base import Rule
+from torchlint.rules.triggers import fragments
+
+# F.softmax(input, dim=None, _stacklevel=3, dtype=None): `dim` is the second parameter.
+FUNCTIONS = frozenset(f"torch.nn.functional.{name}" for name in ("softmax", "log_softmax", "softmin"))
+# nn.Softmax(dim=None): the only parameter.
+MODULES = frozenset(
+    f"{module}.{name}" for module in ("torch.nn", "torch.nn.modules.activation") for name in ("Softmax", "LogSoftmax", "Softmin")
+)
+
+
+class SoftmaxImplicitDim(Rule):
+    """
+    ## What it does
+    Flags `F.softmax(x)`, `F.log_softmax(x)` and `F.softmin(x)` called without `dim`, and
+    `nn.Softmax()`, `nn.LogSoftmax()` and `nn.Softmin()` built without it (also with
+    `dim=None`, which means the same).
+
+    Not flagged: any explicit `dim`, by keyword or position; calls passing `*args` or
+    `**kwargs`; `torch.softmax(x)`, `x.softmax()` and `torch.log_softmax(x)` without `dim`,
+    which raise `TypeError: softmax() missing 1 required positional arguments: "dim"` at once:
+    nothing runs silently there.
+
+    ## Why is this bad?
+    Without `dim`, torch guesses: dim 0 for 0-D, 1-D and 3-D input, dim 1 otherwise. For a 2-D
+    `(batch, classes)` tensor that is right, but for a 3-D `(batch, time, vocabulary)` tensor it
+    normalises across the batch (observed on torch 2.13: the result sums to 1 over dim 0), and
+    for 4-D input over the channels. torch warns each time (`UserWarning: Implicit dimension
+    choice for softmax has been deprecated. Change the call to include dim=X as an
+    argument.`): the guess is deprecated.
+
+    ## Fix safety
+    No fix: the dimension the code means depends on the input's shape, which the rule does not
+    know; the guess is only right for some shapes. Pass `dim=` yourself (`dim=-1` for the
+    classes or vocabulary on the last axis).
+    """
+
+    code = "TL615"
+    name = "softmax-implicit-dim"
+    # The call is a softmax variant of torch.nn or torch.nn.functional, all spelled with "soft".
+    triggers = fragments("soft")
+    message = (
+        "softmax without `dim`: torch guesses dim 0 for 0-D, 1-D and 3-D input (for a (batch, time, vocabulary) "
+        "tensor: across the batch), dim 1 otherwise, and warns `Implicit dimension choice ... has been deprecated`; "
+        "pass `dim=`"
+    )
+    example = """
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    probabilities = F.softmax(logits)  # expect: TL615:17
+    head = nn.Sequential(nn.Linear(512, 10), nn.LogSoftmax())  # expect: TL615:42
+    """
+    use_instead = """
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    probabilities = F.softmax(logits, dim=-1)
+    head = nn.Sequential(nn.Linear(512, 10), nn.LogSoftmax(dim=1))
+    """
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if any(arg.star for arg in node.args):
+            return
+        if self.ctx.qualified_name_in(node.func, FUNCTIONS):
+            dim = semantics.keyword(node, "dim") or semantics.positional(node, 1)
+        elif self.ctx.qualified_name_in(node.func, MODULES):
+            dim = semantics.keyword(node, "dim") or semantics.positional(node, 0)
+        else:
+            return
+        if dim is None or semantics.literal(dim.value, default=0) is None:
+            self.report(node)

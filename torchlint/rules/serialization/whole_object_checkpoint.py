@@ -1,0 +1,146 @@
+from typing import Dict, Hashable, List, Sequence, Tuple
+
+import libcst as cst
+
+from torchlint import semantics
+from torchlint.analysis.values import Values
+from torchlint.rules.base import Rule
+from torchlint.rules.device._shared import builds_module
+from torchlint.rules.serialization.unsafe_torch_load import SAFE_DEFAULT_SINCE, TORCH_LOAD, TORCH_SAVE
+from torchlint.rules.triggers import words
+
+# How deep a saved dictionary is searched for modules and optimizers (`{"model": model, "opt": {...}}`).
+_MAX_NESTING = 2
+
+
+class WholeObjectCheckpoint(Rule):
+    """
+    ## What it does
+    Flags:
+
+    - `torch.save(obj, f)` where `obj` is a whole `nn.Module` (a torch layer or container, a
+      `torchvision.models` builder's result, a class of the file with a `forward`), an
+      optimizer or scheduler of `torch.optim`, or a dictionary holding one
+      (`{"model": model, "epoch": epoch}`), followed through the file's assignments;
+    - when the project supports only torch 2.6 or later (`torch-version`), `torch.load(f)`
+      without `weights_only=False` of a file that such a save in the same file writes: the
+      same path string (also through a module-level constant), the same
+      module-level variable, or the same expression in the same function.
+
+    Not flagged: `torch.save(model.state_dict(), f)` and dictionaries of state dicts; loads
+    passing `weights_only=False` (TL501 reports those that should not); loads in projects that
+    support torch before 2.6, where `weights_only=False` was the default and TL501 reports
+    the load. The save is reported whatever the version: the file it writes does not load
+    under the default of the torch releases since 2.6.
+    Given up: a load in another file than the save, and paths built differently in two
+    functions (`os.path.join(out, "best.pth")` twice): the rule cannot tell they are the
+    same file.
+
+    ## Why is this bad?
+    `torch.save(model)` pickles the module's class by reference, together with its
+    parameters. Since torch 2.6 `torch.load` defaults to `weights_only=True`, which rebuilds
+    only tensors and plain containers: loading such a file raises `UnpicklingError: Weights
+    only load failed ... Unsupported global` (observed on torch 2.13, also for optimizers and
+    for a dictionary holding a module). The file also breaks when the class is renamed or
+    moved. A `state_dict()` loads under the default and into any instance of the class.
+
+    ## Fix safety
+    No fix: saving `state_dict()` changes what the loading code gets back (a dictionary to
+    pass to `load_state_dict`, not a model), and `weights_only=False` would run whatever code
+    the file holds.
+
+    ## Options
+    `torch-version`: below 2.6 loads are not reported (saves are).
+    """
+
+    code = "TL502"
+    name = "whole-object-checkpoint"
+    # Every finding is a whole-object save or a load of a file one writes: the file calls `torch.save`.
+    triggers = words("save")
+    message = (
+        "`torch.save` of a whole module or optimizer pickles its class: since torch 2.6, `torch.load`'s default "
+        "`weights_only=True` refuses it (`UnpicklingError: Weights only load failed`); save its `state_dict()`"
+    )
+    load_message = (
+        "this file is written by `torch.save` of a whole module or optimizer (line {line}): under torch 2.6's "
+        "default `weights_only=True` this load raises `UnpicklingError: Weights only load failed`; save and load "
+        "`state_dict()`s"
+    )
+    example = """
+    import torch
+    import torch.nn as nn
+
+    model = nn.Sequential(nn.Linear(784, 10))
+    torch.save(model, "model.pt")  # expect: TL502:1
+    """
+    use_instead = """
+    import torch
+    import torch.nn as nn
+
+    model = nn.Sequential(nn.Linear(784, 10))
+    torch.save(model.state_dict(), "model.pt")
+    model.load_state_dict(torch.load("model.pt", weights_only=True))
+    """
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.whole_saves: Dict[Hashable, cst.Call] = {}
+        self.loads: List[Tuple[Hashable, cst.Call, Tuple[cst.CSTNode, ...]]] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.ctx.qualified_name(node.func)
+        if name in TORCH_SAVE:
+            saved = semantics.keyword(node, "obj") or semantics.positional(node, 0)
+            if saved is None or not self._whole_object(saved.value, self.ctx.stack, 0):
+                return
+            self.report(node)
+            target = semantics.keyword(node, "f") or semantics.positional(node, 1)
+            if target is not None:
+                self.whole_saves.setdefault(self._file_key(target.value), node)
+        elif name in TORCH_LOAD and self.ctx.config.torch_version >= SAFE_DEFAULT_SINCE and not semantics.has_star_kwargs(node):
+            weights_only = semantics.keyword(node, "weights_only")
+            if weights_only is not None and semantics.literal(weights_only.value) is not True:
+                return
+            source = semantics.keyword(node, "f") or semantics.positional(node, 0)
+            if source is not None:
+                self.loads.append((self._file_key(source.value), node, tuple(self.ctx.stack)))
+
+    def finish(self) -> None:
+        for key, load, stack in self.loads:
+            save = self.whole_saves.get(key)
+            if save is not None:
+                line = self.ctx.location(save)[0].row
+                self.report(load, self.load_message.format(line=line))
+
+    def _whole_object(self, expr: cst.BaseExpression, stack: Sequence[cst.CSTNode], nesting: int) -> bool:
+        for origin in Values.of(self.ctx).origins(expr, stack):
+            node, there = origin.node, origin.place.stack
+            if origin.opaque or origin.applied:
+                continue
+            if type(node) is cst.Call and (builds_module(self.ctx, node, there) or _builds_optimizer(self.ctx, node, there)):
+                return True
+            if type(node) is cst.Dict and nesting < _MAX_NESTING and any(
+                isinstance(element, cst.DictElement) and self._whole_object(element.value, there, nesting + 1)
+                for element in node.elements
+            ):
+                return True
+        return False
+
+    def _file_key(self, file: cst.BaseExpression) -> Hashable:
+        """The same key for two expressions that name the same file: a path string, a module-level variable, or
+        the same code in the same function."""
+        constant = Values.of(self.ctx).constant(file)
+        if isinstance(constant, str):
+            return ("path", constant)
+        if type(file) is cst.Name:
+            scope = self.ctx.scopes.binding_scope(file.value, self.ctx.scope_nodes)
+            if scope is not None and scope.node is self.ctx.module:
+                return ("module variable", file.value)
+        function = self.ctx.enclosing(cst.FunctionDef, cst.Lambda)
+        return ("code", id(function) if function is not None else None, self.ctx.code(file))
+
+
+def _builds_optimizer(ctx, call: cst.Call, stack) -> bool:
+    """An optimizer or learning-rate scheduler of `torch.optim` (a scheduler holds its optimizer)."""
+    name = ctx.qualified_name(call.func, stack) or ""
+    return name.startswith("torch.optim.") and name.rpartition(".")[2][:1].isupper()
