@@ -32,7 +32,8 @@ class OptimizerRebuiltInLoop(Rule):
     trials: `model = Net()`, `model.load_state_dict(initial)`, `model.apply(init)` in the
     loop); optimizers over tensors made in the loop (a new latent per sample); a
     construction under an `if` in the loop (rebuilt once, after unfreezing a backbone);
-    `param_groups` learning-rate changes.
+    `param_groups` learning-rate changes; a plain `SGD` without momentum rebuilt when no
+    scheduler is built on it (it keeps no state, so a new one steps the same).
 
     What it gives up: a function that builds its own optimizer and is called once per epoch
     (the loop is then in its caller), and optimizers built by helper functions
@@ -89,19 +90,32 @@ class OptimizerRebuiltInLoop(Rule):
         self.iterations = ctx.shared(Iterations)
         # (the construction, the name it is bound to, the innermost loop holding it)
         self.built: List[Tuple[cst.Call, str, Loop]] = []
+        # Names of the optimizers a learning-rate scheduler is built on.
+        self.scheduled: Set[str] = set()
+        # Constructions of optimizers that keep no state between steps (plain SGD).
+        self.stateless: Set[int] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
         self.iterations.observe(node)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self.iterations.observe(node)
+        self._note_scheduler(node.value)
         if len(node.targets) != 1 or optimizer_class(node.value, self.ctx) is None:
             return
+        if _stateless(node.value, self.ctx):
+            self.stateless.add(id(node.value))
         name = dotted_name(node.targets[0].target)
         loops = self.iterations.loops.enclosing()
         if name is None or not loops or self._conditional_in(loops[0].node):
             return
         self.built.append((node.value, name, loops[0]))
+
+    def _note_scheduler(self, value: cst.BaseExpression) -> None:
+        first = semantics.positional(value, 0) if type(value) is cst.Call else None
+        name = dotted_name(first.value) if first is not None else None
+        if name is not None and (self.ctx.qualified_name(value.func) or "").startswith("torch.optim.lr_scheduler."):
+            self.scheduled.add(name)
 
     def _conditional_in(self, loop: cst.CSTNode) -> bool:
         """An `if`/`try`/`match` between `loop`'s body and the visited statement."""
@@ -111,6 +125,8 @@ class OptimizerRebuiltInLoop(Rule):
 
     def finish(self) -> None:
         for construction, name, loop in self.built:
+            if id(construction) in self.stateless and name not in self.scheduled:
+                continue  # a new plain SGD loses nothing: it has no state, and no schedule drives it
             if self._steps(loop, name) and not self._fresh_each_time(construction, loop):
                 self.report(construction)
 
@@ -140,6 +156,14 @@ class OptimizerRebuiltInLoop(Rule):
         if not models:
             return True
         return any(model in body.assigned or model.split(".")[0] in body.assigned or model in body.reset for model in models)
+
+
+def _stateless(construction: cst.Call, ctx) -> bool:
+    """`torch.optim.SGD(...)` without momentum: each step reads nothing of the steps before it."""
+    if optimizer_class(construction, ctx) != "torch.optim.SGD":
+        return False
+    momentum = semantics.keyword(construction, "momentum") or semantics.positional(construction, 2)
+    return momentum is None or semantics.literal(momentum.value) == 0
 
 
 class _LoopBody(OwnScopeVisitor):
