@@ -61,6 +61,9 @@ class StepBetweenSharedBackward(Rule):
         "forward after the step"
     )
     example = """
+    import torch
+
+    opt_d = torch.optim.Adam(netD.parameters())
     for real in loader:
         out = netD(generator(noise()))
         loss_d = criterion(out, fake_labels)
@@ -71,6 +74,9 @@ class StepBetweenSharedBackward(Rule):
         opt_g.step()
     """
     use_instead = """
+    import torch
+
+    opt_d = torch.optim.Adam(netD.parameters())
     for real in loader:
         fake = generator(noise())
         loss_d = criterion(netD(fake.detach()), fake_labels)
