@@ -274,3 +274,44 @@ def factory_then_move(site, entry):
 )
 def explicit_float64(site, entry):
     return entry.canonical("", site.device)
+
+
+# A call each discarded conversion stands for on a (2, 3) float32 tensor that requires grad: its own when it needs
+# no argument, else one of its kind that fits that shape (a cast stands in for a move: no GPU is needed).
+_DISCARDED_STAND_INS = {
+    "to": "to(torch.float64)", "cuda": "to(torch.float64)", "view": "view(3, 2)", "reshape": "reshape(3, 2)",
+    "unsqueeze": "unsqueeze(0)", "squeeze": "squeeze()", "permute": "permute(1, 0)", "transpose": "transpose(0, 1)",
+    "clamp": "clamp(0, 1)",
+}
+
+
+@witness(
+    "TL208",
+    """
+    import torch
+
+    def state(tensor):
+        return f"{str(tensor.dtype).replace('torch.', '')}, shape {tuple(tensor.shape)}, requires_grad {tensor.requires_grad}"
+
+    x = (torch.rand(2, 3) * 2).requires_grad_()
+    before = state(x)
+    x.$call
+    after = state(x)
+    result = state(x.$call)
+    module = torch.nn.Linear(3, 2)
+    module.double()
+    if before == after:
+        confirmed(f"after the statement `x.$call` x is unchanged ({after}); the discarded result was {result}. A module converts in place: after `m.double()` its weight is {module.weight.dtype}")
+    not_reproduced(f"`x.$call` changed x: {before} -> {after}")
+    """,
+    call=Code("double()"),
+)
+def discarded_conversion(site, entry):
+    call = site.node if isinstance(site.node, cst.Call) else None
+    method = semantics.method_name(call) if call is not None else None
+    if method is None:
+        return entry.canonical("the flagged code is not a method call", site.device)
+    stand_in = _DISCARDED_STAND_INS.get(method)
+    if stand_in is None:
+        return entry.witness(FROM_FINDING, "", site.device, call=Code(f"{method}()"))
+    return entry.witness(FROM_FINDING, f"`x.{stand_in}` stands in for `{site.code(call)}`", site.device, call=Code(stand_in))
