@@ -65,6 +65,7 @@ class StepBetweenSharedBackward(Rule):
 
     opt_d = torch.optim.Adam(netD.parameters())
     for real in loader:
+        optimizer.zero_grad()
         out = netD(generator(noise()))
         loss_d = criterion(out, fake_labels)
         loss_d.backward(retain_graph=True)
@@ -78,6 +79,7 @@ class StepBetweenSharedBackward(Rule):
 
     opt_d = torch.optim.Adam(netD.parameters())
     for real in loader:
+        optimizer.zero_grad()
         fake = generator(noise())
         loss_d = criterion(netD(fake.detach()), fake_labels)
         loss_d.backward()
