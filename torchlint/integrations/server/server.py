@@ -1,0 +1,442 @@
+"""The language server: protocol handlers, one lint thread, refreshes, a clean exit.
+
+Linting runs on one thread of its own, so the event loop keeps reading the client
+(cancellations, further edits) while a large document is linted, and the project
+index the engine keeps for imported files (`analysis/project.PROJECT`) is only ever
+used by one lint at a time. A change waits `DEBOUNCE_SECONDS` for the next one; a
+snapshot whose document changed again before its lint starts is dropped, and a
+result for a version that is no longer the document's is never published, so rapid
+edits cost one lint of the latest text, not one per keystroke.
+
+The server never answers bad input with a crash: a document that does not parse is
+its TL000 diagnostic, a malformed request gets an InvalidParams error (pygls alone
+drops it, leaving the client waiting), an unknown method MethodNotFound, and an
+exception in a handler is logged. It exits on `exit` (code 0 after `shutdown`, 1
+without, as LSP asks), when the client closes its end of the pipe, and when the
+client's process (the `processId` of `initialize`) is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Dict, List, Optional
+from urllib.parse import unquote, urlparse
+
+from lsprotocol import types
+from pygls.capabilities import get_capability
+from pygls.exceptions import JsonRpcException
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument, Workspace
+
+from torchlint import __version__
+from torchlint.analysis.project import PROJECT
+from torchlint.engine.runner import parse_error
+from torchlint.integrations.server.actions import ACTION_KINDS, FIX_ALL, code_actions, resolve_fix_all
+from torchlint.integrations.server.coordinates import lines_with_endings
+from torchlint.integrations.server.diagnostics import diagnostics, hover, rule_page
+from torchlint.integrations.server.documents import (
+    CODE, MARKDOWN, PYTHON_SUFFIXES, RAW, Cell, Configs, Linted, Snapshot, changes_settings, lint, normalised,
+)
+
+DEBOUNCE_SECONDS = 0.03
+CLIENT_POLL_SECONDS = 1.0
+RULE_COMMAND = "torchlint.rule"
+SYNC_KIND = types.TextDocumentSyncKind.Incremental
+# The Python cells of every notebook (`"*"`: any notebook type; the filter without one is valid LSP, but
+# lsprotocol's converter, which Python clients use, cannot read it).
+NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
+    notebook_selector=[types.NotebookDocumentFilterWithNotebook(notebook="*", cells=[types.NotebookCellLanguage(language="python")])],
+    save=True,
+)
+# What a settings or project file change is watched for, where the client lets the server ask.
+WATCHED = ("**/*.py", "**/torchlint.toml", "**/pyproject.toml", "**/setup.cfg", "**/setup.py", "**/requirements*.txt",
+           "**/environment.yml", "**/environment.yaml")
+
+logger = logging.getLogger(__name__)
+
+
+class _Document(TextDocument):
+    """A document whose lines are LSP's: pygls splits with `str.splitlines`, which also breaks at form
+    feeds and Unicode separators, so an incremental change after one would land on the wrong line."""
+
+    @property
+    def lines(self):
+        return tuple(lines_with_endings(self.source))
+
+
+class _Workspace(Workspace):
+    def _create_text_document(self, doc_uri, source=None, version=None, language_id=None):
+        return _Document(
+            doc_uri, source=source, version=version, language_id=language_id,
+            sync_kind=self._sync_kind, position_codec=self.position_codec,
+        )
+
+
+class _Protocol(LanguageServerProtocol):
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams):
+        result = yield from super().lsp_initialize(params)
+        # No document is open yet: the workspace pygls made is replaced by one that splits lines as LSP does.
+        made = self._workspace
+        self._workspace = _Workspace(made.root_uri, SYNC_KIND, list(made.folders.values()), made.position_encoding)
+        return result
+
+    def structure_message(self, data):
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as error:
+            if "method" in data and "id" in data:
+                request_id = data["id"] if isinstance(data["id"], (int, str)) else None
+                self._send_response(request_id, error=error.to_response_error())
+            raise
+
+
+class TorchlintServer(LanguageServer):
+    def __init__(self):
+        super().__init__(
+            "torchlint", __version__, text_document_sync_kind=SYNC_KIND, notebook_document_sync=NOTEBOOK_SYNC,
+            protocol_cls=_Protocol,
+        )
+        self.configs = Configs()
+        self.exit_code = 0
+        self._shutdown_requested = False
+        # The server's own change count of each open document or notebook, by the URI the client gave.
+        self._versions: Dict[str, int] = {}
+        self._results: Dict[str, Linted] = {}
+        self._timers: Dict[str, asyncio.TimerHandle] = {}
+        self._linter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="torchlint-lint")
+        self._register()
+
+    def _register(self) -> None:
+        handlers = {
+            types.INITIALIZE: self._initialize,
+            types.INITIALIZED: self._initialized,
+            types.SHUTDOWN: self._shutdown,
+            types.EXIT: self._exit,
+            types.TEXT_DOCUMENT_DID_OPEN: self._did_open,
+            types.TEXT_DOCUMENT_DID_CHANGE: self._did_change,
+            types.TEXT_DOCUMENT_DID_CLOSE: self._did_close,
+            types.NOTEBOOK_DOCUMENT_DID_OPEN: self._notebook_did_open,
+            types.NOTEBOOK_DOCUMENT_DID_CHANGE: self._notebook_did_change,
+            types.NOTEBOOK_DOCUMENT_DID_SAVE: self._notebook_did_save,
+            types.NOTEBOOK_DOCUMENT_DID_CLOSE: self._notebook_did_close,
+            types.WORKSPACE_DID_CHANGE_WATCHED_FILES: self._watched_files_changed,
+            types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS: self._folders_changed,
+            types.TEXT_DOCUMENT_HOVER: self._hover,
+            types.CODE_ACTION_RESOLVE: self._resolve_code_action,
+        }
+        for method, handler in handlers.items():
+            self.feature(method)(_plain(handler))
+        options = types.CodeActionOptions(code_action_kinds=ACTION_KINDS, resolve_provider=True)
+        self.feature(types.TEXT_DOCUMENT_CODE_ACTION, options)(_plain(self._code_action))
+        self.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))(_plain(self._did_save))
+        self.command(RULE_COMMAND)(_plain(self._rule))
+
+    def report_server_error(self, error: Exception, source) -> None:
+        # pygls would show every error to the user in a pop-up; a linter's belong in its log.
+        logger.error("%s", error)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def _initialize(self, params: types.InitializeParams) -> None:
+        if params.process_id and os.name == "posix":
+            threading.Thread(target=_exit_when_gone, args=(params.process_id,), daemon=True).start()
+
+    def _initialized(self, params: types.InitializedParams) -> None:
+        if get_capability(self.client_capabilities, "workspace.did_change_watched_files.dynamic_registration", False):
+            watchers = [types.FileSystemWatcher(glob_pattern=pattern) for pattern in WATCHED]
+            registration = types.Registration(
+                id="torchlint-watched-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers),
+            )
+            self.client_register_capability(types.RegistrationParams(registrations=[registration]))
+
+    def _shutdown(self, params: None) -> None:
+        self._shutdown_requested = True
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        self._linter.shutdown(wait=False, cancel_futures=True)
+
+    def _exit(self, params: None) -> None:
+        self.exit_code = 0 if self._shutdown_requested else 1
+
+    # ------------------------------------------------------------ documents
+
+    def _did_open(self, params: types.DidOpenTextDocumentParams) -> None:
+        document = params.text_document
+        if document.language_id == "python" or self._path_of(document.uri).endswith(PYTHON_SUFFIXES):
+            self._changed(document.uri, 0)
+
+    def _did_change(self, params: types.DidChangeTextDocumentParams) -> None:
+        if params.text_document.uri in self._versions:
+            self._changed(params.text_document.uri, DEBOUNCE_SECONDS)
+
+    def _did_save(self, params: types.DidSaveTextDocumentParams) -> None:
+        self._saved(params.text_document.uri)
+
+    def _did_close(self, params: types.DidCloseTextDocumentParams) -> None:
+        self._closed(params.text_document.uri, [params.text_document.uri])
+
+    def _notebook_did_open(self, params: types.DidOpenNotebookDocumentParams) -> None:
+        self._changed(params.notebook_document.uri, 0)
+
+    def _notebook_did_change(self, params: types.DidChangeNotebookDocumentParams) -> None:
+        structure = params.change.cells.structure if params.change.cells else None
+        if structure is not None:
+            self._clear([cell.uri for cell in structure.did_close or []])
+        self._changed(params.notebook_document.uri, DEBOUNCE_SECONDS)
+
+    def _notebook_did_save(self, params: types.DidSaveNotebookDocumentParams) -> None:
+        self._saved(params.notebook_document.uri)
+
+    def _notebook_did_close(self, params: types.DidCloseNotebookDocumentParams) -> None:
+        self._closed(params.notebook_document.uri, [cell.uri for cell in params.cell_text_documents])
+
+    def _changed(self, key: str, delay: float) -> None:
+        self._versions[key] = self._versions.get(key, 0) + 1
+        self._schedule(key, delay)
+
+    def _saved(self, uri: str) -> None:
+        self._file_changed(self._path_of(uri), created=False)
+        linted = self._results.get(uri)
+        if uri in self._versions and (linted is None or not self._is_current(linted)):
+            self._schedule(uri, 0)
+
+    def _closed(self, key: str, uris: List[str]) -> None:
+        self._versions.pop(key, None)
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        linted = self._results.pop(key, None)
+        self._clear(list(linted.snapshot.texts()) if linted is not None else uris)
+
+    def _clear(self, uris: List[str]) -> None:
+        for uri in uris:
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    # ------------------------------------------------------------ files that change others
+
+    def _watched_files_changed(self, params: types.DidChangeWatchedFilesParams) -> None:
+        for change in params.changes:
+            path = to_fs_path(change.uri)
+            if path is not None:
+                self._file_changed(path, created=change.type == types.FileChangeType.Created)
+
+    def _folders_changed(self, params: types.DidChangeWorkspaceFoldersParams) -> None:
+        # Configs without a config file are rooted at their workspace folder.
+        self._relint(self._versions)
+
+    def _file_changed(self, path: str, created: bool) -> None:
+        """A file changed on disk: a settings file re-lints every document, a project file those that read it."""
+        if changes_settings(path):
+            self._relint(self._versions, forget_configs=True)
+            return
+        if not path.endswith(PYTHON_SUFFIXES):
+            return
+        if created:
+            self._linter.submit(_forget_project_layout)
+            self._relint(self._versions)
+            return
+        changed = normalised(path)
+        self._relint([key for key, linted in self._results.items() if changed in linted.dependencies])
+
+    def _relint(self, keys, forget_configs: bool = False) -> None:
+        if forget_configs:
+            self._linter.submit(self.configs.clear)
+        for key in list(keys):
+            if key in self._versions:
+                self._schedule(key, 0)
+
+    # ------------------------------------------------------------ linting
+
+    def _schedule(self, key: str, delay: float) -> None:
+        if self._shutdown_requested:
+            return
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        self._timers[key] = asyncio.get_running_loop().call_later(delay, self._start_lint, key)
+
+    def _start_lint(self, key: str) -> None:
+        self._timers.pop(key, None)
+        asyncio.ensure_future(self._lint_and_publish(key))
+
+    async def _lint_and_publish(self, key: str) -> None:
+        linted = await self._lint(key)
+        if linted is not None:
+            self._publish(linted)
+
+    async def _lint(self, key: str) -> Optional[Linted]:
+        """The latest text's lint, stored; None when the document changed or closed meanwhile."""
+        snapshot = self._snapshot(key)
+        if snapshot is None or self._shutdown_requested:
+            return None
+        linted = await self._on_lint_thread(self._lint_if_current, snapshot, self._workspace_folders())
+        if linted is None or not self._is_current(linted):
+            return None
+        self._results[key] = linted
+        return linted
+
+    async def _current(self, key: str) -> Optional[Linted]:
+        """The lint of the document as it is now: stored, or made now (and published) for a request."""
+        linted = self._results.get(key)
+        if linted is not None and self._is_current(linted):
+            return linted
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        linted = await self._lint(key)
+        if linted is not None:
+            self._publish(linted)
+        return linted
+
+    def _lint_if_current(self, snapshot: Snapshot, folders: List[str]) -> Optional[Linted]:
+        """On the lint thread: the snapshot's lint, unless a newer change made it worthless."""
+        if self._versions.get(snapshot.uri) != snapshot.version:
+            return None
+        try:
+            return lint(snapshot, self.configs, folders)
+        except Exception as error:  # the engine turns bad input into findings; this is a torchlint bug
+            logger.exception("linting %s failed", snapshot.path)
+            message = f"internal error in torchlint: {type(error).__name__}: {error}; please report this bug"
+            return Linted(snapshot, [parse_error(snapshot.path, message)])
+
+    async def _on_lint_thread(self, function, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._linter, functools.partial(function, *args))
+
+    def _is_current(self, linted: Linted) -> bool:
+        return self._versions.get(linted.snapshot.uri) == linted.snapshot.version
+
+    def _publish(self, linted: Linted) -> None:
+        versions = linted.snapshot.versions()
+        for uri, items in diagnostics(linted, self._units).items():
+            self.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=uri, diagnostics=items, version=versions.get(uri)),
+            )
+
+    def _snapshot(self, key: str) -> Optional[Snapshot]:
+        version = self._versions.get(key)
+        if version is None:
+            return None
+        notebook = self.workspace.get_notebook_document(notebook_uri=key)
+        if notebook is not None:
+            cells = tuple(self._cell(cell) for cell in notebook.cells)
+            return Snapshot(key, version, self._path_of(key), lsp_version=notebook.version, cells=cells)
+        document = self.workspace.text_documents.get(unquote(key))
+        if document is None:
+            return None
+        return Snapshot(key, version, self._path_of(key), text=document.source, lsp_version=document.version)
+
+    def _cell(self, cell: types.NotebookCell) -> Cell:
+        document = self.workspace.text_documents.get(unquote(cell.document))
+        if cell.kind == types.NotebookCellKind.Markup:
+            kind = MARKDOWN
+        else:
+            kind = CODE if document is None or document.language_id in (None, "python") else RAW
+        if document is None:
+            return Cell(cell.document, kind, "", None)
+        return Cell(cell.document, kind, document.source, document.version)
+
+    def _path_of(self, uri: str) -> str:
+        """The file name the engine sees: the file's path, or for an unsaved document its name in the first workspace folder."""
+        path = to_fs_path(uri) if urlparse(uri).scheme == "file" else None
+        if path:
+            return os.path.abspath(path)
+        name = unquote(urlparse(uri).path).rstrip("/").rsplit("/", 1)[-1] or "untitled"
+        folders = self._workspace_folders()
+        return os.path.join(folders[0] if folders else os.getcwd(), name)
+
+    def _workspace_folders(self) -> List[str]:
+        try:
+            workspace = self.workspace
+        except RuntimeError:  # before `initialize`
+            return []
+        uris = [folder.uri for folder in workspace.folders.values()] or ([workspace.root_uri] if workspace.root_uri else [])
+        return [os.path.abspath(path) for path in map(to_fs_path, uris) if path]
+
+    def _units(self, text: str) -> int:
+        return self.workspace.position_codec.client_num_units(text)
+
+    def _key_of(self, uri: str) -> Optional[str]:
+        """The open document a request's URI belongs to: itself, or the notebook of a cell."""
+        if uri in self._versions:
+            return uri
+        notebook = self.workspace.get_notebook_document(cell_uri=uri)
+        if notebook is not None and notebook.uri in self._versions:
+            return notebook.uri
+        return None
+
+    # ------------------------------------------------------------ requests
+
+    async def _code_action(self, params: types.CodeActionParams) -> Optional[List[types.CodeAction]]:
+        key = self._key_of(params.text_document.uri)
+        linted = await self._current(key) if key is not None else None
+        if linted is None:
+            return None
+        resolves = "edit" in get_capability(self.client_capabilities, "text_document.code_action.resolve_support.properties", [])
+        data = {"uri": key} if resolves else None
+        return await self._on_lint_thread(
+            code_actions, linted, params.text_document.uri, params.range, params.context, self._units, data,
+        )
+
+    async def _resolve_code_action(self, action: types.CodeAction) -> types.CodeAction:
+        key = action.data.get("uri") if action.kind == FIX_ALL and isinstance(action.data, dict) else None
+        linted = await self._current(key) if key in self._versions else None
+        if linted is None:
+            return action
+        return await self._on_lint_thread(resolve_fix_all, linted, action, self._units)
+
+    async def _hover(self, params: types.HoverParams) -> Optional[types.Hover]:
+        key = self._key_of(params.text_document.uri)
+        linted = await self._current(key) if key is not None else None
+        return hover(linted, params.text_document.uri, params.position, self._units) if linted is not None else None
+
+    def _rule(self, code: str) -> Optional[str]:
+        """`torchlint rule CODE` as a command: the rule's page in Markdown."""
+        return rule_page(code) if isinstance(code, str) else None
+
+
+def _plain(method):
+    """A function calling the bound method: pygls marks its handlers with attributes, which a method cannot take."""
+    if asyncio.iscoroutinefunction(method):
+        async def handler(*args):
+            return await method(*args)
+    else:
+        def handler(*args):
+            return method(*args)
+    return handler
+
+
+def _forget_project_layout() -> None:
+    """An import that named no project file may name a new one: the index starts again (it has no call for
+    that; a lint process of `check` never outlives a file's creation)."""
+    PROJECT.__init__()
+
+
+def _exit_when_gone(pid: int) -> None:
+    """Exit once the client's process is gone: an editor that crashed leaves no server behind."""
+    while True:
+        time.sleep(CLIENT_POLL_SECONDS)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            logger.info("the client (process %d) is gone; exiting", pid)
+            os._exit(0)
+        except PermissionError:
+            pass  # alive, and someone else's
+
+
+def serve() -> int:
+    server = TorchlintServer()
+    server.start_io()
+    return server.exit_code
+
