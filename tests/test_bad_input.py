@@ -6,6 +6,7 @@ import pytest
 
 from conftest import run_cli
 
+NOT_UTF8 = "the bytes are not valid UTF-8 (and the file declares no other encoding)"
 GOOD_WITH_FINDING = b"from torch.utils.data import DataLoader\nloader = DataLoader(ds, persistent_workers=True)\n"
 
 
@@ -21,7 +22,11 @@ def lint_tree(tmp_path, name: str, data: bytes, *extra):
     "data, expected",
     [
         (b"def train(:\n    pass\n", "bad.py:1:11: TL000 SyntaxError: invalid syntax"),
-        (b"x = 1\n\xff\xfe = 2\n", "bad.py:2:1: TL000 not valid utf-8 text: invalid start byte (byte 0xff)"),
+        (b"x = 1\n\xff\xfe = 2\n", f"bad.py:2:1: TL000 {NOT_UTF8}: invalid start byte (byte 0xff)"),
+        # In the first two lines, where Python's tokenizer blames a missing encoding declaration.
+        (b"\xff\xfe = 2\n", f"bad.py:1:1: TL000 {NOT_UTF8}: invalid start byte (byte 0xff)"),
+        (b"x = 1  # caf\xe9\n", f"bad.py:1:13: TL000 {NOT_UTF8}: invalid continuation byte (byte 0xe9)"),
+        (b"# -*- coding: utf-8 -*-\nname = '\xe9'\n", "bad.py:2:9: TL000 not valid utf-8 text: invalid continuation byte (byte 0xe9)"),
         (b"# -*- coding: ascii -*-\nname = '\xc3\xa9'\n", "bad.py:2:9: TL000 not valid ascii text: ordinal not in range(128) (byte 0xc3)"),
         (b"x = 1\ny = 2\x00\n", "bad.py:2:6: TL000 source contains a NUL byte"),
         (b"# -*- coding: klingon -*-\n", "bad.py:1:1: TL000 invalid encoding declaration: unknown encoding: klingon"),

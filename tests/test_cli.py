@@ -106,9 +106,23 @@ def test_json_is_empty_array_when_clean(project, capsys):
     assert check(capsys, "--output-format", "json", "clean.py") == (0, "[]\n", "")
 
 
-def test_statistics(project, capsys):
-    _, out, _ = check(capsys, "--statistics", "--quiet", "bad.py")
-    assert out.splitlines()[-1] == "    1  TL303  persistent-workers-without-workers"
+def test_statistics_is_only_the_table_with_a_fixable_column(project, capsys):
+    (project / "fixable.py").write_text("import torch\nx = torch.zeros(3).cuda()\ny = x.to(device)\n")
+    code, out, _ = check(capsys, "--statistics", "bad.py", "fixable.py")
+    assert (code, out.splitlines()) == (1, [
+        "    1  TL201  [*] mixed-device-styles",
+        "    1  TL303      persistent-workers-without-workers",
+    ])
+
+
+@pytest.mark.parametrize("output_format", ["json", "sarif", "gitlab"])
+def test_statistics_with_a_machine_format_is_one_document(project, capsys, output_format):
+    code, out, _ = check(capsys, "--statistics", "--output-format", output_format, "bad.py")
+    # One JSON document, nothing after it: the counts, in every JSON format.
+    assert json.loads(out) == [{
+            "code": "TL303", "name": "persistent-workers-without-workers", "count": 1,
+            "fixable": False, "fixable_count": 0, "unsafe_fixable_count": 0,
+        }]
 
 
 def test_stdin_with_filename(project):
@@ -158,11 +172,11 @@ def test_torchlint_toml_and_explicit_config(project, capsys):
 @pytest.mark.parametrize(
     "content, message",
     [
-        ('[tool.torchlint]\nselec = ["TL1"]\n', "pyproject.toml: unknown key 'selec' in [tool.torchlint]"),
+        ('[tool.torchlint]\nselec = ["TL1"]\n', "pyproject.toml: unknown key 'selec' in [tool.torchlint]; did you mean 'select'?"),
         ('[tool.torchlint]\nselect = "TL1"\n', "pyproject.toml: 'select' must be a list, got str"),
         ('[tool.torchlint]\nselect = ["TL777"]\n', "pyproject.toml: 'select': unknown rule code or name 'TL777'"),
         ('[tool.torchlint]\ntorch-version = "two"\n', "pyproject.toml: 'torch-version': expected a version like \"2.1\", got 'two'"),
-        ('[tool.torchlint]\noutput-format = "xml"\n', "pyproject.toml: 'output-format': must be one of full, concise, json, sarif, github, got 'xml'"),
+        ('[tool.torchlint]\noutput-format = "xml"\n', "pyproject.toml: 'output-format': must be one of full, concise, json, json-lines, sarif, github, gitlab, junit, pylint, got 'xml'"),
         ('[tool.torchlint\n', "pyproject.toml: invalid TOML: "),
     ],
 )

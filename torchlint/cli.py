@@ -1,38 +1,45 @@
-"""Command line: `torchlint [check] PATH...`, `torchlint rule CODE`.
+"""Command line: `torchlint [check] [PATH...]`, `torchlint rule CODE`.
 
 Exit codes: 0 no findings left, 1 findings left, 2 usage error, bad config or
-internal error.
+internal error. Without a path, `check` lints the current folder; paths that hold
+no Python file are a warning, not an error, as in ruff.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import importlib
+import json
 import os
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, TextIO, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, TextIO, Tuple
 
 from torchlint import __version__
 from torchlint.cache import Cache
-from torchlint.config import OUTPUT_FORMATS, Config, ConfigError, load, resolve_codes, settings_report
+from torchlint.config import IGNORE, OUTPUT_FORMATS, Config, ConfigError, Resolved, resolve, resolve_codes, settings_report
 from torchlint.discovery import MissingPath, UnreadableFolder, discover
 from torchlint.engine.parallel import lint_file_bytes, lint_files
 from torchlint.finding import FileResult, Finding
-from torchlint.reporters import REPORTERS
+from torchlint.reporters import REPORTERS, source_key
 
 # The engine, the rules and the fixes import libcst (a third of a second): they are imported where
 # they are used, so that a run answered from the cache starts as fast as Python does.
 if TYPE_CHECKING:
     from torchlint import fixes as fixes_io
 
-COMMANDS = ("check", "rule", "verify", "doctor")
+COMMANDS = ("check", "rule", "verify", "doctor", "server")
 # Commands that live with their feature; each module has `register(subparsers)` setting `handler`.
-FEATURE_COMMANDS = ("torchlint.verify.command", "torchlint.health")
+FEATURE_COMMANDS = ("torchlint.verify.command", "torchlint.health", "torchlint.integrations.server.command")
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 # Formats a person reads, which end with a summary.
 TEXT_FORMATS = ("full", "concise")
+NO_FILES = "No Python files found under the given path(s)"
+# Formats whose output is JSON: `--statistics` answers them in JSON too.
+JSON_FORMATS = ("json", "json-lines", "sarif", "gitlab")
 
 
 class UsageError(Exception):
@@ -41,6 +48,25 @@ class UsageError(Exception):
 
 def _codes_list(text: str) -> List[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _jobs(text: str) -> int:
+    """`--jobs N`: N worker processes; 0 means one per core, which is also the default; below 0 is a usage error."""
+    try:
+        jobs = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if jobs < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (one per core) or more, got {jobs}")
+    return jobs
+
+
+def _per_file_ignore(text: str) -> Tuple[str, List[str]]:
+    """`--per-file-ignores 'tests/*.py:TL501,TL303'`: a glob and the codes not reported in its files."""
+    pattern, colon, codes = text.rpartition(":")
+    if not colon or not pattern or not _codes_list(codes):
+        raise argparse.ArgumentTypeError(f"expected GLOB:CODE[,CODE...], got {text!r}")
+    return pattern, _codes_list(codes)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,24 +78,40 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     check = commands.add_parser("check", help="lint files and folders (the default command)")
-    check.add_argument("paths", nargs="*", metavar="PATH", help="files or folders; `-` reads standard input")
+    check.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: the current folder); `-` reads standard input")
     selection = check.add_argument_group("rule selection (codes, prefixes like TL1, or rule names; comma-separated)")
     selection.add_argument("--select", type=_codes_list, help="exactly these rules")
     selection.add_argument("--extend-select", type=_codes_list, help="these rules too")
     selection.add_argument("--ignore", type=_codes_list, help="not these rules")
+    selection.add_argument(
+        "--per-file-ignores", type=_per_file_ignore, action="append", metavar="GLOB:CODES",
+        help="rules not reported in the files GLOB matches (repeatable; replaces the config's per-file-ignores)",
+    )
+    selection.add_argument(
+        "--extend-per-file-ignores", type=_per_file_ignore, action="append", metavar="GLOB:CODES",
+        help="as --per-file-ignores, on top of the config's",
+    )
+    selection.add_argument("--ignore-noqa", action="store_true", help="report what `# noqa` comments would silence")
     output = check.add_argument_group("output")
     output.add_argument("--output-format", choices=[name for name in OUTPUT_FORMATS if name in REPORTERS])
-    output.add_argument("--statistics", action="store_true", help="print the number of findings per rule")
+    output.add_argument("-o", "--output-file", type=Path, help="write the report to this file instead of standard output")
+    output.add_argument(
+        "--statistics", action="store_true",
+        help="print the number of findings per rule, and whether --fix can fix them, instead of the findings (JSON with --output-format json)",
+    )
     output.add_argument("-q", "--quiet", action="store_true", help="print findings only, no summary")
     output.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     check.add_argument("--config", type=Path, help="a pyproject.toml or torchlint.toml to use instead of the nearest one")
+    check.add_argument("--isolated", action="store_true", help="read no config file: defaults and the command line only")
     check.add_argument(
         "--show-settings", action="store_true",
-        help="print the resolved settings (config file, torch-version and where it came from, rules, excludes) and exit without linting",
+        help="print the resolved settings and where each came from (default, a config file and key, an option), and exit without linting",
     )
+    check.add_argument("--show-files", action="store_true", help="print the files a run would lint, and exit without linting")
     check.add_argument("--stdin-filename", help="the name standard input is reported under")
     check.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
-    check.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: all cores)")
+    check.add_argument("--jobs", "-j", type=_jobs, default=None, metavar="N", help="worker processes; 0 (the default): one per core")
+    check.add_argument("--watch", action="store_true", help="lint again whenever a linted file changes (needs watchfiles: pip install 'torchlint[watch]')")
     check.add_argument("--force-exclude", action="store_true", help="apply excludes to paths named on the command line too")
     check.add_argument("--no-respect-gitignore", action="store_true", help="lint files that .gitignore excludes")
     fixing = check.add_argument_group("fixes")
@@ -81,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     fixing.add_argument("--diff", action="store_true", help="print the diff the fixes would make and write nothing; exit 1 if there is one")
     fixing.add_argument("--show-fixes", action="store_true", help="list the findings that were fixed")
     fixing.add_argument("--exit-non-zero-on-fix", action="store_true", help="exit 1 when anything was fixed, even if no finding remains")
+    fixing.add_argument("--fix-only", action="store_true", help="apply the fixes and report nothing about the findings that remain; exit 0")
+    fixing.add_argument("--add-noqa", action="store_true", help="add `# noqa: CODE` to every line with a finding, keeping the codes already there")
 
     check.set_defaults(handler=run_check)
 
@@ -136,6 +180,11 @@ def run_rule(args) -> int:
 
 
 def load_config(args) -> Config:
+    return resolve_config(args).config
+
+
+def resolve_config(args) -> Resolved:
+    """The run's settings from the config file and the command line (`args` of `check`, or of `verify`)."""
     start = Path.cwd()
     real_paths = [path for path in args.paths if path != "-"]
     if real_paths:
@@ -145,46 +194,96 @@ def load_config(args) -> Config:
         "select": args.select,
         "extend-select": args.extend_select,
         "extend-ignore": args.ignore,
+        "per-file-ignores": _per_file_table(getattr(args, "per_file_ignores", None)),
+        "extend-per-file-ignores": _per_file_table(getattr(args, "extend_per_file_ignores", None)),
         "output-format": args.output_format,
         "fix": args.fix,
         "unsafe-fixes": args.unsafe_fixes,
+        "ignore-noqa": getattr(args, "ignore_noqa", False) or None,
     }
     # Command-line selectors are checked first, so their mistakes are not blamed on a config file.
-    for option, key in (("--select", "select"), ("--extend-select", "extend-select"), ("--ignore", "extend-ignore")):
-        resolve_codes(overrides[key] or [], f"{option}")
-    return load(args.config, start, overrides)
+    for option, key, purpose in (("--select", "select", None), ("--extend-select", "extend-select", None), ("--ignore", "extend-ignore", IGNORE)):
+        resolve_codes(overrides[key] or [], option, *([purpose] if purpose else []))
+    for option, key in (("--per-file-ignores", "per-file-ignores"), ("--extend-per-file-ignores", "extend-per-file-ignores")):
+        for codes in (overrides[key] or {}).values():
+            resolve_codes(codes, option, IGNORE)
+    return resolve(args.config, start, overrides, isolated=getattr(args, "isolated", False))
+
+
+def _per_file_table(pairs: Optional[List[Tuple[str, List[str]]]]) -> Optional[Dict[str, List[str]]]:
+    if not pairs:
+        return None
+    table: Dict[str, List[str]] = {}
+    for pattern, codes in pairs:
+        table.setdefault(pattern, []).extend(codes)
+    return table
 
 
 def run_check(args) -> int:
-    if args.show_settings:
-        sys.stdout.write(settings_report(load_config(args)))
-        return EXIT_CLEAN
     if not args.paths:
-        raise UsageError("no paths given; try `torchlint .`")
-    config = load_config(args)
+        args.paths = ["."]
+    if args.watch:
+        from torchlint.watch import watch
+
+        return watch(args)
+    with output_stream(args) as out:
+        return check_once(args, out)
+
+
+def check_once(args, out: TextIO) -> int:
+    """One `check` run, reported on `out` (standard output, or the `--output-file`)."""
+    resolved = resolve_config(args)
+    config = resolved.config
+    if args.show_settings:
+        out.write(settings_report(config, resolved.origins))
+        return EXIT_CLEAN
+    if args.show_files:
+        files, _ = _discover(args, config, [path for path in args.paths if path != "-"])
+        out.write("".join(f"{name}\n" for name in sorted({name for _, name in files})))
+        return EXIT_CLEAN
+    if args.add_noqa:
+        return run_add_noqa(args, config)
+    if args.fix_only:
+        config = dataclasses.replace(config, fix=True)
     if config.fix or args.diff:
-        return run_fix(args, config)
+        return run_fix(args, config, out)
     results = collect(args, config)
     findings = sorted((finding for result in results for finding in result.findings), key=Finding.sort_key)
-    sources = {result.filename: result.source.text for result in results if result.source is not None}
-    report(args, config, findings, sources, sys.stdout, summary(findings, config.unsafe_fixes))
+    report(args, config, findings, _sources(results), out, summary(findings, config.unsafe_fixes))
     return EXIT_FINDINGS if findings and not args.exit_zero else EXIT_CLEAN
 
 
+@contextlib.contextmanager
+def output_stream(args) -> Iterator[TextIO]:
+    """Where the report goes: standard output, or the `--output-file` (made with its folder, as ruff does)."""
+    if args.output_file is None:
+        yield sys.stdout
+        return
+    try:
+        args.output_file.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(args.output_file, "w", encoding="utf-8", errors="surrogateescape")
+    except OSError as error:
+        raise UsageError(f"{args.output_file}: cannot write the report: {error.strerror or error}") from None
+    with handle:
+        yield handle
+
+
 def report(args, config: Config, findings: List[Finding], sources: Dict[str, str], out: TextIO, closing: str) -> None:
-    """The findings in the chosen format, then statistics and, for the text formats, the closing summary."""
-    output_format = _output_format(config)
+    """The findings in the chosen format (or, with --statistics, their counts), then the closing summary for people."""
+    output_format = _output_format(config, out)
+    if args.statistics:
+        out.write(statistics_json(findings, output_format) if output_format in JSON_FORMATS else statistics(findings))
+        out.flush()
+        return
     colour = out.isatty() and "NO_COLOR" not in os.environ and output_format == "full"
     out.write(REPORTERS[output_format](findings, sources, colour))
-    if args.statistics:
-        out.write(statistics(findings))
     if output_format in TEXT_FORMATS and not args.quiet:
         out.write(closing)
     out.flush()
 
 
-def _output_format(config: Config) -> str:
-    return config.output_format or ("full" if sys.stdout.isatty() else "concise")
+def _output_format(config: Config, out: TextIO = sys.stdout) -> str:
+    return config.output_format or ("full" if out.isatty() else "concise")
 
 
 def _discover(args, config: Config, paths: List[str]) -> Tuple[List[Tuple[str, str]], List[UnreadableFolder]]:
@@ -196,6 +295,8 @@ def _discover(args, config: Config, paths: List[str]) -> Tuple[List[Tuple[str, s
         ))
     except MissingPath as error:
         raise UsageError(f"{error}: no such file or folder") from None
+    if not files and not unreadable and "-" not in args.paths:
+        print(f"torchlint: warning: {NO_FILES}", file=sys.stderr)
     return files, unreadable
 
 
@@ -214,8 +315,7 @@ def collect(args, config: Config) -> List[FileResult]:
     files = []
     for path in args.paths:
         if path == "-":
-            name = args.stdin_filename or "-"
-            results.append(lint_file_bytes(sys.stdin.buffer.read(), name, config))
+            results.append(_lint_stdin(args.stdin_filename or "-", config))
         else:
             files.append(path)
     found, unreadable = _discover(args, config, files)
@@ -226,11 +326,88 @@ def collect(args, config: Config) -> List[FileResult]:
     return results
 
 
+def _lint_stdin(name: str, config: Config) -> FileResult:
+    from torchlint import source as file_sources
+
+    data = sys.stdin.buffer.read()
+    result = lint_file_bytes(data, name, config)
+    if result.source is None and result.findings:
+        # A notebook's cells are quoted from its text (`_sources`), which standard input cannot give twice.
+        with contextlib.suppress(file_sources.SourceError):
+            result.source = file_sources.decode(data)
+    return result
+
+
+def _sources(results: List[FileResult]) -> Dict[str, str]:
+    return _quoted([(result.filename, result.source.text if result.source else None, result.findings) for result in results])
+
+
+def _quoted(files: List[Tuple[str, Optional[str], List[Finding]]]) -> Dict[str, str]:
+    """What the reporters quote, from (name, text or None, findings) of each file: each file's text and, for a
+    notebook with findings in its cells, each cell's."""
+    from torchlint import source as file_sources
+
+    sources = {filename: text for filename, text, _ in files if text is not None}
+    for filename, text, findings in files:
+        if not any(finding.cell is not None for finding in findings):
+            continue
+        from torchlint.notebook import cell_sources
+
+        if text is None:
+            # A notebook linted afresh keeps no text (its findings count in cells): its name is its path.
+            try:
+                text = file_sources.decode(file_sources.read_bytes(filename)).text
+            except (OSError, file_sources.SourceError):
+                continue
+        sources.update((source_key(filename, cell), cell_text) for cell, cell_text in cell_sources(text).items())
+    return sources
+
+
+# ---------------------------------------------------------------- --add-noqa
+
+# Codes no `# noqa` is written for: a file that does not parse is never suppressed line by line, and a comment for an
+# unused comment would be one more to maintain.
+_NOT_SUPPRESSIBLE = frozenset({"TL000", "TL001"})
+
+
+def run_add_noqa(args, config: Config) -> int:
+    """Write `# noqa: CODE` on every line of a Python file with a finding; notebooks are left as they are."""
+    from torchlint import fixes as fixes_io
+    from torchlint import source as file_sources
+    from torchlint.engine.noqa import add_noqa
+    from torchlint.fixes.files import FIXABLE_SUFFIXES
+
+    if "-" in args.paths:
+        raise UsageError("--add-noqa writes the files it lints: it cannot read standard input")
+    found, _ = _discover(args, config, args.paths)
+    added = 0
+    for path, filename in found:
+        if not path.endswith(FIXABLE_SUFFIXES):
+            continue
+        try:
+            data = file_sources.read_bytes(path)
+            source = file_sources.decode(data)
+        except (OSError, file_sources.SourceError):
+            continue  # its TL000 is reported by any run: no line of it can be suppressed
+        findings = [finding for finding in lint_file_bytes(data, filename, config).findings if finding.code not in _NOT_SUPPRESSIBLE]
+        text, count = add_noqa(source.text, findings)
+        if not count:
+            continue
+        problem = fixes_io.write(fixes_io.FileFix(filename, path, data, source, fixes_io.FixResult(source.text, text)))
+        if problem:
+            print(f"torchlint: {problem}", file=sys.stderr)
+        else:
+            added += count
+    if not args.quiet:
+        print(f"Added {added} noqa {'directive' if added == 1 else 'directives'}.", file=sys.stderr)
+    return EXIT_CLEAN
+
+
 # ---------------------------------------------------------------- --fix and --diff
 
 
-def run_fix(args, config: Config) -> int:
-    """Fix every file (or print the diff), then report what remains, as `check` does."""
+def run_fix(args, config: Config, out: TextIO) -> int:
+    """Fix every file (or print the diff), then report what remains, as `check` does (`--fix-only`: only what was fixed)."""
     from torchlint import fixes as fixes_io
 
     fixes = collect_fixes(args, config)
@@ -239,9 +416,10 @@ def run_fix(args, config: Config) -> int:
             print(f"torchlint: {problem}", file=sys.stderr)
     broken = any(fix.result.broken for fix in fixes)
     if args.diff:
-        return _print_diffs(args, fixes, broken)
+        return _print_diffs(args, fixes, broken, out)
     # As in ruff, the code read from standard input comes back fixed on standard output, the report on standard error.
-    out = sys.stderr if any(fix.path is None for fix in fixes) else sys.stdout
+    if out is sys.stdout and any(fix.path is None for fix in fixes):
+        out = sys.stderr
     for fix in fixes:
         if not fix.changed or fix.path is None:
             continue
@@ -252,15 +430,22 @@ def run_fix(args, config: Config) -> int:
     _echo_stdin(fixes)
     fixed = [finding for fix in fixes for finding in fix.result.fixed]
     findings = sorted((finding for fix in fixes for finding in fix.findings), key=Finding.sort_key)
-    sources = {fix.filename: fix.result.text for fix in fixes if fix.source is not None}
+    sources = _quoted([(fix.filename, fix.result.text if fix.source else None, fix.findings) for fix in fixes])
+    text_format = _output_format(config, out) in TEXT_FORMATS
     if args.show_fixes and fixed:
-        (out if _output_format(config) in TEXT_FORMATS else sys.stderr).write(fixed_listing(fixed))
-    report(args, config, findings, sources, out, fix_summary(len(fixed), findings, config.unsafe_fixes))
+        (out if text_format else sys.stderr).write(fixed_listing(fixed))
+    if args.fix_only:
+        if text_format and not args.quiet:
+            out.write(f"Fixed {len(fixed)} {_noun(len(fixed))}.\n" if fixed else "No findings fixed.\n")
+    else:
+        report(args, config, findings, sources, out, fix_summary(len(fixed), findings, config.unsafe_fixes))
     if broken:
         return EXIT_ERROR
     if args.exit_zero:
         return EXIT_CLEAN
-    return EXIT_FINDINGS if findings or (args.exit_non_zero_on_fix and fixed) else EXIT_CLEAN
+    if args.exit_non_zero_on_fix and fixed:
+        return EXIT_FINDINGS
+    return EXIT_FINDINGS if findings and not args.fix_only else EXIT_CLEAN
 
 
 def collect_fixes(args, config: Config) -> List[fixes_io.FileFix]:
@@ -290,12 +475,12 @@ def _echo_stdin(fixes: List[fixes_io.FileFix]) -> None:
             sys.stdout.buffer.flush()
 
 
-def _print_diffs(args, fixes: List[fixes_io.FileFix], broken: bool) -> int:
+def _print_diffs(args, fixes: List[fixes_io.FileFix], broken: bool, out: TextIO) -> int:
     from torchlint import fixes as fixes_io
 
     changed = [fix for fix in fixes if fix.changed]
-    sys.stdout.write("".join(fixes_io.unified_diff(fix.result.original, fix.result.text, fix.filename) for fix in changed))
-    sys.stdout.flush()
+    out.write("".join(fixes_io.unified_diff(fix.result.original, fix.result.text, fix.filename) for fix in changed))
+    out.flush()
     if not args.quiet:
         count = sum(len(fix.result.fixed) for fix in changed)
         remaining = sum(len(fix.findings) for fix in fixes)
@@ -320,10 +505,37 @@ def fixed_listing(fixed: List[Finding]) -> str:
 # ---------------------------------------------------------------- summaries
 
 
+def _rule_counts(findings: List[Finding]) -> List[dict]:
+    """Per rule, most findings first: its code, name, count, and how many `--fix` and `--unsafe-fixes` would fix."""
+    rows: Dict[str, dict] = {}
+    for finding in findings:
+        row = rows.setdefault(finding.code, {"code": finding.code, "name": finding.name, "count": 0, "safe": 0, "unsafe": 0})
+        row["count"] += 1
+        if finding.fix is not None:
+            row[finding.fix.applicability] += 1
+    return sorted(rows.values(), key=lambda row: (-row["count"], row["code"]))
+
+
 def statistics(findings: List[Finding]) -> str:
-    counts = Counter((finding.code, finding.name) for finding in findings)
-    lines = [f"{count:>5}  {code}  {name}" for (code, name), count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+    """The table `--statistics` prints: count, code, `[*]` when `--fix` fixes some (`[~]`: only with unsafe fixes), name."""
+    lines = []
+    for row in _rule_counts(findings):
+        marker = "[*]" if row["safe"] else "[~]" if row["unsafe"] else "   "
+        lines.append(f"{row['count']:>5}  {row['code']}  {marker} {row['name']}")
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def statistics_json(findings: List[Finding], output_format: str = "json") -> str:
+    """`--statistics` in a JSON format: an array of one object per rule, as ruff prints them, with the fix counts
+    (`json-lines`: one object a line)."""
+    rows = [
+        {"code": row["code"], "name": row["name"], "count": row["count"], "fixable": row["safe"] > 0,
+         "fixable_count": row["safe"], "unsafe_fixable_count": row["unsafe"]}
+        for row in _rule_counts(findings)
+    ]
+    if output_format == "json-lines":
+        return "".join(json.dumps(row) + "\n" for row in rows)
+    return json.dumps(rows, indent=2) + "\n"
 
 
 def _noun(count: int) -> str:

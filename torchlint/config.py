@@ -1,20 +1,28 @@
 """Configuration: `[tool.torchlint]` in the nearest pyproject.toml, or a file given with --config.
 
 Config is resolved once per run into a `Config`; every bad key or value raises
-`ConfigError` naming the key and the file, which the CLI turns into exit 2.
-Without a `torch-version` key, the project's own torch requirement gives it
-(see `torchlint.project_settings`), and the `Config` records where it came from.
+`ConfigError` naming the key and the file (and the key it was likely meant to be),
+which the CLI turns into exit 2. Without a `torch-version` key, the project's own
+torch requirement gives it (see `torchlint.project_settings`), and the `Config`
+records where it came from. `SCHEMA` describes every key: the loader checks types
+against it and docs/configuration.md's reference is generated from it
+(`python -m torchlint.config_reference`).
+
+Selection: a code, a name or `ALL` selects any rule; a prefix (`TL3`) selects only
+the rules that are on by default, so an opt-in rule is enabled only by its own code,
+its name or `ALL`. Ignoring by prefix ignores every rule it matches.
 """
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import os
 import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import FrozenSet, Iterable, List, Optional, Tuple
+from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
 import pathspec
 
@@ -37,7 +45,7 @@ DEFAULT_LABEL_NAMES = (
     "*_label", "*_labels", "*_target", "*_targets",
 )
 DEFAULT_TORCH_VERSION = (2, 6)
-OUTPUT_FORMATS = ("full", "concise", "json", "sarif", "github")
+OUTPUT_FORMATS = ("full", "concise", "json", "json-lines", "sarif", "github", "gitlab", "junit", "pylint")
 
 
 class ConfigError(Exception):
@@ -58,6 +66,8 @@ class Config:
     torch_version_source: TorchVersionSource = DEFAULT_SOURCE
     root: Path = field(default_factory=Path.cwd)
     path: Optional[Path] = None
+    # `--ignore-noqa`: report what `# noqa` comments would silence.
+    ignore_noqa: bool = False
 
     def codes_for(self, filename: str) -> FrozenSet[str]:
         """The selected codes minus the per-file ignores that match `filename`."""
@@ -90,21 +100,31 @@ def _relative(path: str, root: Path) -> str:
 
 # ---------------------------------------------------------------- selection
 
+SELECT, IGNORE = "select", "ignore"
 
-def resolve_codes(selectors: Iterable[str], where: str) -> FrozenSet[str]:
-    """Codes named by selectors: `ALL`, a code, a code prefix (`TL1`) or a kebab name."""
+
+def resolve_codes(selectors: Iterable[str], where: str, purpose: str = SELECT) -> FrozenSet[str]:
+    """Codes named by selectors: `ALL`, a code, a code prefix (`TL1`) or a kebab name.
+
+    To select, a prefix names only the rules that are on by default: an opt-in rule needs its exact code,
+    its name or `ALL`, as ruff's preview rules do. To ignore, a prefix names every rule it matches.
+    """
     codes = set()
     for selector in selectors:
         if not isinstance(selector, str):
             raise ConfigError(f"{where}: expected rule codes, got {selector!r}")
         token = selector.strip()
-        matched = [
-            rule.code for rule in RULES
-            if token.upper() == "ALL" or rule.code.startswith(token.upper()) or rule.name == token
-        ]
-        if not matched or not token:
-            raise ConfigError(f"{where}: unknown rule code or name {selector!r}")
-        codes.update(matched)
+        exact = [rule for rule in RULES if token.upper() in ("ALL", rule.code) or rule.name == token]
+        prefixed = [rule for rule in RULES if token and rule.code.startswith(token.upper())]
+        if exact:
+            codes.update(rule.code for rule in exact)
+        elif prefixed and purpose == SELECT and all(rule.opt_in for rule in prefixed):
+            names = ", ".join(rule.code for rule in prefixed)
+            raise ConfigError(f"{where}: {selector!r} matches only opt-in rules ({names}): select them by their exact code or name")
+        elif prefixed:
+            codes.update(rule.code for rule in prefixed if purpose == IGNORE or not rule.opt_in)
+        else:
+            raise ConfigError(f"{where}: unknown rule code or name {selector!r}{_did_you_mean(token, _rule_words())}")
     return frozenset(codes)
 
 
@@ -112,14 +132,68 @@ def default_codes() -> FrozenSet[str]:
     return frozenset(rule.code for rule in RULES if not rule.opt_in)
 
 
-# ---------------------------------------------------------------- loading
+def _rule_words() -> List[str]:
+    return [word for rule in RULES for word in (rule.code, rule.name)]
 
-_KEYS = {
-    "select": list, "ignore": list, "extend-select": list, "extend-ignore": list,
-    "per-file-ignores": dict, "exclude": list, "extend-exclude": list, "fix": bool,
-    "unsafe-fixes": bool, "output-format": str, "device-name": str, "label-names": list,
-    "torch-version": str,
+
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.75)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+# ---------------------------------------------------------------- the schema
+
+
+class Key(NamedTuple):
+    """One key of `[tool.torchlint]`: what the loader checks and what the reference page says about it."""
+
+    name: str
+    type: type
+    default: str
+    description: str
+    example: str
+
+
+SCHEMA: Tuple[Key, ...] = (
+    Key("select", list, "every rule that is not opt-in",
+        "Exactly these rules: codes (`TL101`), prefixes (`TL1`, which select only the rules on by default), "
+        "names (`backward-under-no-grad`) or `ALL`. An opt-in rule is selected only by its code, its name or `ALL`.",
+        'select = ["TL1", "TL303"]'),
+    Key("extend-select", list, "[]", "These rules too, on top of `select` (the opt-in ones, for example).",
+        'extend-select = ["TL207"]'),
+    Key("ignore", list, "[]", "Not these rules: codes, prefixes (every rule they match, opt-in ones included) or names.",
+        'ignore = ["TL306"]'),
+    Key("extend-ignore", list, "[]", "The same as `ignore`; the command line's `--ignore` adds to it.",
+        'extend-ignore = ["TL205"]'),
+    Key("per-file-ignores", dict, "{}", "Glob = rules not reported in the files the glob matches (globs relative to the config file's folder).",
+        'per-file-ignores = { "tests/*.py" = ["TL501"] }'),
+    Key("extend-per-file-ignores", dict, "{}", "More globs and rules, on top of `per-file-ignores`.",
+        'extend-per-file-ignores = { "scripts/*" = ["TL302"] }'),
+    Key("exclude", list, "the default excludes (see below)", "Folders and files never walked into; replaces the defaults.",
+        'exclude = [".git", "build"]'),
+    Key("extend-exclude", list, "[]", "More globs, on top of `exclude`.", 'extend-exclude = ["notebooks/scratch"]'),
+    Key("fix", bool, "false", "Apply safe fixes, as `--fix`.", "fix = true"),
+    Key("unsafe-fixes", bool, "false", "Apply unsafe fixes too, as `--unsafe-fixes`.", "unsafe-fixes = true"),
+    Key("output-format", str, "`full` on a terminal, else `concise`", "One of " + ", ".join(f"`{name}`" for name in OUTPUT_FORMATS) + ".",
+        'output-format = "json"'),
+    Key("device-name", str, '"device"', "The variable that device fixes move tensors to (TL201, TL206).", 'device-name = "dev"'),
+    Key("label-names", list, ", ".join(f"`{name}`" for name in DEFAULT_LABEL_NAMES), "Globs of label-like names (TL203).",
+        'label-names = ["y", "*_ids"]'),
+    Key("torch-version", str, 'the project\'s own torch requirement, else `"2.6"`',
+        "The oldest torch the checked code must run on (a patch number is ignored).", 'torch-version = "2.1"'),
+)
+_KEYS = {key.name: key.type for key in SCHEMA}
+# What a run was told on its command line: the option that set each override, for `--show-settings`.
+CLI_OPTIONS = {
+    "select": "--select", "extend-select": "--extend-select", "extend-ignore": "--ignore",
+    "per-file-ignores": "--per-file-ignores", "extend-per-file-ignores": "--extend-per-file-ignores",
+    "output-format": "--output-format", "fix": "--fix", "unsafe-fixes": "--unsafe-fixes", "ignore-noqa": "--ignore-noqa",
 }
+# Lists and tables the command line adds to instead of replacing.
+_EXTENDING = ("extend-select", "extend-ignore", "extend-per-file-ignores")
+
+
+# ---------------------------------------------------------------- loading
 
 
 def find_config_file(start: Path) -> Optional[Path]:
@@ -157,11 +231,22 @@ def load_table(path: Path) -> dict:
     return data
 
 
-def load(config_path: Optional[Path], start: Path, overrides: Optional[dict] = None) -> Config:
+class Resolved(NamedTuple):
+    config: Config
+    # Setting (as `--show-settings` names it) -> where its value came from.
+    origins: Dict[str, str]
+
+
+def load(config_path: Optional[Path], start: Path, overrides: Optional[dict] = None, isolated: bool = False) -> Config:
     """Build the run's Config from the config file (given or found from `start`) and CLI overrides."""
-    path = config_path or find_config_file(start)
+    return resolve(config_path, start, overrides, isolated).config
+
+
+def resolve(config_path: Optional[Path], start: Path, overrides: Optional[dict] = None, isolated: bool = False) -> Resolved:
+    """The run's Config and where each setting came from; `isolated` reads no config file (`--isolated`)."""
     if config_path is not None and not config_path.is_file():
         raise ConfigError(f"{config_path}: config file not found")
+    path = None if isolated else config_path or find_config_file(start)
     table = load_table(path) if path else {}
     # Without a config file, globs are relative to where torchlint runs, as in ruff.
     root = path.parent.resolve() if path else Path.cwd().resolve()
@@ -169,20 +254,56 @@ def load(config_path: Optional[Path], start: Path, overrides: Optional[dict] = N
     for key, value in table.items():
         expected = _KEYS.get(key)
         if expected is None:
-            raise ConfigError(f"{where}: unknown key {key!r} in {_table_name(path)}")
+            raise ConfigError(f"{where}: unknown key {key!r} in {_table_name(path)}{_did_you_mean(key, _KEYS)}")
         if not isinstance(value, expected):
             raise ConfigError(f"{where}: {key!r} must be a {expected.__name__}, got {type(value).__name__}")
     merged = dict(table)
-    for key, value in (overrides or {}).items():
-        if value is None:
-            continue
-        # Command-line extensions add to the file's lists; everything else replaces.
-        merged[key] = merged.get(key, []) + value if key in ("extend-select", "extend-ignore") else value
-    return build(merged, root=root, path=path, where=where, torch_requirement_from=start.resolve())
+    given = {key: value for key, value in (overrides or {}).items() if value is not None}
+    for key, value in given.items():
+        # Command-line extensions add to the file's lists and tables; everything else replaces.
+        if key in _EXTENDING:
+            merged[key] = {**merged.get(key, {}), **value} if isinstance(value, dict) else merged.get(key, []) + value
+        else:
+            merged[key] = value
+    config = build(merged, root=root, path=path, where=where, torch_requirement_from=start.resolve())
+    return Resolved(config, _origins(path, table, given, isolated))
 
 
 def _table_name(path: Optional[Path]) -> str:
     return "[tool.torchlint]" if path is not None and path.name == "pyproject.toml" else "the config"
+
+
+def _origins(path: Optional[Path], table: dict, given: dict, isolated: bool) -> Dict[str, str]:
+    """Where each setting came from, in `--show-settings`' words: `default`, `from <file> <key>`, `from --option`.
+
+    The config file and the project root say where they come from themselves; `torch-version` has its source."""
+    in_file = f"{path.name} [tool.torchlint]" if path is not None and path.name == "pyproject.toml" else path.name if path else ""
+
+    def sources(*keys: str) -> List[str]:
+        in_table = [key for key in keys if key in table]
+        found = [f"{in_file} {', '.join(in_table)}"] if in_table else []
+        return found + [CLI_OPTIONS[key] for key in keys if key in given]
+
+    def origin(key: str, *extensions: str) -> str:
+        """`default`, `from ...`, or `default, then from ...` when only keys that extend the default were given."""
+        found = sources(key, *extensions)
+        if not found:
+            return "default"
+        return ("from " if key in table or key in given else "default, then from ") + ", ".join(found)
+
+    origins = {"config file": "--isolated"} if isolated else {}
+    return {
+        **origins,
+        "select": origin("select", "extend-select", "ignore", "extend-ignore"),
+        "exclude": origin("exclude", "extend-exclude"),
+        "per-file-ignores": origin("per-file-ignores", "extend-per-file-ignores"),
+        "label-names": origin("label-names"),
+        "device-name": origin("device-name"),
+        "output-format": origin("output-format"),
+        "fix": origin("fix"),
+        "unsafe-fixes": origin("unsafe-fixes"),
+        "ignore-noqa": origin("ignore-noqa"),
+    }
 
 
 def build(table: dict, root: Path, path: Optional[Path], where: str, torch_requirement_from: Path) -> Config:
@@ -194,21 +315,25 @@ def build(table: dict, root: Path, path: Optional[Path], where: str, torch_requi
     else:
         select = default_codes()
     select |= resolve_codes(table.get("extend-select", []), key_where("extend-select"))
-    select -= resolve_codes(table.get("ignore", []), key_where("ignore"))
-    select -= resolve_codes(table.get("extend-ignore", []), key_where("extend-ignore"))
+    select -= resolve_codes(table.get("ignore", []), key_where("ignore"), IGNORE)
+    select -= resolve_codes(table.get("extend-ignore", []), key_where("extend-ignore"), IGNORE)
 
     per_file = []
-    for pattern, codes in table.get("per-file-ignores", {}).items():
-        if not isinstance(codes, list):
-            raise ConfigError(f"{key_where('per-file-ignores')}: the value for {pattern!r} must be a list of codes")
-        per_file.append((_spec([pattern], key_where("per-file-ignores")), resolve_codes(codes, key_where("per-file-ignores"))))
+    for key in ("per-file-ignores", "extend-per-file-ignores"):
+        for pattern, codes in table.get(key, {}).items():
+            if not isinstance(codes, list):
+                raise ConfigError(f"{key_where(key)}: the value for {pattern!r} must be a list of codes")
+            per_file.append((_spec([pattern], key_where(key)), resolve_codes(codes, key_where(key), IGNORE)))
 
     exclude_patterns = list(table.get("exclude", DEFAULT_EXCLUDES)) + list(table.get("extend-exclude", []))
     for key in ("exclude", "extend-exclude"):
         _spec(table.get(key, []), key_where(key))
     output_format = table.get("output-format")
     if output_format is not None and output_format not in OUTPUT_FORMATS:
-        raise ConfigError(f"{key_where('output-format')}: must be one of {', '.join(OUTPUT_FORMATS)}, got {output_format!r}")
+        raise ConfigError(
+            f"{key_where('output-format')}: must be one of {', '.join(OUTPUT_FORMATS)}, got {output_format!r}"
+            f"{_did_you_mean(str(output_format), OUTPUT_FORMATS)}"
+        )
     device_name = table.get("device-name", "device")
     if not device_name.isidentifier():
         raise ConfigError(f"{key_where('device-name')}: {device_name!r} is not a Python name")
@@ -229,6 +354,7 @@ def build(table: dict, root: Path, path: Optional[Path], where: str, torch_requi
         torch_version_source=torch_version_source,
         root=root,
         path=path,
+        ignore_noqa=bool(table.get("ignore-noqa", False)),
     )
 
 
@@ -270,8 +396,9 @@ def _config_source(path: Optional[Path], where: str) -> TorchVersionSource:
 # ---------------------------------------------------------------- --show-settings
 
 
-def settings_report(config: Config) -> str:
-    """The resolved settings, one `key = value` line each, as `torchlint check --show-settings` prints them."""
+def settings_report(config: Config, origins: Optional[Dict[str, str]] = None) -> str:
+    """The resolved settings, one `key = value  (where it came from)` line each, as `--show-settings` prints them."""
+    origins = origins or {}
     torch_version = ".".join(map(str, config.torch_version))
     per_file_ignores = [f"{_patterns(spec)[0]}: {_listed(codes)}" for spec, codes in config.per_file_ignores]
     settings = [
@@ -286,8 +413,9 @@ def settings_report(config: Config) -> str:
         ("output-format", config.output_format or "full on a terminal, else concise"),
         ("fix", str(config.fix).lower()),
         ("unsafe-fixes", str(config.unsafe_fixes).lower()),
+        ("ignore-noqa", str(config.ignore_noqa).lower()),
     ]
-    return "".join(f"{key} = {value}\n" for key, value in settings)
+    return "".join(f"{key} = {value}" + (f"  ({origins[key]})" if key in origins else "") + "\n" for key, value in settings)
 
 
 def _listed(codes: FrozenSet[str]) -> str:

@@ -32,6 +32,7 @@ import ast
 import bisect
 import json
 import re
+import warnings
 from dataclasses import dataclass, field, replace
 from json.decoder import scanstring
 from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Optional, Tuple, Union
@@ -255,7 +256,11 @@ def lint_notebook_bytes(data: bytes, filename: str, config: "Config", use_prefil
     except ImportError:
         return unreadable(filename, config, "linting notebooks needs nbformat: pip install nbformat")
     try:
-        notebook = nbformat.reads(data.decode("utf-8-sig"), as_version=4, capture_validation_error={})
+        with warnings.catch_warnings():
+            # nbformat warns about the file's format (cells without ids, from nbformat 5.1 on), which it fixes
+            # as it reads: nothing the user asked torchlint about.
+            warnings.simplefilter("ignore")
+            notebook = nbformat.reads(data.decode("utf-8-sig"), as_version=4, capture_validation_error={})
         # nbformat reports a malformed structure without raising; reading it is where it shows.
         python = _is_python(notebook.get("metadata", {}))
         code_cells = _code_cells(notebook.get("cells", []))
@@ -275,6 +280,18 @@ def lint_notebook_bytes(data: bytes, filename: str, config: "Config", use_prefil
                     for error in only_parse_errors
                 ]
     return FileResult(filename, sorted(findings, key=Finding.sort_key))
+
+
+def cell_sources(text: str) -> Dict[int, str]:
+    """Each code cell's source as written, by the cell's number (as findings count cells); {} if it is no notebook.
+
+    What the reporters quote under a notebook finding: its rows and columns count in its cell as written.
+    """
+    try:
+        cells = json.loads(text).get("cells", [])
+        return dict(_code_cells(cells)) if isinstance(cells, list) else {}
+    except (ValueError, AttributeError, TypeError, RecursionError):
+        return {}
 
 
 def _in_cell(finding: Finding, script: _Script) -> Finding:

@@ -53,9 +53,13 @@ def decode(data: bytes) -> Source:
     if b"\x00" in data:
         row, column = _position_of(data, data.index(b"\x00"))
         raise SourceError("source contains a NUL byte", row, column)
+    declared = _declares_encoding(data)
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as error:
+        if not declared:
+            # tokenize blames a missing declaration when the first two lines are not UTF-8: say what is wrong, and where.
+            _raise_undecodable(data, "utf-8", declared)
         raise SourceError(f"invalid encoding declaration: {error}", 1, 1) from None
     bom = encoding == "utf-8-sig"
     if bom:
@@ -63,10 +67,30 @@ def decode(data: bytes) -> Source:
         encoding = "utf-8"
     try:
         text = data.decode(encoding)
+    except UnicodeDecodeError:
+        _raise_undecodable(data, encoding, declared)
+    return Source(text=text, encoding=encoding, bom=bom)
+
+
+# PEP 263: a comment in the first two lines matching `coding[:=]\s*([-\w.]+)`.
+_DECLARATION = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*[-\w.]+", re.MULTILINE)
+
+
+def _declares_encoding(data: bytes) -> bool:
+    return any(_DECLARATION.match(line) for line in data.splitlines()[:2])
+
+
+def _raise_undecodable(data: bytes, encoding: str, declared: bool) -> None:
+    """Raise the SourceError for bytes that are not text in `encoding`, at the first offending byte."""
+    try:
+        data.decode(encoding)
     except UnicodeDecodeError as error:
         row, column = _position_of(data, error.start)
-        raise SourceError(f"not valid {encoding} text: {error.reason} (byte 0x{data[error.start]:02x})", row, column) from None
-    return Source(text=text, encoding=encoding, bom=bom)
+        problem = f"{error.reason} (byte 0x{data[error.start]:02x})"
+        if declared:
+            raise SourceError(f"not valid {encoding} text: {problem}", row, column) from None
+        raise SourceError(f"the bytes are not valid UTF-8 (and the file declares no other encoding): {problem}", row, column) from None
+    raise SourceError("invalid or missing encoding declaration", 1, 1)
 
 
 def _position_of(data: bytes, offset: int) -> tuple:

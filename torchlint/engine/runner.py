@@ -136,7 +136,7 @@ def _lint_parsed(
             return []
     finally:
         ctx.close()
-    findings = noqa.apply(ctx.findings, text)
+    findings = noqa.apply(ctx.findings, text, filename, codes, config.ignore_noqa)
     return sorted(set(findings), key=Finding.sort_key)
 
 

@@ -5,7 +5,8 @@ as help text and its URL. Paths are relative to `%SRCROOT%`, the folder the run
 started in, so that the log means the same on every checkout; a path outside it
 is an absolute file URI. Columns count code points, as torchlint's do, and end
 positions are exclusive in both. Each result carries a fingerprint built from
-its rule, file and line text, so an alert survives edits elsewhere in the file.
+its rule, file and line text (`reporters/fingerprints.py`), so an alert survives
+edits elsewhere in the file.
 
 A notebook finding's rows count within its cell, which SARIF cannot express:
 its location names the notebook without a region, and the message names the cell.
@@ -17,17 +18,15 @@ gets its descriptor from its first finding: name, message and the finding's own
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-from collections import Counter
 from pathlib import Path
 from typing import Dict, List, Mapping
 from urllib.parse import quote
 
 from torchlint import __version__
 from torchlint.finding import DOCS_URL, Finding, Location
-from torchlint.source import split_lines
+from torchlint.reporters.fingerprints import fingerprints
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 BASE_ID = "%SRCROOT%"
@@ -105,16 +104,6 @@ def _fixes(finding: Finding, artifact: dict) -> list:
     }]
 
 
-def _line_text(finding: Finding, lines_by_file: Dict[str, List[str]], sources: Mapping[str, str]) -> str:
-    if finding.cell is not None or finding.filename not in sources:
-        return f"{finding.cell}:{finding.location.row}"
-    if finding.filename not in lines_by_file:
-        lines_by_file[finding.filename] = split_lines(sources[finding.filename])
-    lines = lines_by_file[finding.filename]
-    row = finding.location.row
-    return lines[row - 1].strip() if 0 < row <= len(lines) else ""
-
-
 def render(findings: List[Finding], sources: Mapping[str, str], colour: bool) -> str:
     base = os.getcwd()
     first_of: Dict[str, Finding] = {}
@@ -122,21 +111,15 @@ def render(findings: List[Finding], sources: Mapping[str, str], colour: bool) ->
         first_of.setdefault(finding.code, finding)
     codes = sorted(first_of)
     rule_index = {code: index for index, code in enumerate(codes)}
-    lines_by_file: Dict[str, List[str]] = {}
-    # The same rule on identical line text twice in a file: the occurrence number keeps the fingerprints apart.
-    occurrences: Counter = Counter()
+    artifacts = [_artifact_location(finding.filename, base) for finding in findings]
     results = []
-    for finding in findings:
-        artifact = _artifact_location(finding.filename, base)
+    for finding, artifact, fingerprint in zip(findings, artifacts, fingerprints(findings, [a["uri"] for a in artifacts], sources)):
         physical: dict = {"artifactLocation": artifact}
         message = finding.message
         if finding.cell is None:
             physical["region"] = _region(finding.location, finding.end_location)
         else:
             message = f"cell {finding.cell}:{finding.location.row}:{finding.location.column}: {message}"
-        line_key = (finding.code, artifact["uri"], _line_text(finding, lines_by_file, sources))
-        occurrences[line_key] += 1
-        fingerprint = hashlib.sha256("\0".join([*line_key, str(occurrences[line_key])]).encode()).hexdigest()
         result = {
             "ruleId": finding.code,
             "ruleIndex": rule_index[finding.code],

@@ -1,13 +1,19 @@
-"""The `full` and `concise` text formats."""
+"""The `full` and `concise` text formats.
+
+`full` quotes the flagged line under each finding (a notebook finding's line from its
+cell) and shows a fix as the lines it changes, numbered before and after, as ruff does.
+"""
 
 from __future__ import annotations
 
-from typing import List, Mapping
+import difflib
+from typing import Dict, List, Mapping
 
-from torchlint.finding import Finding
+from torchlint.finding import Edit, Finding, Fix, Location
+from torchlint.reporters import source_key
 from torchlint.source import split_lines
 
-_BOLD, _RED, _CYAN, _DIM, _RESET = "\x1b[1m", "\x1b[31m", "\x1b[36m", "\x1b[2m", "\x1b[0m"
+_BOLD, _RED, _GREEN, _CYAN, _RESET = "\x1b[1m", "\x1b[31m", "\x1b[32m", "\x1b[36m", "\x1b[0m"
 # After the code: `[*]` a safe fix (`--fix` applies it), `[~]` an unsafe one (`--unsafe-fixes` too).
 FIX_MARKERS = {"safe": " [*]", "unsafe": " [~]"}
 
@@ -27,18 +33,20 @@ def render_concise(findings: List[Finding], sources: Mapping[str, str], colour: 
 
 def render_full(findings: List[Finding], sources: Mapping[str, str], colour: bool) -> str:
     blocks = []
-    lines_by_file = {}
+    lines_by_key: Dict[str, List[str]] = {}
     for finding in findings:
         block = [header(finding, colour)]
-        text = sources.get(finding.filename)
-        if text is not None and finding.cell is None:
-            lines = lines_by_file.get(finding.filename)
-            if lines is None:
-                lines = lines_by_file[finding.filename] = split_lines(text)
+        key = source_key(finding.filename, finding.cell)
+        if key in sources and key not in lines_by_key:
+            lines_by_key[key] = split_lines(sources[key])
+        lines = lines_by_key.get(key)
+        if lines is not None:
             block += _snippet(finding, lines, colour)
         if finding.fix is not None:
             note = f"= fix ({finding.fix.applicability}): {finding.fix.message}"
             block.append("  " + (f"{_CYAN}{note}{_RESET}" if colour else note))
+            if lines is not None:
+                block += _fix_diff(finding.fix, lines, colour)
         blocks.append("\n".join(block) + "\n")
     return "\n".join(blocks)
 
@@ -56,3 +64,40 @@ def _snippet(finding: Finding, lines: List[str], colour: bool) -> List[str]:
     if colour:
         caret = f"{_RED}{caret}{_RESET}"
     return [f"{gutter} |", f"{row} | {line}", f"{gutter} | {caret}"]
+
+
+def _fix_diff(fix: Fix, lines: List[str], colour: bool) -> List[str]:
+    """The lines the fix changes: `old-row new-row |-old` and `|+new`, as ruff prints a fix."""
+    # Only `edits` is needed: `torchlint.fixes` loads the rest of the fixing machinery (and libcst) on demand.
+    from torchlint.fixes.edits import apply_fixes
+
+    rows = [edit.location.row for edit in fix.edits] + [edit.end_location.row for edit in fix.edits]
+    first, last = min(rows, default=0), max(rows, default=0)
+    if first < 1 or last > len(lines):
+        return []
+    before = lines[first - 1:last]
+    # The fix applied to the rows it touches alone, renumbered from 1: the rest of the file cannot change them.
+    shifted = Fix(fix.applicability, fix.message, tuple(
+        Edit(edit.content, Location(edit.location.row - first + 1, edit.location.column),
+             Location(edit.end_location.row - first + 1, edit.end_location.column))
+        for edit in fix.edits
+    ))
+    applied = apply_fixes("\n".join(before), [shifted])
+    if not applied.applied:
+        return []
+    after = split_lines(applied.text)
+    width = len(str(first + max(len(before), len(after))))
+    out = []
+    for tag, old_start, old_end, new_start, new_end in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        for index in range(old_start, old_end):
+            out.append(_diff_line(f"{first + index:>{width}} {'':>{width}} |-", before[index], _RED, colour))
+        for index in range(new_start, new_end):
+            out.append(_diff_line(f"{'':>{width}} {first + index:>{width}} |+", after[index], _GREEN, colour))
+    return out
+
+
+def _diff_line(gutter: str, line: str, tint: str, colour: bool) -> str:
+    text = f"    {gutter}{line.expandtabs(1)}"
+    return f"{tint}{text}{_RESET}" if colour else text
