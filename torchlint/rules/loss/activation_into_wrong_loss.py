@@ -20,7 +20,7 @@ _FAMILIES = {
     **dict.fromkeys(_CE_MODULES | _CE_FUNCTIONS, _CROSS_ENTROPY),
 }
 # Softmax and log_softmax into cross-entropy are TL401's, sigmoid into BCE-with-logits TL402's; sigmoid into BCE is right.
-_MESSAGES = {
+MESSAGES = {
     (_BCE, LOG_SOFTMAX): (
         "log_softmax output into binary cross-entropy: its values are log-probabilities (<= 0), and BCELoss raises "
         "`RuntimeError: all elements of input should be between 0 and 1`; give BCELoss sigmoid probabilities, or "
@@ -94,7 +94,7 @@ class ActivationIntoWrongLoss(ActivationBeforeLoss):
     ) & (fragments("softmax", "sigmoid", "expit") | project_imports())
     loss_modules = _BCE_MODULES | _LOGITS_MODULES | _CE_MODULES
     loss_functions = _BCE_FUNCTIONS | _LOGITS_FUNCTIONS | _CE_FUNCTIONS
-    message = _MESSAGES[(_BCE, SOFTMAX)]
+    message = MESSAGES[(_BCE, SOFTMAX)]
     example = """
     import torch
     import torch.nn as nn
@@ -121,4 +121,4 @@ class ActivationIntoWrongLoss(ActivationBeforeLoss):
     """
 
     def message_for(self, loss: cst.Call, kind: str) -> Optional[str]:
-        return _MESSAGES.get((_FAMILIES.get(self.loss_name(loss)), kind))
+        return MESSAGES.get((_FAMILIES.get(self.loss_name(loss)), kind))

@@ -276,12 +276,20 @@ def explicit_float64(site, entry):
     return entry.canonical("", site.device)
 
 
-# A call each discarded conversion stands for on a (2, 3) float32 tensor that requires grad: its own when it needs
-# no argument, else one of its kind that fits that shape (a cast stands in for a move: no GPU is needed).
+# A call each discarded conversion stands for on a float32 tensor that requires grad: its own when it needs no
+# argument, else one of its kind that fits (a cast stands in for a move: no GPU is needed, and `.cpu()` on the CPU
+# returns the tensor itself).
 _DISCARDED_STAND_INS = {
-    "to": "to(torch.float64)", "cuda": "to(torch.float64)", "view": "view(3, 2)", "reshape": "reshape(3, 2)",
-    "unsqueeze": "unsqueeze(0)", "squeeze": "squeeze()", "permute": "permute(1, 0)", "transpose": "transpose(0, 1)",
+    "to": "to(torch.float64)", "cuda": "to(torch.float64)", "cpu": "to(torch.float64)", "view": "view(3, 2)",
+    "reshape": "reshape(3, 2)", "unsqueeze": "unsqueeze(0)", "permute": "permute(1, 0)", "transpose": "transpose(0, 1)",
     "clamp": "clamp(0, 1)",
+}
+# A tensor the conversion would change: float64 for `.float()`, a size-1 dim for `.squeeze()`, a transposed view
+# for `.contiguous()`.
+_DISCARDED_SOURCES = {
+    "float": "torch.rand(2, 3, dtype=torch.float64).requires_grad_()",
+    "squeeze": "torch.rand(2, 1, 3).requires_grad_()",
+    "contiguous": "torch.rand(3, 2).t().requires_grad_()",
 }
 
 
@@ -291,27 +299,33 @@ _DISCARDED_STAND_INS = {
     import torch
 
     def state(tensor):
-        return f"{str(tensor.dtype).replace('torch.', '')}, shape {tuple(tensor.shape)}, requires_grad {tensor.requires_grad}"
+        dtype = str(tensor.dtype).replace("torch.", "")
+        shape, largest = tuple(tensor.shape), float(tensor.max())
+        return f"{dtype}, shape {shape}, max {largest:.3f}, contiguous {tensor.is_contiguous()}, requires_grad {tensor.requires_grad}"
 
-    x = (torch.rand(2, 3) * 2).requires_grad_()
+    torch.manual_seed(0)
+    x = $source
     before = state(x)
     x.$call
     after = state(x)
     result = state(x.$call)
     module = torch.nn.Linear(3, 2)
     module.double()
-    if before == after:
+    if before == after and result != after:
         confirmed(f"after the statement `x.$call` x is unchanged ({after}); the discarded result was {result}. A module converts in place: after `m.double()` its weight is {module.weight.dtype}")
-    not_reproduced(f"`x.$call` changed x: {before} -> {after}")
+    not_reproduced(f"`x.$call`: x {before} -> {after}, the result {result}")
     """,
     call=Code("double()"),
+    source=Code("(torch.rand(2, 3) * 2).requires_grad_()"),
 )
 def discarded_conversion(site, entry):
     call = site.node if isinstance(site.node, cst.Call) else None
     method = semantics.method_name(call) if call is not None else None
     if method is None:
         return entry.canonical("the flagged code is not a method call", site.device)
+    source = Code(_DISCARDED_SOURCES.get(method, entry.defaults["source"]))
     stand_in = _DISCARDED_STAND_INS.get(method)
     if stand_in is None:
-        return entry.witness(FROM_FINDING, "", site.device, call=Code(f"{method}()"))
-    return entry.witness(FROM_FINDING, f"`x.{stand_in}` stands in for `{site.code(call)}`", site.device, call=Code(stand_in))
+        return entry.witness(FROM_FINDING, "", site.device, call=Code(f"{method}()"), source=source)
+    note = f"`x.{stand_in}` stands in for `{site.code(call)}`"
+    return entry.witness(FROM_FINDING, note, site.device, call=Code(stand_in), source=source)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.rules.loss.activation_into_wrong_loss import MESSAGES
 from torchlint.verify.witness import FROM_FINDING, Code, witness
 
 _SOFTMAXES = {
@@ -155,3 +156,63 @@ def softmax_into_nll_loss(site, entry):
         return entry.canonical("the flagged code is not a loss call", site.device)
     criterion = _criterion(site, call, "torch.nn.NLLLoss", "torch.nn.functional.nll_loss")
     return entry.canonical("criterion taken from the file", site.device, criterion=Code(criterion))
+
+
+# TL404's pairings: the loss and activation the witness runs, by the finding's message.
+_WRONG_PAIRINGS = {
+    ("bce", "log_softmax"): ("torch.nn.BCELoss()", "torch.log_softmax(logits, dim=1)"),
+    ("bce", "softmax"): ("torch.nn.BCELoss()", "torch.softmax(logits, dim=1)"),
+    ("bce-with-logits", "softmax"): ("torch.nn.BCEWithLogitsLoss()", "torch.softmax(logits, dim=1)"),
+    ("bce-with-logits", "log_softmax"): ("torch.nn.BCEWithLogitsLoss()", "torch.log_softmax(logits, dim=1)"),
+    ("cross-entropy", "sigmoid"): ("torch.nn.CrossEntropyLoss()", "torch.sigmoid(logits)"),
+}
+
+
+@witness(
+    "TL404",
+    """
+    import torch
+
+    C = 5
+    criterion = $criterion
+    shown = $shown
+    class_index = isinstance(criterion, torch.nn.CrossEntropyLoss)
+    # Multi-label targets for the binary losses (two positives per sample), class indices for cross-entropy.
+    labels = torch.arange(8) % C
+    target = labels if class_index else torch.zeros(8, C).scatter_(1, labels[:, None], 1).scatter_(1, ((labels + 1) % C)[:, None], 1)
+    positives = torch.zeros(8, C, dtype=torch.bool).scatter_(1, labels[:, None], True)
+    if not class_index:
+        positives |= target.bool()
+
+
+    def best_loss(wrapped):
+        # The lowest loss confident, right predictions reach (over growing confidence).
+        losses = []
+        for scale in (1.0, 2.0, 5.0, 10.0, 20.0):
+            logits = torch.where(positives, scale, -scale)
+            losses.append(float(criterion($wrap if wrapped else logits, target)))
+        return min(losses)
+
+
+    error = raised(lambda: best_loss(True))
+    if error is not None:
+        if "between 0 and 1" in str(error):
+            confirmed(f"`{shown}` into {type(criterion).__name__}: " + describe(error))
+        not_reproduced(f"`{shown}` into {type(criterion).__name__}: " + describe(error))
+    wrapped = best_loss(True)
+    reference = torch.nn.BCEWithLogitsLoss() if not class_index else criterion
+    raw = float(min(reference(torch.where(positives, s, -s), target) for s in (1.0, 2.0, 5.0, 10.0, 20.0)))
+    if wrapped > raw + 1e-2:
+        confirmed(f"{C} classes, confident right predictions: the loss of `{shown}` into {type(criterion).__name__} never gets below {wrapped:.4f}, silently (the logits into the right loss reach {raw:.6f})")
+    not_reproduced(f"best loss of `{shown}` {wrapped:.4f}; of the logits {raw:.4f}")
+    """,
+    criterion=Code("torch.nn.BCELoss()"),
+    wrap=Code("torch.softmax(logits, dim=1)"),
+    shown="torch.softmax(logits, dim=1)",
+)
+def activation_into_wrong_loss(site, entry):
+    pairing = next((key for key, text in MESSAGES.items() if text == site.finding.message), None)
+    if pairing is None:
+        return entry.canonical("the finding's message names no pairing the witness knows", site.device)
+    criterion, wrap = _WRONG_PAIRINGS[pairing]
+    return entry.witness(FROM_FINDING, "the file's pairing on stand-in logits", site.device, criterion=Code(criterion), wrap=Code(wrap), shown=wrap)
