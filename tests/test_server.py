@@ -2,26 +2,29 @@
 
 One server runs for the module, as an editor's would; each test opens documents of
 its own in a workspace folder made for the module. Edits are applied the way a client
-applies them: positions read in UTF-16 code units, by the helpers below (not the
-server's), so a wrong position fails here.
+applies them: positions read in UTF-16 code units, by tests/test_server_units.py's
+helpers (not the server's), so a wrong position fails here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import sys
 import textwrap
 from pathlib import Path
 from typing import Dict, List, Optional
 
 import pytest
-import pytest_lsp
+
+pytest.importorskip("pytest_lsp")
+
+import pytest_lsp  # noqa: E402 (after the skip for installs without the server extra)
 from lsprotocol import types
 from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
+from test_server_units import apply_edits, utf16
 from torchlint.config import load
 from torchlint.engine.parallel import lint_file_bytes
 
@@ -121,31 +124,6 @@ async def client(lsp_client: LanguageClient, workspace: Path):
     )
     yield
     await lsp_client.shutdown_session()
-
-
-# ---------------------------------------------------------------- a client's side of positions
-
-
-def _utf16(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
-
-
-def _offset(text: str, position: types.Position) -> int:
-    starts = [0] + [match.end() for match in re.finditer(r"\r\n|\r|\n", text)]
-    start = starts[position.line] if position.line < len(starts) else len(text)
-    counted = 0
-    index = start
-    while counted < position.character and index < len(text) and text[index] not in "\r\n":
-        counted += _utf16(text[index])
-        index += 1
-    return index
-
-
-def apply_edits(text: str, edits) -> str:
-    spans = sorted(((_offset(text, edit.range.start), _offset(text, edit.range.end), edit.new_text) for edit in edits), reverse=True)
-    for start, end, new in spans:
-        text = text[:start] + new + text[end:]
-    return text
 
 
 class Document:
@@ -344,7 +322,7 @@ async def test_rapid_edits_end_with_the_last_text(client: LanguageClient, worksp
     end_line = document.text.count("\n")
     for index in range(len(line)):
         document.version += 1
-        position = types.Position(line=end_line, character=_utf16(line[:index]))
+        position = types.Position(line=end_line, character=utf16(line[:index]))
         client.text_document_did_change(types.DidChangeTextDocumentParams(
             text_document=types.VersionedTextDocumentIdentifier(uri=document.uri, version=document.version),
             content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=position, end=position), text=line[index])],
