@@ -283,3 +283,202 @@ def synchronous_dataloader(site, entry):
     if arguments is None:
         return entry.canonical(note, site.device)
     return entry.witness(FROM_FINDING, note, site.device, arguments=Code(arguments or "num_workers=0"))
+
+
+@witness(
+    "TL307",
+    """
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+    from torch.utils.data.distributed import DistributedSampler
+
+    dataset = TensorDataset(torch.arange(12))
+
+    def orders(set_epoch):
+        sampler = DistributedSampler(dataset, num_replicas=2, rank=0, shuffle=True)
+        loader = DataLoader(dataset, batch_size=6, sampler=sampler)
+        seen = []
+        for epoch in range(3):
+            if set_epoch:
+                sampler.set_epoch(epoch)
+            seen.append([int(i) for (batch,) in loader for i in batch])
+        return seen
+
+    without, with_epoch = orders(False), orders(True)
+    if len({tuple(order) for order in without}) == 1 and len({tuple(order) for order in with_epoch}) > 1:
+        confirmed(f"rank 0 of 2, 3 epochs without set_epoch: {without[0]} every epoch; with set_epoch(epoch): {with_epoch}")
+    not_reproduced(f"without set_epoch: {without}; with it: {with_epoch}")
+    """,
+)
+def distributed_sampler_without_set_epoch(site, entry):
+    return entry.canonical("", site.device)
+
+
+@witness(
+    "TL308",
+    """
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+    from torch.utils.data.distributed import DistributedSampler
+
+    dataset = TensorDataset(torch.arange(12))
+    world = 2
+
+    def seen(rank, sharded):
+        sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=False) if sharded else None
+        return sorted(int(i) for (batch,) in DataLoader(dataset, batch_size=4, sampler=sampler) for i in batch)
+
+    plain = [seen(rank, False) for rank in range(world)]
+    sharded = [seen(rank, True) for rank in range(world)]
+    if all(items == list(range(12)) for items in plain) and not set(sharded[0]) & set(sharded[1]):
+        confirmed(f"2 ranks, a DataLoader without a sampler: each rank sees all of {plain[0]} (every sample twice per epoch); with DistributedSampler: {sharded[0]} and {sharded[1]}")
+    not_reproduced(f"without a sampler the ranks see {plain}; with DistributedSampler {sharded}")
+    """,
+)
+def ddp_without_distributed_sampler(site, entry):
+    return entry.canonical("", site.device)
+
+
+@witness(
+    "TL309",
+    """
+    import contextlib
+    import io
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    STEPS = 20
+    kind = $kind
+    device = "cuda" if DEVICE == "cuda" else "cpu"
+
+
+    class HostReads(TorchDispatchMode):
+        # `aten._local_scalar_dense` is the read of a value on the host: on a GPU it waits for the queued kernels.
+        def __init__(self):
+            super().__init__()
+            self.count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten._local_scalar_dense.default:
+                self.count += 1
+            return func(*args, **(kwargs or {}))
+
+
+    def read(loss):
+        if kind == "item":
+            return loss.item()
+        if kind == "float":
+            return float(loss)
+        if kind == "print":
+            return print(loss)
+        if kind == "cpu":
+            return loss.detach().cpu()
+        return loss.detach().cpu().numpy()
+
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 1).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    inputs, targets = torch.randn(STEPS, 4, 8, device=device), torch.randn(STEPS, 4, 1, device=device)
+    reads = HostReads()
+    calls = 0
+    with reads, contextlib.redirect_stdout(io.StringIO()):
+        for step in range(STEPS):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(inputs[step]), targets[step])
+            loss.backward()
+            optimizer.step()
+            read(loss)
+            calls += 1
+    shown = $shown
+    if kind in ("item", "float") and reads.count == STEPS:
+        confirmed(f"{STEPS} training steps: {reads.count} host reads of a value (aten._local_scalar_dense) from `{shown}`, one per step; on {device} there is no kernel queue to wait for, so what each costs can only be measured on a GPU")
+    if kind not in ("item", "float") and calls == STEPS:
+        confirmed(f"{STEPS} training steps: `{shown}` ran {calls} times, once per step; on {device} it copies nothing to wait for, so the synchronisation it forces on a GPU can only be measured there")
+    not_reproduced(f"{STEPS} steps: {reads.count} host reads, {calls} calls of `{shown}`")
+    """,
+    kind="item",
+    shown="loss.item()",
+)
+def host_sync_in_step(site, entry):
+    call = site.node if isinstance(site.node, cst.Call) else None
+    if call is None:
+        return entry.canonical("the flagged code is not a call", site.device)
+    kind = semantics.method_name(call) or (call.func.value if isinstance(call.func, cst.Name) else None)
+    if kind not in ("item", "float", "print", "cpu", "numpy"):
+        return entry.canonical("the flagged call is not one the witness knows", site.device)
+    return entry.witness(FROM_FINDING, "a small training loop stands in for the file's", site.device, kind=kind, shown=site.code(call))
+
+
+@witness(
+    "TL310",
+    """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    # Without a GPU the `meta` device stands in: a move there is a copy op (`aten._to_copy`), as a transfer is.
+    device = "cuda" if DEVICE == "cuda" else "meta"
+    ITERATIONS = 10
+
+
+    class Copies(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten._to_copy.default:
+                self.count += 1
+            return func(*args, **(kwargs or {}))
+
+
+    weights = torch.rand(1000)
+    with Copies() as in_loop:
+        for step in range(ITERATIONS):
+            moved = weights.to(device)
+    with Copies() as hoisted:
+        moved = weights.to(device)
+        for step in range(ITERATIONS):
+            used = moved
+    if in_loop.count == ITERATIONS and hoisted.count == 1:
+        confirmed(f"{ITERATIONS} iterations: the same tensor copied to {device} {in_loop.count} times (aten._to_copy), {hoisted.count} when moved before the loop; the time each transfer takes can only be measured on a GPU")
+    not_reproduced(f"{ITERATIONS} iterations: {in_loop.count} copies in the loop, {hoisted.count} moved once")
+    """,
+)
+def loop_invariant_transfer(site, entry):
+    return entry.canonical("", site.device)
+
+
+@witness(
+    "TL311",
+    """
+    import subprocess
+    import sys
+
+    import torch
+
+    RUN = '''
+    import torch
+    SEED
+    model = torch.nn.Linear(3, 1)
+    order = torch.randperm(6).tolist()
+    print(round(float(model.weight.sum()), 6), order)
+    '''
+
+
+    def run(seeded):
+        program = RUN.replace("SEED", "torch.manual_seed(0)" if seeded else "pass")
+        done = subprocess.run([sys.executable, "-I", "-c", program], capture_output=True, text=True, timeout=60)
+        return done.stdout.strip() or done.stderr.strip()[-200:]
+
+
+    unseeded = [run(False), run(False)]
+    seeded = [run(True), run(True)]
+    if unseeded[0] != unseeded[1] and seeded[0] == seeded[1]:
+        confirmed(f"two runs without a seed: weight sum and shuffle {unseeded[0]} vs {unseeded[1]}; with torch.manual_seed(0) both {seeded[0]}")
+    not_reproduced(f"unseeded runs {unseeded}, seeded runs {seeded}")
+    """,
+    timeout=SPAWN_TIMEOUT,
+)
+def unseeded_training(site, entry):
+    return entry.canonical("", site.device)
