@@ -33,12 +33,12 @@ class PackedSequenceUnpacked(Rule):
     many values to unpack (expected 2)`.
 
     ## Fix safety
-    Safe, for two names: `x, _ = pack_padded_sequence(...)` -> `x = pack_padded_sequence(...).data`;
-    `data, sizes = packed` -> `data, sizes = packed.data, packed.batch_sizes`;
-    `data, sizes = pack_padded_sequence(...)` -> `... = pack_padded_sequence(...)[:2]`. Each
-    binds the values the old two-field tuple gave (the test suite runs them against an
-    emulation of it); the first no longer binds `_`, the name for a value nobody reads. No
-    fix for other counts.
+    Safe, for two names: `data, sizes = packed` -> `data, sizes = packed.data,
+    packed.batch_sizes`; `data, sizes = pack_padded_sequence(...)` -> `data, sizes =
+    pack_padded_sequence(...)[:2]` (the first two fields, `data` and `batch_sizes`, without
+    evaluating the call twice). Each binds the values the old two-field tuple gave (the test
+    suite runs them against an emulation of it, and again without it on torch 2.13). No fix
+    for other counts.
     """
 
     code = "TL614"
@@ -89,11 +89,8 @@ class PackedSequenceUnpacked(Rule):
         if len(target.elements) != 2:
             return None
         value = code_in_place(self.ctx, node.value, self.ctx.stack)
-        first, second = (element.value for element in target.elements)
         if type(node.value) is cst.Name:
             replacement = f"{self.ctx.code(target)} = {value}.data, {value}.batch_sizes"
-        elif type(second) is cst.Name and second.value == "_":
-            replacement = f"{self.ctx.code(first)} = {value}.data"
         else:
             replacement = f"{self.ctx.code(target)} = {value}[:2]"
         return Fix.safe("Read the fields by name", self.ctx.replace(node, replacement))
