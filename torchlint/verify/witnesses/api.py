@@ -18,6 +18,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.engine.scopes import dotted_name
+from torchlint.rules.api._losses import LEGACY_KEYWORDS, legacy_reduction
 from torchlint.rules.api._table import lookup
 from torchlint.rules.api.log1p import is_one, single_argument
 from torchlint.verify.witness import FROM_FINDING, Code, witness
@@ -492,3 +493,182 @@ def torchvision_pretrained(site, entry):
 )
 def torchvision_to_tensor_v2(site, entry):
     return entry.canonical("", site.device)
+
+
+# ---------------------------------------------------------------- old code on new torch (TL610-TL615)
+
+
+@witness(
+    "TL610",
+    """
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    shown = $shown
+    loader = DataLoader(TensorDataset(torch.arange(4.0)), batch_size=2)
+    it = iter(loader)
+    error = raised(lambda: it.next())
+    batch = next(iter(loader))
+    if isinstance(error, AttributeError):
+        confirmed(f"`{shown}` on a DataLoader iterator: " + describe(error) + f"; `next(...)` gives the batch {batch[0].tolist()}")
+    not_reproduced(f"`{shown}` on a DataLoader iterator: " + describe(error))
+    """,
+    shown="iter(loader).next()",
+)
+def dataloader_iterator_next_method(site, entry):
+    return entry.canonical("a four-item DataLoader stands in for the file's", site.device, shown=site.code(site.node))
+
+
+@witness(
+    "TL611",
+    """
+    import torch
+    import torch.nn.functional as F
+
+    shown = $shown
+    loss = F.cross_entropy(torch.randn(4, 3), torch.tensor([0, 1, 2, 0]))
+    error = raised(lambda: $index)
+    if isinstance(error, IndexError) and loss.dim() == 0:
+        confirmed(f"`{shown}` on a {loss.dim()}-dim loss: " + describe(error) + f"; `loss.item()` gives {loss.item():.4f}")
+    not_reproduced(f"`{shown}` on a {loss.dim()}-dim loss: " + describe(error))
+    """,
+    index=Code("loss.data[0]"),
+    shown="loss.data[0]",
+)
+def index_zero_dim_tensor(site, entry):
+    through_data = isinstance(site.node, cst.Subscript) and isinstance(site.node.value, cst.Attribute) and site.node.value.attr.value == "data"
+    index = "loss.data[0]" if through_data else "loss[0]"
+    return entry.canonical(f"a cross-entropy loss stands in for `{site.code(site.node)}`", site.device, index=Code(index), shown=index)
+
+
+@witness(
+    "TL612",
+    """
+    import torch
+    from torch.autograd import Variable
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    x = torch.randn(4, 8)
+    caught, error = warnings_of(lambda: Variable(x, volatile=True))
+    said = [message for message in caught if "volatile" in str(message)]
+    output = model(Variable(x, volatile=True))
+    with torch.no_grad():
+        under_no_grad = model(x)
+    figures = (
+        f"model(Variable(x, volatile=True)): requires_grad={output.requires_grad}, grad_fn={type(output.grad_fn).__name__}; "
+        f"under torch.no_grad(): requires_grad={under_no_grad.requires_grad}"
+    )
+    if said and output.requires_grad and output.grad_fn is not None and not under_no_grad.requires_grad:
+        confirmed("`Variable(x, volatile=True)` warns " + describe(said[0]) + "; " + figures)
+    not_reproduced(f"{describe(said[0]) if said else 'no volatile warning'}; " + figures)
+    """,
+)
+def volatile_variable(site, entry):
+    return entry.canonical("a small MLP and a random batch stand in for the file's", site.device)
+
+
+@witness(
+    "TL613",
+    """
+    import torch
+    import torch.nn.functional as F
+
+    keyword, legacy, reduction = $keyword, $legacy, $reduction
+    logits, labels = torch.randn(6, 4, requires_grad=True), torch.tensor([0, 1, 2, 3, 0, 1])
+    if keyword == "retain_variables":
+        loss = F.cross_entropy(logits, labels)
+        error = raised(lambda: loss.backward(retain_variables=True))
+        if isinstance(error, TypeError) and "retain_variables" in str(error):
+            confirmed("`loss.backward(retain_variables=True)`: " + describe(error))
+        not_reproduced("`loss.backward(retain_variables=True)`: " + describe(error))
+    caught, error = warnings_of(lambda: F.cross_entropy(logits, labels, **legacy))
+    said = [message for message in caught if "size_average" in str(message)]
+    old = F.cross_entropy(logits, labels, **legacy)
+    new = F.cross_entropy(logits, labels, reduction=reduction)
+    same = old.shape == new.shape and torch.equal(old, new)
+    shown = ", ".join(f"{name}={value}" for name, value in legacy.items())
+    if said and same:
+        confirmed(f"`cross_entropy(..., {shown})` warns " + describe(said[0]) + f"; it computes exactly `reduction={reduction!r}`")
+    not_reproduced(f"`cross_entropy(..., {shown})`: {describe(said[0]) if said else 'no warning'}; same as reduction={reduction!r}: {same}")
+    """,
+    keyword="size_average",
+    legacy={"size_average": False},
+    reduction="sum",
+)
+def removed_keyword(site, entry):
+    arg = site.node if isinstance(site.node, cst.Arg) and site.node.keyword is not None else None
+    if arg is not None and arg.keyword.value == "retain_variables":
+        return entry.canonical("a cross-entropy loss stands in for the file's", site.device, keyword="retain_variables")
+    call = site.enclosing(site.node, cst.Call)
+    legacy = {}
+    for other in call.args if call is not None else ():
+        if other.keyword is not None and other.keyword.value in LEGACY_KEYWORDS:
+            legacy[other.keyword.value] = semantics.literal(other.value)
+    if not legacy or not all(value is None or isinstance(value, bool) for value in legacy.values()):
+        return entry.canonical("the legacy keywords are not literals: size_average=False stands in", site.device)
+    reduction = legacy_reduction(legacy.get("size_average"), legacy.get("reduce"))
+    return entry.canonical("the file's legacy keywords, on a cross-entropy loss", site.device, legacy=legacy, reduction=reduction)
+
+
+@witness(
+    "TL614",
+    """
+    import torch
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+    packed = pack_padded_sequence(torch.randn(5, 2, 4), [5, 3])
+
+
+    def unpack():
+        $targets = packed
+
+
+    error = raised(unpack)
+    if isinstance(error, ValueError):
+        confirmed(f"`{$shown}` on a PackedSequence with fields {list(packed._fields)}: " + describe(error))
+    not_reproduced(f"`{$shown}`: " + describe(error))
+    """,
+    targets=Code("data, batch_sizes"),
+    shown="data, batch_sizes = pack_padded_sequence(...)",
+)
+def packed_sequence_unpacked(site, entry):
+    statement = site.node if isinstance(site.node, cst.Assign) else None
+    target = statement.targets[0].target if statement is not None else None
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return entry.canonical("the flagged code is not an unpacking", site.device)
+    names = ", ".join(f"value_{index}" for index in range(len(target.elements)))
+    targets = names + ("," if len(target.elements) == 1 else "")
+    return entry.canonical(
+        f"the file's {len(target.elements)} targets, on a packed batch of two sequences", site.device,
+        targets=Code(targets), shown=f"{targets} = pack_padded_sequence(...)",
+    )
+
+
+@witness(
+    "TL615",
+    """
+    import torch
+
+    name = $name
+    function = resolve(name)
+    call = (lambda x: function()(x)) if name.rpartition(".")[2][:1].isupper() else function
+    x = torch.randn(2, 3, 5)  # (batch, time, vocabulary)
+    caught, error = warnings_of(lambda: call(x))
+    said = [message for message in caught if "Implicit dimension" in str(message)]
+    output = call(x)
+    weights = output.exp() if "Log" in name or "log_" in name else output
+    over_batch = bool(torch.allclose(weights.sum(0), torch.ones(3, 5)))
+    over_last = bool(torch.allclose(weights.sum(-1), torch.ones(2, 3)))
+    figures = f"on a (2, 3, 5) tensor the weights sum to 1 over dim 0 (the batch): {over_batch}; over the last dim: {over_last}"
+    if said and over_batch and not over_last:
+        confirmed(f"`{name}` without dim warns " + describe(said[0]) + "; " + figures)
+    not_reproduced(f"`{name}` without dim: {describe(said[0]) if said else 'no warning'}; " + figures)
+    """,
+    name="torch.nn.functional.softmax",
+)
+def softmax_implicit_dim(site, entry):
+    call = site.node if isinstance(site.node, cst.Call) else None
+    name = site.qualified_name(call.func) if call is not None else None
+    if name is None:
+        return entry.canonical("the softmax variant could not be resolved", site.device)
+    return entry.canonical(f"`{name}` from the file, on a stand-in 3-D tensor", site.device, name=name)

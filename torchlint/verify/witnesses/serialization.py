@@ -43,3 +43,26 @@ def unsafe_torch_load(site, entry):
     if semantics.literal(weights_only.value) is not False:
         return entry.canonical("weights_only is not a literal", site.device)
     return entry.witness(FROM_FINDING, "", site.device)
+
+
+@witness(
+    "TL502",
+    """
+    import torch
+
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    saved = $saved
+    torch.save(saved, "checkpoint.pt")
+    error = raised(lambda: torch.load("checkpoint.pt"))
+    torch.save(model.state_dict(), "weights.pt")
+    state = torch.load("weights.pt")
+    if type(error).__name__ == "UnpicklingError":
+        confirmed(f"`torch.load` of `torch.save({$shown})` with the default weights_only=True: " + describe(error) + f"; a state_dict loads ({len(state)} tensors)")
+    not_reproduced(f"`torch.load` of `torch.save({$shown})` with the default: " + describe(error))
+    """,
+    saved=Code("model"),
+    shown="model",
+)
+def whole_object_checkpoint(site, entry):
+    return entry.canonical("a Linear layer stands in for the file's module", site.device)
