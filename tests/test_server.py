@@ -175,6 +175,18 @@ async def published(client: LanguageClient, uri: str, version: Optional[int]) ->
     return await asyncio.wait_for(arrived(), WAIT_SECONDS)
 
 
+async def republished(client: LanguageClient, uri: str, before: int) -> List[types.Diagnostic]:
+    """The diagnostics of the first publish for `uri` after the first `before` ones (a re-lint of the same version)."""
+    async def arrived() -> List[types.Diagnostic]:
+        while True:
+            for params in client.published[before:]:
+                if params.uri == uri:
+                    return list(params.diagnostics)
+            await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+
+    return await asyncio.wait_for(arrived(), WAIT_SECONDS)
+
+
 def _codes(diagnostics) -> List[str]:
     return sorted(diagnostic.code for diagnostic in diagnostics)
 
@@ -287,6 +299,22 @@ async def test_each_document_has_the_config_nearest_to_it(client: LanguageClient
     assert _codes(await document.diagnostics()) == ["TL401"]
 
 
+async def test_a_changed_config_applies_to_the_open_documents(client: LanguageClient, workspace: Path):
+    folder = workspace / "changing"
+    folder.mkdir()
+    settings = folder / "pyproject.toml"
+    settings.write_text("[tool.torchlint]\n")
+    document = Document(client, folder / "train.py", TRAIN)
+    assert _codes(await document.diagnostics()) == ["TL401", "TL603"]
+    settings.write_text('[tool.torchlint]\nextend-ignore = ["TL401"]\n')
+    before = len(client.published)
+    client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[
+        types.FileEvent(uri=settings.as_uri(), type=types.FileChangeType.Changed),
+    ]))
+
+    assert _codes(await republished(client, document.uri, before)) == ["TL603"]
+
+
 async def test_a_syntax_error_is_tl000_and_the_server_goes_on(client: LanguageClient, workspace: Path):
     document = Document(client, workspace / "broken.py", "import torch\n\ndef train(:\n    pass\n")
     (error,) = await document.diagnostics()
@@ -304,12 +332,7 @@ async def test_saving_a_project_file_refreshes_the_files_that_import_it(client: 
     before = len(client.published)
     client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=model.as_uri())))
 
-    async def republished():
-        while not any(params.uri == document.uri for params in client.published[before:]):
-            await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-        return [params for params in client.published[before:] if params.uri == document.uri][-1]
-
-    assert not (await asyncio.wait_for(republished(), WAIT_SECONDS)).diagnostics
+    assert not await republished(client, document.uri, before)
 
 
 async def test_rapid_edits_end_with_the_last_text(client: LanguageClient, workspace: Path):

@@ -127,25 +127,43 @@ class Linted:
 
 
 class Configs:
-    """The config of each folder, loaded once until a settings file changes; or why it cannot be loaded."""
+    """The config of each folder, or why it cannot be loaded; loaded again once a settings file above the
+    folder appears, changes or goes (a few directory listings a lint, so no editor event is needed)."""
 
     def __init__(self):
-        self._by_folder: Dict[Tuple[str, Tuple[str, ...]], Union[Config, str]] = {}
-
-    def clear(self) -> None:
-        self._by_folder.clear()
+        self._by_folder: Dict[Tuple[str, Tuple[str, ...]], Tuple[tuple, Union[Config, str]]] = {}
 
     def for_file(self, path: str, workspace_folders: Sequence[str]) -> Union[Config, str]:
         folder = os.path.dirname(os.path.abspath(path))
         key = (folder, tuple(workspace_folders))
-        found = self._by_folder.get(key)
-        if found is None:
-            try:
-                found = _load(Path(folder), _holding_folder(folder, workspace_folders))
-            except ConfigError as error:
-                found = str(error)
-            self._by_folder[key] = found
+        fingerprint = _settings_files(Path(folder))
+        cached = self._by_folder.get(key)
+        if cached is not None and cached[0] == fingerprint:
+            return cached[1]
+        try:
+            found: Union[Config, str] = _load(Path(folder), _holding_folder(folder, workspace_folders))
+        except ConfigError as error:
+            found = str(error)
+        self._by_folder[key] = (fingerprint, found)
         return found
+
+
+def _settings_files(folder: Path) -> tuple:
+    """Every file at or above `folder` that a config can be read from, with its size and modification time."""
+    found = []
+    for directory in [folder, *folder.parents]:
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if changes_settings(entry.name):
+                try:
+                    status = entry.stat()
+                except OSError:
+                    continue
+                found.append((entry.path, status.st_mtime_ns, status.st_size))
+    return tuple(sorted(found))
 
 
 def _load(folder: Path, workspace_folder: Path) -> Config:

@@ -238,7 +238,7 @@ class TorchlintServer(LanguageServer):
     def _file_changed(self, path: str, created: bool) -> None:
         """A file changed on disk: a settings file re-lints every document, a project file those that read it."""
         if changes_settings(path):
-            self._relint(self._versions, forget_configs=True)
+            self._relint(self._versions)
             return
         if not path.endswith(PYTHON_SUFFIXES):
             return
@@ -249,9 +249,7 @@ class TorchlintServer(LanguageServer):
         changed = normalised(path)
         self._relint([key for key, linted in self._results.items() if changed in linted.dependencies])
 
-    def _relint(self, keys, forget_configs: bool = False) -> None:
-        if forget_configs:
-            self._linter.submit(self.configs.clear)
+    def _relint(self, keys) -> None:
         for key in list(keys):
             if key in self._versions:
                 self._schedule(key, 0)
