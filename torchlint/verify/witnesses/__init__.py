@@ -3,7 +3,7 @@
 from typing import Dict
 
 from torchlint.verify.witness import WITNESSES, Entry
-from torchlint.verify.witnesses import api, autograd, data, device, loss, serialization  # noqa: F401
+from torchlint.verify.witnesses import api, autograd, data, device, loss, model, serialization  # noqa: F401
 
 
 def load_all() -> Dict[str, Entry]:

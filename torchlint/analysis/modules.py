@@ -1,0 +1,244 @@
+"""`nn.Module` classes: which classes are Modules, where a method of one is, what builds a module.
+
+The model-definition rules (TL7xx) judge code inside Module classes. A class is a Module
+when one of its bases is torch's `nn.Module`, a torch layer or container (`nn.Linear`,
+`nn.Sequential`), Lightning's `LightningModule`, or a class that is itself a Module: of
+the same file or of a project file its imports name (followed by the value model into
+that file, `analysis/project.py`), any number of levels up. A base from any other
+library is not known to be a Module, so its subclasses are not judged.
+
+A method's place in the class matters to these rules: `forward` and the methods it calls
+through `self` (`forward_methods`, from the file's call graph) run on every call of the
+model; `__init__` runs once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+
+import libcst as cst
+
+from torchlint.analysis.values import Values, method_of
+from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
+
+if TYPE_CHECKING:
+    from torchlint.engine.context import FileContext
+
+# Capitalised names under torch.nn that are not Modules.
+_NOT_MODULES = frozenset({"Parameter", "UninitializedParameter", "UninitializedBuffer", "Buffer", "PackedSequence"})
+_NOT_MODULE_PACKAGES = frozenset({"utils", "functional", "init", "parameter"})
+MODULE_ROOTS = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
+PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+# Containers that register what they hold.
+REGISTERING_CONTAINERS = frozenset({
+    "torch.nn.ModuleList", "torch.nn.ModuleDict", "torch.nn.ParameterList", "torch.nn.ParameterDict",
+    "torch.nn.Sequential", "torch.nn.modules.container.ModuleList", "torch.nn.modules.container.ModuleDict",
+    "torch.nn.modules.container.ParameterList", "torch.nn.modules.container.ParameterDict",
+    "torch.nn.modules.container.Sequential",
+})
+# Torch layers without parameters, buffers or a train/eval difference: a fresh one behaves like any other.
+STATELESS_LAYERS = frozenset(
+    f"torch.nn.{name}" for name in (
+        "ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Sigmoid", "Tanh", "Hardtanh",
+        "Hardswish", "Hardsigmoid", "Softplus", "Softsign", "Softmax", "LogSoftmax", "Softmax2d", "Softmin",
+        "Tanhshrink", "Threshold", "LogSigmoid", "Hardshrink", "Softshrink", "GLU", "Flatten", "Unflatten",
+        "Identity", "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
+        "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
+        "AdaptiveMaxPool3d", "LPPool1d", "LPPool2d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "Upsample",
+        "UpsamplingNearest2d", "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "ChannelShuffle",
+        "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d",
+        "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d",
+        "ReplicationPad3d", "CircularPad1d", "CircularPad2d", "CircularPad3d", "CosineSimilarity",
+        "PairwiseDistance", "Fold", "Unfold",
+    )
+)
+_LIGHTNING_PACKAGES = ("pytorch_lightning.", "lightning.")
+_MODEL_BUILDERS = ("torchvision.models.", "timm.create_model")
+
+
+def is_torch_module_class(name: Optional[str]) -> bool:
+    """`name` (a qualified name) is a Module class of torch (`torch.nn.Linear`, `torch.nn.modules.conv.Conv2d`) or
+    Lightning's `LightningModule`."""
+    if not name:
+        return False
+    if name.startswith(_LIGHTNING_PACKAGES) and name.endswith(".LightningModule"):
+        return True
+    parts = name.split(".")
+    return (
+        parts[:2] == ["torch", "nn"] and len(parts) >= 3 and parts[-1][:1].isupper()
+        and parts[-1] not in _NOT_MODULES and _NOT_MODULE_PACKAGES.isdisjoint(parts[2:-1])
+    )
+
+
+def is_loss_class(name: Optional[str]) -> bool:
+    return bool(name) and name.startswith("torch.nn.") and name.endswith("Loss")
+
+
+@dataclass(frozen=True)
+class ModuleClass:
+    """A class known to be an `nn.Module`, with the file it is in and the scopes around its statement."""
+
+    node: cst.ClassDef
+    context: "FileContext"
+    around: Tuple[cst.CSTNode, ...]
+
+    def method(self, name: str) -> Optional[cst.FunctionDef]:
+        return method_of(self.node, name)
+
+    def methods(self) -> List[cst.FunctionDef]:
+        return [statement for statement in self.node.body.body if type(statement) is cst.FunctionDef]
+
+    def stack_of(self, method: cst.FunctionDef) -> Tuple[cst.CSTNode, ...]:
+        """Where code in `method` is evaluated, for `qualified_name` and the value model."""
+        return self.around + (self.node, method)
+
+    def attributes(self) -> Dict[str, List[cst.BaseExpression]]:
+        """`self.name = value` in any method: name -> the values, in source order."""
+        return self.context.scopes.scope_of(self.node).attributes
+
+    def assigning_method(self, value: cst.BaseExpression) -> Optional[cst.FunctionDef]:
+        return self.context.scopes.scope_of(self.node).attribute_methods.get(id(value))
+
+    def module_bases(self) -> List["ModuleClass"]:
+        """The bases that are Module classes of the file or of a project file."""
+        return ModuleClasses.of(self.context).bases_of(self)
+
+    def inherits(self, name: str) -> Optional[bool]:
+        """Whether a base defines the method `name`: True when a Module base of the file or of the project does,
+        None when a base is a torch layer or Lightning class (they define most methods), False otherwise."""
+        unknown = any(
+            is_torch_module_class(qualified) and qualified not in MODULE_ROOTS
+            for qualified in (self.context.qualified_name(base.value, self.around) for base in self.node.bases)
+        )
+        for base in self.module_bases():
+            inherited = True if base.method(name) is not None else base.inherits(name)
+            if inherited:
+                return True
+            unknown = unknown or inherited is None
+        return None if unknown else False
+
+
+class ModuleClasses:
+    """One per file (`ModuleClasses.of(ctx)`): which of its classes are Modules, asked once each."""
+
+    def __init__(self, ctx: "FileContext"):
+        self.ctx = ctx
+        self._known: Dict[int, Optional[ModuleClass]] = {}
+        self._bases: Dict[int, List[ModuleClass]] = {}
+        self._enclosing: Dict[int, Optional[Tuple[ModuleClass, cst.FunctionDef]]] = {}
+
+    @classmethod
+    def of(cls, ctx: "FileContext") -> "ModuleClasses":
+        return ctx.shared(cls)
+
+    def module_class(self, node: cst.ClassDef, around: Sequence[cst.CSTNode], seen: FrozenSet[int] = frozenset()) -> Optional[ModuleClass]:
+        """`node` as a ModuleClass when it is one; `around` holds the scope nodes enclosing its statement."""
+        if id(node) in self._known:
+            return self._known[id(node)]
+        if id(node) in seen:
+            return None
+        around = tuple(node for node in around if type(node) in SCOPE_TYPES)
+        candidate = ModuleClass(node, self.ctx, around)
+        found = None
+        for base in node.bases:
+            value = base.value.value if type(base.value) is cst.Subscript else base.value
+            if is_torch_module_class(self.ctx.qualified_name(value, around)):
+                found = candidate
+                break
+        if found is None and self._project_bases(candidate, seen | {id(node)}):
+            found = candidate
+        self._known[id(node)] = found
+        return found
+
+    def bases_of(self, module: ModuleClass) -> List[ModuleClass]:
+        if id(module.node) not in self._bases:
+            self._project_bases(module, frozenset({id(module.node)}))
+        return self._bases.get(id(module.node), [])
+
+    def _project_bases(self, module: ModuleClass, seen: FrozenSet[int]) -> List[ModuleClass]:
+        found: List[ModuleClass] = []
+        values = Values.of(self.ctx)
+        for base in module.node.bases:
+            value = base.value.value if type(base.value) is cst.Subscript else base.value
+            if type(value) not in (cst.Name, cst.Attribute) or is_torch_module_class(self.ctx.qualified_name(value, module.around)):
+                continue
+            for origin in values.origins(value, module.around):
+                if type(origin.node) is cst.ClassDef:
+                    there = ModuleClasses.of(origin.place.context)
+                    base_class = there.module_class(origin.node, origin.place.scopes, seen)
+                    if base_class is not None:
+                        found.append(base_class)
+        self._bases[id(module.node)] = found
+        return found
+
+    def enclosing(self, stack: Sequence[cst.CSTNode]) -> Optional[Tuple[ModuleClass, cst.FunctionDef]]:
+        """The Module class and its method (a def directly in the class body) whose code holds the innermost point
+        of `stack`, also inside functions nested in the method."""
+        scopes = scope_nodes_of(stack[:-1]) if stack and type(stack[-1]) in SCOPE_TYPES else scope_nodes_of(stack)
+        if not scopes:
+            return None
+        # Asked for most nodes of a file: the answer depends only on the innermost scope.
+        key = id(scopes[-1])
+        if key not in self._enclosing:
+            self._enclosing[key] = self._enclosing_method(scopes)
+        return self._enclosing[key]
+
+    def _enclosing_method(self, scopes: Sequence[cst.CSTNode]) -> Optional[Tuple[ModuleClass, cst.FunctionDef]]:
+        for index in range(len(scopes) - 2, -1, -1):
+            if type(scopes[index]) is cst.ClassDef:
+                method = scopes[index + 1]
+                if type(method) is not cst.FunctionDef:
+                    return None
+                module = self.module_class(scopes[index], scopes[:index])
+                return (module, method) if module is not None else None
+        return None
+
+    def forward_methods(self, module: ModuleClass, depth: int = 4) -> Set[int]:
+        """ids of `forward` and of the methods of the class it calls through `self`, `depth` calls deep (needs the
+        file's call graph: the rule sets `uses_callgraph`)."""
+        forward = module.method("forward")
+        graph = self.ctx.callgraph
+        if forward is None or graph is None:
+            return set()
+        key = graph.key_of(forward, module.around + (module.node, forward))
+        prefix = module.node.name.value + "."
+        methods = {id(method) for method in module.methods()}
+        return {
+            id(function.node) for function in graph.reachable(key, depth)
+            if function.key.startswith(prefix) and id(function.node) in methods
+        }
+
+    def builds_module(self, call: cst.Call, stack: Sequence[cst.CSTNode]) -> Optional[str]:
+        """What `call` builds, when it builds a module: its qualified name for a torch layer or container or a model
+        builder (`torchvision.models.resnet18`, `timm.create_model`, `*.from_pretrained`), "class" for a Module
+        class of the file or of a project file; None otherwise (`nn.Parameter(...)` is not a module)."""
+        name = self.ctx.qualified_name(call.func, stack)
+        if name is not None:
+            if is_torch_module_class(name):
+                return name
+            if name.startswith(_MODEL_BUILDERS):
+                return name
+        if type(call.func) is cst.Attribute and call.func.attr.value == "from_pretrained":
+            return "from_pretrained"
+        if type(call.func) not in (cst.Name, cst.Attribute) or (name is not None and name.startswith("torch.")):
+            return None
+        for origin in Values.of(self.ctx).origins(call.func, stack):
+            if type(origin.node) is cst.ClassDef:
+                there = ModuleClasses.of(origin.place.context)
+                if there.module_class(origin.node, origin.place.scopes) is not None:
+                    return "class"
+        return None
+
+
+def self_name(method: cst.FunctionDef) -> Optional[str]:
+    """The name of a method's first parameter (`self`), None for a method without one."""
+    first = method.params.posonly_params or method.params.params
+    return first[0].name.value if first else None
+
+
+def is_self_attribute(expr: cst.CSTNode, method: cst.FunctionDef) -> bool:
+    """`expr` is `self.<name>` for the method's own first parameter."""
+    return (
+        type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == self_name(method)
+    )

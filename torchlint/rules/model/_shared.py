@@ -1,0 +1,7 @@
+"""What the model-definition rules share: the trigger of code inside an `nn.Module` class."""
+
+from torchlint.rules.triggers import project_imports, words
+
+# A Module class names its torch base through `torch.nn` (so `nn` is written in the import or the chain) or
+# Lightning's `LightningModule`, or derives from a class of a project file this one imports.
+IN_MODULE_CLASS = words("nn", "LightningModule") | project_imports()

@@ -1,0 +1,118 @@
+from typing import List, Tuple
+
+import libcst as cst
+
+from torchlint.analysis import syntax
+from torchlint.analysis.modules import ModuleClass, ModuleClasses, self_name
+from torchlint.finding import Fix
+from torchlint.rules.base import Rule
+from torchlint.rules.device._shared import code_in_place, with_keywords
+from torchlint.rules.model._shared import IN_MODULE_CLASS
+from torchlint.rules.triggers import words
+
+_FUNCTIONS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
+FUNCTIONAL_DROPOUTS = frozenset(f"torch.nn.functional.{name}" for name in _FUNCTIONS)
+# F.dropout(input, p=0.5, training=True, inplace=False): `training` is the third argument.
+_TRAINING_POSITION = 2
+
+
+class DropoutAlwaysOn(Rule):
+    """
+    ## What it does
+    Flags `F.dropout(x, p)` (also `F.dropout1d/2d/3d`, `F.alpha_dropout`,
+    `F.feature_alpha_dropout`) called without a `training` argument in `forward` of an
+    `nn.Module` subclass, or in a method `forward` calls through `self`.
+
+    Not flagged: `training=self.training` (or any `training=` value, also the third
+    positional argument), an explicit `training=True` (deliberate: Monte Carlo dropout,
+    Tacotron's prenet), calls under `if self.training:` (any test reading `training`),
+    `nn.Dropout` modules (they follow `eval()`), calls passing `**kwargs`, and
+    functional dropout outside Module methods (a plain function has no mode to follow).
+
+    ## Why is this bad?
+    The functional form has no module state to consult: its `training` parameter
+    defaults to `True`. So after `model.eval()` the dropout still runs: on torch 2.13
+    `F.dropout(x, 0.5)` in an evaluated model zeroes about half of the outputs (49.9%)
+    and doubles the rest, so predictions are noisy and differ from call to call.
+
+    ## Fix safety
+    Unsafe: adds `training=self.training`, which changes the outputs in eval mode (that
+    is the point, but a model evaluated or exported before the fix gives different
+    numbers after it). Offered when the method's first parameter is the instance.
+    """
+
+    code = "TL705"
+    name = "dropout-always-on"
+    triggers = IN_MODULE_CLASS & words(*_FUNCTIONS) & words("forward")
+    uses_callgraph = True
+    fix_safety = "unsafe"
+    message = (
+        "functional dropout defaults to `training=True`, so it keeps dropping after `model.eval()` (about half the "
+        "outputs zeroed at p=0.5); pass `training=self.training`"
+    )
+    example = """
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(128, 10)
+
+        def forward(self, x):
+            return self.fc(F.dropout(x, 0.5))  # expect: TL705:24
+    """
+    use_instead = """
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(128, 10)
+
+        def forward(self, x):
+            return self.fc(F.dropout(x, 0.5, training=self.training))
+    """
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.classes = ModuleClasses.of(ctx)
+        self.calls: List[Tuple[cst.Call, ModuleClass, cst.FunctionDef, Fix]] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.ctx.qualified_name_in(node.func, FUNCTIONAL_DROPOUTS):
+            return
+        if syntax.keyword(node, "training") is not None or syntax.positional(node, _TRAINING_POSITION) is not None:
+            return
+        if syntax.has_star_kwargs(node) or any(arg.star == "*" for arg in node.args):
+            return
+        found = self.classes.enclosing(self.ctx.stack)
+        if found is None or self._under_training_test(found[1]):
+            return
+        self.calls.append((node, found[0], found[1], self._fix(node, found[1])))
+
+    def finish(self) -> None:
+        forwards = {}
+        for call, module, method, fix in self.calls:
+            if id(module.node) not in forwards:
+                forwards[id(module.node)] = self.classes.forward_methods(module)
+            if id(method) in forwards[id(module.node)]:
+                self.report(call, fix=fix)
+
+    def _under_training_test(self, method: cst.FunctionDef) -> bool:
+        """Under an `if` or a conditional expression whose test reads `training` (`if self.training:`)."""
+        stack = self.ctx.stack
+        for index in range(stack.index(method), len(stack) - 1):
+            node, child = stack[index], stack[index + 1]
+            if type(node) in (cst.If, cst.IfExp) and child is not node.test and "training" in self.ctx.code(node.test):
+                return True
+        return False
+
+    def _fix(self, call: cst.Call, method: cst.FunctionDef):
+        instance = self_name(method)
+        if instance is None:
+            return None
+        fixed = with_keywords(call, [("training", cst.Attribute(cst.Name(instance), cst.Name("training")))])
+        edit = self.ctx.replace(call, code_in_place(self.ctx, fixed, self.ctx.stack))
+        return Fix.unsafe(f"Pass `training={instance}.training`", edit)

@@ -1,0 +1,194 @@
+from typing import List, Optional, Tuple
+
+import libcst as cst
+
+from torchlint.analysis.modules import (
+    MODULE_ROOTS, PARAMETER, REGISTERING_CONTAINERS, STATELESS_LAYERS, ModuleClass, ModuleClasses, is_loss_class,
+    is_self_attribute, is_torch_module_class,
+)
+from torchlint.analysis.values import Values
+from torchlint.rules.base import Rule
+from torchlint.rules.model._shared import IN_MODULE_CLASS
+from torchlint.rules.triggers import words
+
+_DROPOUTS = frozenset(
+    f"torch.nn.{name}" for name in ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout")
+)
+_NOT_REPORTED = STATELESS_LAYERS | REGISTERING_CONTAINERS
+
+
+class LayerBuiltInForward(Rule):
+    """
+    ## What it does
+    Flags a layer (`nn.Linear(...)`, `nn.Conv2d(...)`, `nn.BatchNorm*`, `nn.LayerNorm`,
+    `nn.Embedding`, `nn.Dropout(...)`, a model builder, an instance of a Module class of
+    the file or of a project file that holds layers or parameters) or an `nn.Parameter(...)`
+    constructed inside `forward` of an `nn.Module` subclass, or inside a method `forward`
+    calls through `self`.
+
+    Not flagged: layers without parameters, buffers or train/eval behaviour (`nn.ReLU()`,
+    `nn.Flatten()`, `nn.Softmax(dim)`, `nn.Identity()`, pooling, padding, `nn.Upsample`),
+    loss modules, containers (`nn.Sequential(*self.blocks)` only wraps what is
+    registered; a layer inside it is reported itself); construction in `__init__` or in
+    helpers called from `__init__`; a dropout built under `if self.training:`; lazy
+    creation that keeps the layer, `self.proj = nn.Linear(...)` under an `if` (`if
+    self.proj is None:`), which runs once.
+
+    Given up for that precision: a lazily created layer is not checked for being added
+    to the optimizer after it was built.
+
+    ## Why is this bad?
+    A layer built in `forward` is a new module on every call: a Linear or convolution
+    starts from fresh random weights each time and is not registered, so `parameters()`
+    does not return it, the optimizer never trains it and `state_dict()` does not save
+    it. On torch 2.13 two forwards of such a model in `eval()` give different outputs. A
+    new `nn.Dropout` is in training mode, so it keeps dropping after `model.eval()`; a
+    new BatchNorm normalises with the batch's statistics even in `eval()`; an
+    `nn.Parameter` made in `forward` leaves the module with no parameter of its own.
+
+    ## Fix safety
+    No fix: build the layer once in `__init__` (its sizes are usually known there) and
+    call it in `forward`.
+    """
+
+    code = "TL702"
+    name = "layer-built-in-forward"
+    triggers = IN_MODULE_CLASS & words("forward")
+    uses_callgraph = True
+    message = (
+        "a layer built in `forward` is a new module on every call, with fresh random weights, and is not "
+        "registered: the optimizer never trains it and `state_dict()` does not save it; build it once in `__init__`"
+    )
+    example = """
+    import torch.nn as nn
+
+    class Classifier(nn.Module):
+        def __init__(self, features, classes):
+            super().__init__()
+            self.features = features
+            self.classes = classes
+
+        def forward(self, x):
+            x = nn.Dropout(0.5)(x)  # expect: TL702:13
+            return nn.Linear(self.features, self.classes)(x)  # expect: TL702:16
+    """
+    use_instead = """
+    import torch.nn as nn
+
+    class Classifier(nn.Module):
+        def __init__(self, features, classes):
+            super().__init__()
+            self.dropout = nn.Dropout(0.5)
+            self.head = nn.Linear(features, classes)
+
+        def forward(self, x):
+            return self.head(self.dropout(x))
+    """
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.classes = ModuleClasses.of(ctx)
+        # (construction, what it builds, module class, method)
+        self.built: List[Tuple[cst.Call, str, ModuleClass, cst.FunctionDef]] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        found = self.classes.enclosing(self.ctx.stack)
+        if found is None:
+            return
+        module, method = found
+        kind = self._kind(node)
+        if kind is None or self._kept_once(node, method) or (kind in _DROPOUTS and self._only_when_training(method)):
+            return
+        self.built.append((node, kind, module, method))
+
+    def finish(self) -> None:
+        forwards = {}
+        for node, kind, module, method in self.built:
+            if id(module.node) not in forwards:
+                forwards[id(module.node)] = self.classes.forward_methods(module)
+            if id(method) in forwards[id(module.node)]:
+                self.report(node, self._message(node, kind, method))
+
+    def _kind(self, call: cst.Call) -> Optional[str]:
+        """The qualified name of the stateful layer or the parameter `call` builds, "class" for a Module class of the
+        project with state, else None."""
+        if self.ctx.qualified_name_in(call.func, PARAMETER):
+            return "torch.nn.Parameter"
+        built = self.classes.builds_module(call, self.ctx.stack)
+        if built is None or built in _NOT_REPORTED or is_loss_class(built):
+            return None
+        if built == "class" and not self._class_has_state(call):
+            return None
+        return built
+
+    def _class_has_state(self, call: cst.Call) -> bool:
+        """The Module class `call` instantiates derives from a torch layer with state, or assigns a layer or a
+        parameter to an attribute."""
+        for origin in Values.of(self.ctx).origins(call.func):
+            if type(origin.node) is not cst.ClassDef:
+                continue
+            module = ModuleClasses.of(origin.place.context).module_class(origin.node, origin.place.scopes)
+            if module is not None and _has_state(module):
+                return True
+        return False
+
+    def _kept_once(self, call: cst.Call, method: cst.FunctionDef) -> bool:
+        """`self.proj = nn.Linear(...)` under an `if` in the method: made on first use and kept."""
+        stack = self.ctx.stack
+        statement = stack[-2] if len(stack) > 1 else None
+        if type(statement) is not cst.Assign or statement.value is not call:
+            return False
+        if not any(is_self_attribute(target.target, method) for target in statement.targets):
+            return False
+        return any(type(node) is cst.If for node in stack[stack.index(method):])
+
+    def _only_when_training(self, method: cst.FunctionDef) -> bool:
+        """Under `if self.training:` (or another test that reads `training`) in the method."""
+        stack = self.ctx.stack
+        for index in range(stack.index(method), len(stack) - 1):
+            node = stack[index]
+            if type(node) is cst.If and stack[index + 1] is node.body and "training" in self.ctx.code(node.test):
+                return True
+        return False
+
+    def _message(self, call: cst.Call, kind: str, method: cst.FunctionDef) -> str:
+        where = "`forward`" if method.name.value == "forward" else f"`{method.name.value}` (called from `forward`)"
+        if kind == "torch.nn.Parameter":
+            return (
+                f"an `nn.Parameter` made in {where} is a new leaf on every call and is not registered: `parameters()` "
+                "misses it, so the optimizer never trains it and `state_dict()` does not save it; create it in `__init__`"
+            )
+        if kind in _DROPOUTS:
+            return (
+                f"a dropout built in {where} is a new module in training mode on every call: it keeps dropping "
+                "activations after `model.eval()`; build it in `__init__` (or call `F.dropout(x, p, training=self.training)`)"
+            )
+        if "Norm" in kind:
+            return (
+                f"a normalisation layer built in {where} is new on every call: in training mode it normalises with the "
+                "batch's statistics even in `eval()`, and its running statistics and affine parameters are never kept, "
+                "trained or saved; build it once in `__init__`"
+            )
+        return self.message.replace("`forward`", where, 1)
+
+
+def _has_state(module: ModuleClass) -> bool:
+    for base in module.node.bases:
+        name = module.context.qualified_name(base.value, module.around)
+        if is_torch_module_class(name) and name not in MODULE_ROOTS and name not in STATELESS_LAYERS:
+            return True
+    builds = ModuleClasses.of(module.context)
+    for values in module.attributes().values():
+        for value in values:
+            if type(value) is not cst.Call:
+                continue
+            method = module.assigning_method(value)
+            stack = module.stack_of(method) if method is not None else module.around + (module.node,)
+            if module.context.qualified_name_in(value.func, PARAMETER, stack):
+                return True
+            built = builds.builds_module(value, stack)
+            if built and built != "class" and built not in STATELESS_LAYERS and not is_loss_class(built):
+                return True
+            if built == "class":
+                return True
+    return any(base is not module and _has_state(base) for base in module.module_bases())

@@ -1,0 +1,178 @@
+from typing import Dict, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from torchlint.analysis import syntax
+from torchlint.analysis.modules import ModuleClass, ModuleClasses, is_self_attribute, self_name
+from torchlint.finding import Fix
+from torchlint.rules.base import Rule
+from torchlint.rules.model._shared import IN_MODULE_CLASS
+from torchlint.rules.triggers import words
+
+TENSOR_FACTORIES = frozenset(
+    f"torch.{name}" for name in (
+        "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "linspace", "logspace",
+        "eye", "tensor", "as_tensor", "from_numpy", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
+        "randn_like", "tril", "triu", "stack", "cat", "Tensor", "FloatTensor", "LongTensor", "BoolTensor",
+        "ByteTensor", "IntTensor", "DoubleTensor", "HalfTensor",
+    )
+)
+# Factories that make a 0-dim tensor from one number: torch combines a 0-dim CPU tensor with tensors on any device.
+_SCALAR_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})
+# Methods on a tensor that give something else than a tensor.
+_NOT_TENSOR_METHODS = frozenset({"tolist", "item", "numpy", "size", "dim", "numel", "nelement", "data_ptr"})
+# A read that moves the tensor where it is used: `self.mask.to(x.device)`, `self.table.type_as(x)`.
+_MOVING_METHODS = frozenset({"to", "cuda", "type_as", "type", "cpu"})
+
+
+class TensorAttributeNotBuffer(Rule):
+    """
+    ## What it does
+    Flags `self.x = torch.<factory>(...)` in `__init__` of an `nn.Module` subclass (a
+    tensor, not a Parameter or buffer: `torch.zeros/ones/arange/tensor/...`, also with
+    methods chained on it, `torch.ones(n, n).tril()`) when `forward`, or a method it
+    calls through `self`, reads `self.x`.
+
+    Not flagged: `self.register_buffer("x", ...)`, `nn.Parameter(...)`, Python scalars,
+    0-dim tensors of one number (`torch.tensor(0.5)`: torch combines a 0-dim CPU tensor
+    with tensors on any device), tensors created inside `forward`, constants used only
+    in `__init__` or in methods `forward` does not call, attributes other methods assign
+    again (state the class manages itself), and attributes `forward` moves where it
+    reads them (`self.mask.to(x.device)`, `.type_as(x)`).
+
+    Given up for that precision: a tensor attribute read only through an alias or a
+    helper of another object is not seen as read.
+
+    ## Why is this bad?
+    Only parameters and buffers belong to the module's state. A plain tensor attribute
+    is left behind by `model.to(device)`, `.cuda()` and `.half()`/`.double()`, and is not
+    in `state_dict()`: on torch 2.13, after `m.double()` the layers are float64 while the
+    attribute stays float32, and `M().to("meta")` leaves it on the CPU. On a GPU the
+    forward then mixes devices and raises; a checkpoint does not restore it.
+
+    ## Fix safety
+    Unsafe: `self.x = value` becomes `self.register_buffer("x", value, persistent=False)`.
+    The tensor then moves and converts with the module (that is the point, but
+    `.half()` now converts a float attribute, which changes results); `persistent=False`
+    keeps it out of `state_dict()`, so checkpoints keep their keys. Offered when the
+    assignment is a statement of its own.
+    """
+
+    code = "TL707"
+    name = "tensor-attribute-not-buffer"
+    triggers = IN_MODULE_CLASS & words("forward") & words(*(name.rpartition(".")[2] for name in TENSOR_FACTORIES))
+    uses_callgraph = True
+    fix_safety = "unsafe"
+    message = (
+        "a plain tensor attribute is not a buffer: `model.to(device)`, `.cuda()` and `.half()` leave it behind "
+        "(a device mismatch in `forward` on GPU) and `state_dict()` does not hold it; use `self.register_buffer`"
+    )
+    example = """
+    import torch
+    import torch.nn as nn
+
+    class CausalAttention(nn.Module):
+        def __init__(self, size):
+            super().__init__()
+            self.mask = torch.ones(size, size).tril()  # expect: TL707:9
+            self.proj = nn.Linear(size, size)
+
+        def forward(self, scores):
+            return self.proj(scores.masked_fill(self.mask == 0, float("-inf")))
+    """
+    use_instead = """
+    import torch
+    import torch.nn as nn
+
+    class CausalAttention(nn.Module):
+        def __init__(self, size):
+            super().__init__()
+            self.register_buffer("mask", torch.ones(size, size).tril(), persistent=False)
+            self.proj = nn.Linear(size, size)
+
+        def forward(self, scores):
+            return self.proj(scores.masked_fill(self.mask == 0, float("-inf")))
+    """
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.classes = ModuleClasses.of(ctx)
+        # (target, statement, module class, init, stack)
+        self.candidates: List[Tuple[cst.Attribute, cst.Assign, ModuleClass, cst.FunctionDef, tuple]] = []
+        # (class id, attribute) -> (method id, moved) of each read
+        self.reads: Dict[Tuple[int, str], List[Tuple[int, bool]]] = {}
+        # (class id, attribute) registered as a buffer by name
+        self.registered: Set[Tuple[int, str]] = set()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        found = self.classes.enclosing(self.ctx.stack)
+        if found is None or found[1].name.value != "__init__" or not self._is_tensor(node.value):
+            return
+        for target in node.targets:
+            if is_self_attribute(target.target, found[1]):
+                self.candidates.append((target.target, node, found[0], found[1], tuple(self.ctx.stack)))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        stack = self.ctx.stack
+        if type(node.value) is not cst.Name or len(stack) < 2 or type(stack[-2]) is cst.AssignTarget:
+            return
+        found = self.classes.enclosing(stack)
+        if found is None or not is_self_attribute(node, found[1]):
+            return
+        parent = stack[-2]
+        moved = (
+            type(parent) is cst.Attribute and parent.value is node and parent.attr.value in _MOVING_METHODS
+            and len(stack) > 2 and type(stack[-3]) is cst.Call
+        )
+        self.reads.setdefault((id(found[0].node), node.attr.value), []).append((id(found[1]), moved))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if syntax.method_name(node) != "register_buffer":
+            return
+        found = self.classes.enclosing(self.ctx.stack)
+        name = syntax.positional(node, 0) or syntax.keyword(node, "name")
+        if found is not None and name is not None and isinstance(syntax.literal(name.value), str):
+            self.registered.add((id(found[0].node), syntax.literal(name.value)))
+
+    def finish(self) -> None:
+        forwards = {}
+        for target, statement, module, init, stack in self.candidates:
+            key = (id(module.node), target.attr.value)
+            if key in self.registered or self._assigned_elsewhere(module, target.attr.value, init):
+                continue
+            if id(module.node) not in forwards:
+                forwards[id(module.node)] = self.classes.forward_methods(module)
+            reads = [moved for method, moved in self.reads.get(key, []) if method in forwards[id(module.node)]]
+            if reads and not any(reads):
+                self.report(target, self._message(target), self._fix(target, statement, init))
+
+    def _is_tensor(self, value: cst.BaseExpression) -> bool:
+        """A torch factory's result, possibly with tensor methods chained on it; not a 0-dim tensor of a number."""
+        while type(value) is cst.Call and type(value.func) is cst.Attribute and type(value.func.value) is cst.Call:
+            if value.func.attr.value in _NOT_TENSOR_METHODS:
+                return False
+            value = value.func.value
+        if type(value) is not cst.Call or not self.ctx.qualified_name_in(value.func, TENSOR_FACTORIES):
+            return False
+        if self.ctx.qualified_name(value.func) in _SCALAR_FACTORIES:
+            data = syntax.positional(value, 0) or syntax.keyword(value, "data")
+            return data is None or not isinstance(syntax.literal(data.value), (int, float, bool))
+        return True
+
+    def _assigned_elsewhere(self, module: ModuleClass, name: str, init: cst.FunctionDef) -> bool:
+        return any(module.assigning_method(value) is not init for value in module.attributes().get(name, []))
+
+    def _message(self, target: cst.Attribute) -> str:
+        shown = self.ctx.code(target)
+        return (
+            f"`{shown}` is a plain tensor attribute, not a buffer: `model.to(device)`, `.cuda()` and `.half()` leave it "
+            "behind (a device mismatch in `forward` on GPU) and `state_dict()` does not hold it; register it with "
+            f"`self.register_buffer(\"{target.attr.value}\", ..., persistent=False)`"
+        )
+
+    def _fix(self, target: cst.Attribute, statement: cst.Assign, init: cst.FunctionDef) -> Optional[Fix]:
+        if len(statement.targets) != 1:
+            return None
+        instance = self_name(init)
+        content = f"{instance}.register_buffer(\"{target.attr.value}\", {self.ctx.code(statement.value)}, persistent=False)"
+        return Fix.unsafe("Register it as a buffer", self.ctx.replace(statement, content))

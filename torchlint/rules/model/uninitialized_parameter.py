@@ -1,0 +1,227 @@
+import re
+from typing import List, Set, Tuple
+
+import libcst as cst
+
+from torchlint.analysis import syntax
+from torchlint.analysis.modules import PARAMETER, ModuleClass, ModuleClasses, is_self_attribute, self_name
+from torchlint.analysis.values import Values
+from torchlint.rules.base import Rule
+from torchlint.rules.model._shared import IN_MODULE_CLASS
+from torchlint.rules.triggers import words
+
+# Constructors that return uninitialised memory when given sizes.
+_TYPED_CONSTRUCTORS = ("Tensor", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor")
+SIZED_CONSTRUCTORS = frozenset(
+    f"{module}.{name}" for module in ("torch", "torch.cuda") for name in _TYPED_CONSTRUCTORS
+)
+EMPTY = frozenset({"torch.empty"})
+# Iterating these or calling these on `self` may initialise every parameter of the class.
+_GENERIC_INITS = frozenset({"parameters", "named_parameters", "modules", "named_modules", "children", "apply", "state_dict"})
+# Words of a name that holds a size (`hidden_size`, `num_classes`, `out_features`): a single argument named so is
+# a size, not data (`torch.Tensor(weights)` copies a list).
+_SIZE_WORDS = frozenset({
+    "size", "sizes", "dim", "dims", "num", "n", "features", "channels", "width", "height", "length", "len", "classes",
+    "heads", "hidden", "units", "planes", "experts", "tokens", "positions", "embed", "d", "k", "out", "in", "shape",
+})
+_WORD = re.compile(r"[a-z]+")
+# `self.reset_parameters()`, `self._init_weights()`, `self.initialize()`: whatever they do, they initialise.
+_INITIALISER_NAME = re.compile(r"init|reset")
+
+
+class UninitializedParameter(Rule):
+    """
+    ## What it does
+    Flags `nn.Parameter(torch.Tensor(sizes...))` (also `torch.FloatTensor`,
+    `torch.cuda.FloatTensor` and the other typed constructors) and
+    `nn.Parameter(torch.empty(...))` in an `nn.Module` subclass when the class never
+    initialises that parameter. Initialising is any of: `nn.init.*(self.w)` or any other
+    call given `self.w` outside `forward` (`glorot(self.weight)`), an in-place method on it
+    (`self.w.uniform_(...)`, `self.w.data.normal_()`, `.zero_()`, `.fill_()`, `.copy_()`),
+    an assignment to `self.w.data`, `self.w.data[...]` or `self.w[...]`; and, for every
+    parameter of the class, a use of `self.parameters()`/`self.modules()`, a call of
+    `self.apply(...)`, or a call of a `self.` method named for initialising
+    (`reset_parameters`, `_init_weights`, `initialize`, also an inherited one), and
+    another assignment to the attribute. An initialisation of the same attribute name on
+    another object anywhere in the file counts too (`module.cls_token.data.normal_()`
+    in a parent's `_init_weights`, `nn.init.zeros_(m.bias)` in a function given to
+    `model.apply`).
+
+    Sizes are integer literals, arithmetic, `x.size(...)`, `len(...)`, several
+    arguments, or a single name that says it holds a size (`hidden_size`, `num_classes`,
+    `dim`). Not flagged: `torch.Tensor([0.5])` and `torch.Tensor(values)` (data, not
+    sizes); `torch.zeros/ones/randn/rand`, which initialise.
+
+    Given up for that precision: initialisation done outside the file (a training
+    script that calls `model.apply(init_fn)`), and weights always loaded from a
+    checkpoint, are not seen: such classes are reported.
+
+    ## Why is this bad?
+    `torch.Tensor(64, 64)` and `torch.empty(64, 64)` allocate without writing: the
+    parameter holds whatever the memory held before. On torch 2.13, right after freeing a
+    7.0-filled tensor, `torch.Tensor(64, 64)` held the stale 7.0 values in 102 of 200
+    allocations; fresh blocks come back zeroed from the operating system, so the bug is
+    intermittent: training starts from zeros (symmetric units that never differ), from
+    another tensor's values, or from huge numbers and NaN.
+
+    ## Fix safety
+    No fix: which initialisation fits depends on the layer (`nn.init.kaiming_uniform_`
+    for weights, zeros for biases); call it in `__init__` or in a `reset_parameters` that
+    `__init__` calls.
+    """
+
+    code = "TL704"
+    name = "uninitialized-parameter"
+    triggers = IN_MODULE_CLASS & words("Parameter") & words("empty", *_TYPED_CONSTRUCTORS)
+    uses_callgraph = True
+    message = (
+        "this parameter is never initialised: `torch.Tensor(sizes)`/`torch.empty` return uninitialised memory (stale "
+        "values, or NaN), and training starts from it; initialise it (`nn.init.*`) or build it with "
+        "`torch.randn`/`torch.zeros`"
+    )
+    example = """
+    import torch
+    import torch.nn as nn
+
+    class Bilinear(nn.Module):
+        def __init__(self, features):
+            super().__init__()
+            self.weight = nn.Parameter(torch.Tensor(features, features))  # expect: TL704:35
+
+        def forward(self, x, y):
+            return (x @ self.weight * y).sum(-1)
+    """
+    use_instead = """
+    import torch
+    import torch.nn as nn
+
+    class Bilinear(nn.Module):
+        def __init__(self, features):
+            super().__init__()
+            self.weight = nn.Parameter(torch.Tensor(features, features))
+            nn.init.xavier_uniform_(self.weight)
+
+        def forward(self, x, y):
+            return (x @ self.weight * y).sum(-1)
+    """
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.classes = ModuleClasses.of(ctx)
+        # (the uninitialised factory call, the attribute, module class)
+        self.candidates: List[Tuple[cst.Call, str, ModuleClass]] = []
+        # Attribute names initialised anywhere in the file: (class id or None for another object, name).
+        self.initialised: Set[Tuple[object, str]] = set()
+        # (class id, method id, attribute) of `self.w` given to a call: an initialisation outside `forward`.
+        self.passed: Set[Tuple[int, int, str]] = set()
+        self.generic: Set[int] = set()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        found = self.classes.enclosing(self.ctx.stack)
+        for target in node.targets:
+            written = target.target
+            if found is not None and is_self_attribute(written, found[1]):
+                factory = self._uninitialised_factory(node.value)
+                if factory is not None:
+                    self.candidates.append((factory, written.attr.value, found[0]))
+            initialised = _initialised_attribute(written.value if type(written) is cst.Subscript else written, data_only=type(written) is not cst.Subscript)
+            if initialised is not None:
+                self._note(initialised, found)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        found = self.classes.enclosing(self.ctx.stack)
+        method = syntax.method_name(node)
+        if method is not None and method.endswith("_") and not method.endswith("__"):
+            initialised = _initialised_attribute(node.func.value, data_only=False)
+            if initialised is not None:
+                self._note(initialised, found)
+        if found is None:
+            self._note_arguments(node, None)
+            return
+        module, function = found
+        instance = self_name(function)
+        receiver = syntax.receiver(node)
+        if type(receiver) is cst.Name and receiver.value == instance and method is not None and (
+            method in _GENERIC_INITS or _INITIALISER_NAME.search(method.lower())
+        ):
+            self.generic.add(id(module.node))
+        if not self.ctx.qualified_name_in(node.func, PARAMETER):
+            self._note_arguments(node, found)
+
+    def _note_arguments(self, call: cst.Call, found) -> None:
+        for arg in call.args:
+            initialised = _initialised_attribute(arg.value, data_only=False)
+            if initialised is None:
+                continue
+            if found is not None and type(initialised.value) is cst.Name and initialised.value.value == self_name(found[1]):
+                self.passed.add((id(found[0].node), id(found[1]), initialised.attr.value))
+            else:
+                self.initialised.add((None, initialised.attr.value))
+
+    def _note(self, attribute: cst.Attribute, found) -> None:
+        is_self = found is not None and type(attribute.value) is cst.Name and attribute.value.value == self_name(found[1])
+        self.initialised.add((id(found[0].node) if is_self else None, attribute.attr.value))
+
+    def finish(self) -> None:
+        for factory, attribute, module in self.candidates:
+            if id(module.node) in self.generic or len(module.attributes().get(attribute, [])) > 1:
+                continue  # initialised for every parameter, or assigned again (`reset_parameters` making it anew)
+            if self._initialised(module, attribute):
+                continue
+            self.report(factory)
+
+    def _initialised(self, module: ModuleClass, attribute: str) -> bool:
+        if (None, attribute) in self.initialised or (id(module.node), attribute) in self.initialised:
+            return True
+        forwards = self.classes.forward_methods(module)
+        return any(
+            owner == id(module.node) and name == attribute and method not in forwards
+            for owner, method, name in self.passed
+        )
+
+    def _uninitialised_factory(self, value: cst.BaseExpression):
+        """For `nn.Parameter(torch.Tensor(sizes))` / `nn.Parameter(torch.empty(...))`: the factory call."""
+        if type(value) is not cst.Call or not self.ctx.qualified_name_in(value.func, PARAMETER):
+            return None
+        data = syntax.positional(value, 0) or syntax.keyword(value, "data")
+        factory = data.value if data is not None else None
+        if type(factory) is not cst.Call:
+            return None
+        if self.ctx.qualified_name_in(factory.func, EMPTY):
+            return factory
+        if self.ctx.qualified_name_in(factory.func, SIZED_CONSTRUCTORS) and self._sizes(factory):
+            return factory
+        return None
+
+    def _sizes(self, factory: cst.Call) -> bool:
+        """The constructor is given sizes, not data."""
+        args = [arg for arg in factory.args if arg.keyword is None]
+        if not args:
+            return False
+        if len(args) > 1 or args[0].star == "*":
+            return True
+        return self._is_size(args[0].value)
+
+    def _is_size(self, expr: cst.BaseExpression) -> bool:
+        if type(expr) in (cst.Integer, cst.BinaryOperation, cst.UnaryOperation):
+            return True
+        if type(expr) is cst.Call:
+            return syntax.method_name(expr) == "size" or (type(expr.func) is cst.Name and expr.func.value in ("len", "int"))
+        if type(expr) is cst.Subscript:
+            return type(expr.value) is cst.Attribute and expr.value.attr.value == "shape"
+        if type(expr) not in (cst.Name, cst.Attribute):
+            return False
+        origins = Values.of(self.ctx).origins(expr)
+        if origins and all(not origin.opaque and type(origin.node) is cst.Integer for origin in origins):
+            return True
+        name = syntax.terminal_name(expr) or ""
+        return not _SIZE_WORDS.isdisjoint(_WORD.findall(name.lower()))
+
+
+def _initialised_attribute(expr: cst.BaseExpression, data_only: bool):
+    """`x.w` for `x.w` or `x.w.data` (with `data_only`, only `x.w.data`): the attribute an initialisation writes."""
+    if type(expr) is cst.Attribute and expr.attr.value == "data" and type(expr.value) is cst.Attribute:
+        return expr.value
+    if not data_only and type(expr) is cst.Attribute:
+        return expr
+    return None

@@ -1,0 +1,277 @@
+from typing import Dict, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from torchlint.analysis import syntax
+from torchlint.analysis.modules import (
+    PARAMETER, REGISTERING_CONTAINERS, STATELESS_LAYERS, ModuleClass, ModuleClasses, is_loss_class, is_self_attribute,
+)
+from torchlint.analysis.values import Values
+from torchlint.engine.scopes import dotted_name, scope_nodes_of
+from torchlint.finding import Fix
+from torchlint.rules.base import Rule
+from torchlint.rules.model._shared import IN_MODULE_CLASS
+
+# Module methods that register what they are given (`for i, layer in enumerate(self.layers): self.add_module(...)`).
+_REGISTERING_METHODS = frozenset({"add_module", "register_module", "register_parameter"})
+_FILLING_METHODS = frozenset({"append", "extend", "insert", "update", "setdefault"})
+_CONTAINER_BUILTINS = frozenset({"list", "tuple", "dict"})
+
+
+class UnregisteredSubmodules(Rule):
+    """
+    ## What it does
+    Flags an attribute of an `nn.Module` subclass assigned a plain Python container that
+    holds layers or `nn.Parameter`s: a list, tuple or dict literal (`self.layers =
+    [nn.Linear(4, 4), nn.Linear(4, 4)]`, `self.heads = {"a": nn.Linear(4, 2)}`), a
+    comprehension (`[Block(dim) for _ in range(depth)]`), `list(...)`/`tuple(...)` of
+    one, a list multiplied (`[nn.Linear(4, 4)] * 3`), or an empty list or dict filled
+    in the class (`self.blocks = []` then `self.blocks.append(nn.Conv2d(...))`), also
+    through a local variable (`layers = [...]; self.layers = layers`). A layer is a
+    torch layer or container, a model builder's result, or an instance of a Module class
+    of the file or of a project file (`from model import Block`); the class itself may
+    derive from a Module class of another project file.
+
+    Not flagged: `nn.ModuleList`, `nn.ModuleDict`, `nn.ParameterList`,
+    `nn.ParameterDict`, `nn.Sequential`; containers of ints, strings, shapes, functions
+    or layer classes (`[nn.ReLU, nn.Tanh]`); containers holding only layers without
+    parameters or train/eval behaviour (`[nn.ReLU(), nn.MaxPool2d(2)]`) or only loss
+    modules; a list that is also passed to a registering container (`nn.ModuleList(
+    layers)`, `nn.Sequential(*self.layers)`) or an attribute the class assigns such a
+    container elsewhere; classes that register by hand (`add_module`,
+    `register_module`, `register_parameter`, `setattr(self, ...)` anywhere in the
+    class); attributes of classes that are not Modules.
+
+    Given up for that precision: layers built by a function torchlint cannot follow
+    (a parameter such as `norm_layer(dim)`, a function of an installed library), and
+    classes deriving from a Module class of another library (`transformers`,
+    `timm`): they are not known to be Modules.
+
+    ## Why is this bad?
+    `nn.Module` registers a submodule or parameter only when it is assigned directly to
+    an attribute, or held by one of its containers. Layers in a plain list are invisible
+    to the module: on torch 2.13 `parameters()` does not return them, so the optimizer
+    never updates them (their `.grad` fills, `step()` skips them); `.to()`, `.cuda()`,
+    `.double()` leave them where they were (a device mismatch on GPU); `eval()` leaves
+    them in training mode; and `state_dict()` does not save them. No error says so.
+
+    ## Fix safety
+    Unsafe: wraps the list in `nn.ModuleList(...)` (`nn.ParameterList` for
+    parameters, `nn.ModuleDict` for a dict with string keys). That changes what
+    `parameters()` and `state_dict()` hold: an optimizer built from them now trains
+    the layers, and checkpoints saved before the fix lack their keys. Offered for
+    list and dict literals and comprehensions assigned directly, when the file
+    imports `torch.nn` or `torch`.
+    """
+
+    code = "TL701"
+    name = "unregistered-submodules"
+    triggers = IN_MODULE_CLASS
+    fix_safety = "unsafe"
+    message = (
+        "these layers sit in a plain Python container, which `nn.Module` does not register: `parameters()` misses "
+        "them (the optimizer never trains them), `.to()`/`.cuda()`/`.double()` and `eval()` skip them and "
+        "`state_dict()` does not save them; use `nn.ModuleList` (`nn.ModuleDict` for a dict)"
+    )
+    example = """
+    import torch.nn as nn
+
+    class MLP(nn.Module):
+        def __init__(self, width, depth):
+            super().__init__()
+            self.hidden = [nn.Linear(width, width) for _ in range(depth)]  # expect: TL701:9
+            self.out = nn.Linear(width, 1)
+
+        def forward(self, x):
+            for layer in self.hidden:
+                x = layer(x).relu()
+            return self.out(x)
+    """
+    use_instead = """
+    import torch.nn as nn
+
+    class MLP(nn.Module):
+        def __init__(self, width, depth):
+            super().__init__()
+            self.hidden = nn.ModuleList([nn.Linear(width, width) for _ in range(depth)])
+            self.out = nn.Linear(width, 1)
+
+        def forward(self, x):
+            for layer in self.hidden:
+                x = layer(x).relu()
+            return self.out(x)
+    """
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.classes = ModuleClasses.of(ctx)
+        # Candidate assignments: (target, value, module class, method, stack).
+        self.assignments: List[Tuple[cst.Attribute, cst.BaseExpression, ModuleClass, cst.FunctionDef, tuple]] = []
+        # (class id, written name) -> what the class puts into that container: `self.blocks.append(layer)`.
+        self.filled: Dict[Tuple[int, str], List[Tuple[cst.BaseExpression, tuple]]] = {}
+        # (class id, written name) of containers a registering container or call is given.
+        self.registered: Set[Tuple[int, str]] = set()
+        # ids of classes that register by hand.
+        self.registering_classes: Set[int] = set()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        found = self.classes.enclosing(self.ctx.stack)
+        if found is None:
+            return
+        module, method = found
+        for target in node.targets:
+            written = target.target
+            if is_self_attribute(written, method):
+                self.assignments.append((written, node.value, module, method, tuple(self.ctx.stack)))
+            elif type(written) is cst.Subscript:  # self.heads["a"] = nn.Linear(4, 2)
+                name = dotted_name(written.value)
+                if name is not None:
+                    self.filled.setdefault((id(module.node), name), []).append((node.value, tuple(self.ctx.stack)))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        found = self.classes.enclosing(self.ctx.stack)
+        if found is None:
+            return
+        module, _ = found
+        method = syntax.method_name(node)
+        if method in _REGISTERING_METHODS or (type(node.func) is cst.Name and node.func.value == "setattr"):
+            self.registering_classes.add(id(module.node))
+            return
+        if method in _FILLING_METHODS:
+            name = dotted_name(node.func.value)
+            if name is not None:
+                filled = self.filled.setdefault((id(module.node), name), [])
+                filled += [(arg.value, tuple(self.ctx.stack)) for arg in node.args if arg.keyword is None]
+            return
+        if self.ctx.qualified_name_in(node.func, REGISTERING_CONTAINERS):
+            for arg in node.args:
+                name = dotted_name(arg.value)
+                if name is not None:
+                    self.registered.add((id(module.node), name))
+
+    def finish(self) -> None:
+        by_attribute: Dict[Tuple[int, str], List[Tuple[cst.BaseExpression, tuple]]] = {}
+        for target, value, module, _, stack in self.assignments:
+            by_attribute.setdefault((id(module.node), target.attr.value), []).append((value, stack))
+        for target, value, module, method, stack in self.assignments:
+            key = (id(module.node), self.ctx.code(target))
+            if id(module.node) in self.registering_classes or key in self.registered:
+                continue
+            others = by_attribute[(id(module.node), target.attr.value)]
+            if any(self._registers(other, other_stack) for other, other_stack in others):
+                continue
+            held = self._held(value, module, stack, self.ctx.code(target))
+            if held is None:
+                continue
+            layers, local = held
+            if local is not None and (id(module.node), local) in self.registered:
+                continue
+            kinds = set(filter(None, (self._layer_kind(layer, layer_stack) for layer, layer_stack in layers)))
+            if kinds:
+                self.report(target, self._message(target, value, kinds), self._fix(value, kinds, stack))
+
+    def _message(self, target: cst.Attribute, value: cst.BaseExpression, kinds: Set[str]) -> str:
+        held = "parameters" if kinds == {"parameter"} else "layers"
+        container = {cst.Dict: "dict", cst.DictComp: "dict", cst.Tuple: "tuple"}.get(type(value), "list")
+        suggested = ("ParameterDict" if held == "parameters" else "ModuleDict") if container == "dict" else (
+            "ParameterList" if held == "parameters" else "ModuleList"
+        )
+        return (
+            f"`{self.ctx.code(target)}` holds {held} in a plain {container}, which `nn.Module` does not register: "
+            "`parameters()` misses them (the optimizer never trains them), `.to()`/`.cuda()`/`.double()` and "
+            f"`eval()` skip them and `state_dict()` does not save them; use `nn.{suggested}`"
+        )
+
+    def _registers(self, value: cst.BaseExpression, stack: tuple) -> bool:
+        """The attribute is (also) assigned a registering container, a module or a parameter."""
+        if type(value) is not cst.Call:
+            return False
+        return self.ctx.qualified_name_in(value.func, REGISTERING_CONTAINERS | PARAMETER, stack) or bool(
+            self.classes.builds_module(value, stack)
+        )
+
+    def _held(
+        self, value: cst.BaseExpression, module: ModuleClass, stack: tuple, written: str, depth: int = 0,
+    ) -> Optional[Tuple[List[Tuple[cst.BaseExpression, tuple]], Optional[str]]]:
+        """The elements a plain container assigned as `value` holds (with where they are evaluated), and the local
+        name it came through; None when `value` is not a plain container."""
+        value_type = type(value)
+        if value_type in (cst.List, cst.Tuple, cst.Set):
+            if any(type(element) is cst.StarredElement for element in value.elements):
+                return None
+            elements = [(element.value, stack) for element in value.elements]
+        elif value_type is cst.Dict:
+            elements = [(element.value, stack) for element in value.elements if type(element) is cst.DictElement]
+        elif value_type in (cst.ListComp, cst.SetComp, cst.GeneratorExp):
+            elements = [(value.elt, stack)]
+        elif value_type is cst.DictComp:
+            elements = [(value.value, stack)]
+        elif value_type is cst.BinaryOperation and type(value.operator) is cst.Multiply:
+            container = value.left if type(value.left) is cst.List else value.right
+            return self._held(container, module, stack, written, depth) if type(container) is cst.List else None
+        elif value_type is cst.Call and self._is_container_builtin(value, stack) and value.args and depth < 2:
+            return self._held(value.args[0].value, module, stack, written, depth + 1)
+        elif value_type is cst.Name and depth < 2:
+            return self._through_name(value, module, stack, written, depth)
+        else:
+            return None
+        return elements + self.filled.get((id(module.node), written), []), None
+
+    def _through_name(self, name: cst.Name, module: ModuleClass, stack: tuple, written: str, depth: int):
+        """`layers = [...]` (filled or not) then `self.layers = layers`: the local list's elements."""
+        origins = Values.of(self.ctx).origins(name, stack)
+        if len(origins) != 1 or origins[0].opaque or origins[0].place.context is not self.ctx:
+            return None
+        held = self._held(origins[0].node, module, origins[0].place.stack, name.value, depth + 1)
+        if held is None:
+            return None
+        return held[0] + self.filled.get((id(module.node), written), []), name.value
+
+    def _is_container_builtin(self, call: cst.Call, stack: tuple) -> bool:
+        func = call.func
+        return (
+            type(func) is cst.Name and func.value in _CONTAINER_BUILTINS and len(call.args) == 1
+            and self.ctx.scopes.binding_scope(func.value, scope_nodes_of(stack)) is None
+        )
+
+    def _layer_kind(self, element: cst.BaseExpression, stack: tuple) -> Optional[str]:
+        """"module" or "parameter" for an element that is a layer with state or a parameter, else None."""
+        calls = [element] if type(element) is cst.Call else [
+            origin.node for origin in Values.of(self.ctx).origins(element, stack)
+            if type(origin.node) is cst.Call and origin.place.context is self.ctx and not origin.applied
+        ]
+        for call in calls:
+            if self.ctx.qualified_name_in(call.func, PARAMETER, stack):
+                return "parameter"
+            built = self.classes.builds_module(call, stack)
+            if built and built not in STATELESS_LAYERS and not is_loss_class(built):
+                return "module"
+        return None
+
+    def _fix(self, value: cst.BaseExpression, kinds: Set[str], stack: tuple) -> Optional[Fix]:
+        torch_nn = self._torch_nn(stack)
+        if torch_nn is None or len(kinds) != 1:
+            return None
+        parameters = kinds == {"parameter"}
+        if type(value) in (cst.List, cst.ListComp):
+            container = "ParameterList" if parameters else "ModuleList"
+        elif type(value) is cst.Dict and value.elements and all(
+            type(element) is cst.DictElement and isinstance(syntax.literal(element.key), str) for element in value.elements
+        ):
+            container = "ParameterDict" if parameters else "ModuleDict"
+        else:
+            return None
+        content = f"{torch_nn}.{container}({self.ctx.code(value)})" if _has_elements(value) else f"{torch_nn}.{container}()"
+        return Fix.unsafe(f"Hold them in `{torch_nn}.{container}`", self.ctx.replace(value, content))
+
+    def _torch_nn(self, stack: tuple) -> Optional[str]:
+        """How the code at `stack` can name `torch.nn`: `nn` after `import torch.nn as nn`, `torch.nn` after
+        `import torch`."""
+        for candidate in ("nn", "torch.nn"):
+            if self.ctx.qualified_name(cst.parse_expression(candidate), stack) == "torch.nn":
+                return candidate
+        return None
+
+
+def _has_elements(value: cst.BaseExpression) -> bool:
+    return type(value) is cst.ListComp or bool(value.elements)
