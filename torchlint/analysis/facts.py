@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis import syntax
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.summaries import function_facts, imported_function
 from torchlint.analysis.values import Origin, Place, Values
@@ -53,7 +54,10 @@ class _ProjectCalls(dict):
     def __init__(self, ctx: "FileContext"):
         super().__init__()
         # Read once per file from its import statements: most files import no project file at all.
-        self.possible = PROJECT.imported_by(ctx.filename, ctx.file_text.imported_modules)
+        possible = PROJECT.imported_by(ctx.filename, ctx.file_text.imported_modules)
+        # The local names an import binds to a project file: a call whose head is another name (`torch.zeros`,
+        # `np.mean`, a local) calls no project function.
+        self.heads = ctx.scopes.names_imported_from(lambda path: PROJECT.holds(ctx.filename, path)) if possible else frozenset()
         # import path -> whether it names a project file, for the names this file calls
         self.known: Dict[str, bool] = {}
 
@@ -64,25 +68,30 @@ class _ProjectCalls(dict):
         return found
 
 
+def project_import_names(ctx: "FileContext") -> frozenset:
+    """The local names this file's imports bind to project files (`Net` after `from model import Net`)."""
+    return ctx.shared(_ProjectCalls).heads
+
+
 @recognizes(cst.Call)
 def calls_project_function(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     """A call of a function imported from a project file (`zero_grad(params)` after `from fp16_util import
     zero_grad`). What it does there is read only when a rule asks (`project_call_shows`): that parses the file."""
-    head = call.func
-    while type(head) is cst.Attribute:
-        head = head.value
+    head = syntax.head_name(call.func)
     # Most calls are of locals, methods and builtins: only a name some import binds can lead to a project file.
-    if type(head) is not cst.Name or not ctx.scopes.is_imported_anywhere(head.value):
+    if head is None or not ctx.scopes.is_imported_anywhere(head):
         return None
     calls = ctx.shared(_ProjectCalls)
-    path = ctx.scopes.resolve(head.value, ctx.scope_nodes) if calls.possible else None
+    if head not in calls.heads:
+        return None
+    path = ctx.scopes.resolve(head, ctx.scope_nodes)
     # The name must come from a project file (`torch.zeros` never does), and then the whole call path must name one.
     if path is None or not calls.holds(ctx, path):
         return None
     dotted = dotted_name(call.func)
     if dotted is None:
         return None
-    path += dotted[len(head.value):]
+    path += dotted[len(head):]
     if not calls.holds(ctx, path):
         return None
     calls[id(call)] = path

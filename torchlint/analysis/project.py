@@ -58,6 +58,7 @@ class Project:
         self._modules: "OrderedDict[str, Optional[ProjectModule]]" = OrderedDict()
         # (importing folder, import path) -> (module file, name in it), or None: most paths name installed packages
         self._paths: Dict[Tuple[str, str], Optional[Tuple[str, str]]] = {}
+        self._folders = _Folders()
         # path -> digest of every project file read since `start_recording` (what the current lint depended on)
         self.consulted: Dict[str, bytes] = {}
 
@@ -86,7 +87,7 @@ class Project:
         key = (os.path.dirname(os.path.abspath(importer)), dotted)
         found = self._paths.get(key, _UNKNOWN)
         if found is _UNKNOWN:
-            found = self._paths[key] = _locate(key[0], dotted)
+            found = self._paths[key] = self._folders.locate(key[0], dotted)
         return found
 
     def _load(self, path: str, config: "Config") -> Optional[ProjectModule]:
@@ -124,36 +125,71 @@ def _parse(path: str, data: bytes, digest: bytes, config: "Config") -> Optional[
     return ProjectModule(path, digest, FileContext(path, text, module, config, with_callgraph=False))
 
 
-def _locate(folder: str, dotted: str) -> Optional[Tuple[str, str]]:
-    level = len(dotted) - len(dotted.lstrip("."))
-    parts = [part for part in dotted[level:].split(".") if part]
-    for base in _search_folders(folder, level):
-        # The longest prefix that is a file: `pkg.model.Net` is the name Net in pkg/model.py.
-        for length in range(len(parts), 0, -1):
-            path = _module_file(base, parts[:length])
-            if path is not None:
-                return path, ".".join(parts[length:])
-    return None
+class _Folders:
+    """What the folders a lookup passes hold, listed once each: most import paths (`torch.nn`, `numpy`) name no
+    file of the project, which one look at the first part's entry tells, where asking the file system for every
+    candidate file took a dozen `stat` calls per path."""
 
+    def __init__(self):
+        # folder -> {entry name: is a folder}; empty for a folder that does not exist
+        self._entries: Dict[str, Dict[str, bool]] = {}
 
-def _search_folders(folder: str, level: int) -> List[str]:
-    if level:  # a relative import has one base: its package, or a package above it
-        for _ in range(level - 1):
-            folder = os.path.dirname(folder)
-        return [folder]
-    found = [folder]
-    while os.path.isfile(os.path.join(folder, "__init__.py")):
-        folder = os.path.dirname(folder)
-        found.append(folder)
-    return found
+    def locate(self, folder: str, dotted: str) -> Optional[Tuple[str, str]]:
+        level = len(dotted) - len(dotted.lstrip("."))
+        parts = [part for part in dotted[level:].split(".") if part]
+        for base in self._search_folders(folder, level):
+            # The longest prefix that is a file: `pkg.model.Net` is the name Net in pkg/model.py.
+            for length in range(len(parts), 0, -1):
+                path = self._module_file(base, parts[:length])
+                if path is not None:
+                    return path, ".".join(parts[length:])
+        return None
 
+    def _search_folders(self, folder: str, level: int) -> List[str]:
+        if level:  # a relative import has one base: its package, or a package above it
+            for _ in range(level - 1):
+                folder = os.path.dirname(folder)
+            return [folder]
+        found = [folder]
+        while self._is_file(folder, "__init__.py"):
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+            found.append(folder)
+        return found
 
-def _module_file(base: str, parts: List[str]) -> Optional[str]:
-    stem = os.path.join(base, *parts)
-    for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
-        if os.path.isfile(candidate):
-            return candidate
-    return None
+    def _module_file(self, base: str, parts: List[str]) -> Optional[str]:
+        folder = base
+        for part in parts[:-1]:
+            if not self._listing(folder).get(part, False):
+                return None
+            folder = os.path.join(folder, part)
+        last = parts[-1]
+        if self._is_file(folder, last + ".py"):
+            return os.path.join(folder, last + ".py")
+        if self._listing(folder).get(last, False) and self._is_file(os.path.join(folder, last), "__init__.py"):
+            return os.path.join(folder, last, "__init__.py")
+        return None
+
+    def _is_file(self, folder: str, name: str) -> bool:
+        return self._listing(folder).get(name) is False
+
+    def _listing(self, folder: str) -> Dict[str, bool]:
+        found = self._entries.get(folder)
+        if found is None:
+            found = {}
+            try:
+                with os.scandir(folder) as entries:
+                    for entry in entries:
+                        try:
+                            found[entry.name] = entry.is_dir()
+                        except OSError:
+                            continue
+            except OSError:
+                pass
+            self._entries[folder] = found
+        return found
 
 
 # One per process: the pool's workers each keep their own.

@@ -69,3 +69,10 @@ def terminal_name(expr: cst.BaseExpression) -> Optional[str]:
     if isinstance(expr, cst.Attribute):
         return expr.attr.value
     return None
+
+
+def head_name(expr: cst.BaseExpression) -> Optional[str]:
+    """`utils` for `utils`, `utils.data.build`; None when the chain does not start at a name (`f().x`)."""
+    while type(expr) is cst.Attribute:
+        expr = expr.value
+    return expr.value if type(expr) is cst.Name else None

@@ -254,6 +254,10 @@ class Scopes:
             if any(not parts.isdisjoint(path.split(".")) for path in paths)
         )
 
+    def names_imported_from(self, accepts) -> FrozenSet[str]:
+        """The local names some import binds to a path that `accepts(path)` accepts."""
+        return frozenset(local for local, paths in self._import_paths().items() if any(map(accepts, paths)))
+
     def _import_paths(self) -> Dict[str, Set[str]]:
         if self._imported is None:
             collector = _ImportedNames()

@@ -1,14 +1,16 @@
 import os
+from functools import cached_property
 from typing import Dict, Optional, Sequence
 
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis import syntax
 from torchlint.analysis.file_kind import FileKind, is_main_guard
 from torchlint.analysis.summaries import function_facts, imported_function
 from torchlint.analysis.values import Values
 from torchlint.engine.callgraph import MODULE
-from torchlint.analysis.facts import MULTIPROCESSING_SPAWN
+from torchlint.analysis.facts import MULTIPROCESSING_SPAWN, project_import_names
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import project_imports, words
 
@@ -108,9 +110,10 @@ class WorkersWithoutMainGuard(Rule):
         if self._starts_workers(node):
             spawns = semantics.method_name(node) == "start" or self.ctx.qualified_name(node.func) in MULTIPROCESSING_SPAWN
             self._note(self.ctx.stack, "starting worker processes" if spawns else ITERATING)
-        elif len(self.ctx.scope_nodes) == 1 and type(node.func) in (cst.Name, cst.Attribute) and self._may_run_as_script():
+        elif len(self.ctx.scope_nodes) == 1 and type(node.func) in (cst.Name, cst.Attribute) and self._may_run_as_script:
             self._imported_call(node)
 
+    @cached_property
     def _may_run_as_script(self) -> bool:
         """Not a module of a package that is imported, not run: torchmetrics' `if _SKIP_SLOW_DOCTEST:` block calling a
         helper that starts a process is the package's import-time behaviour, and a `__main__` guard no fix for it."""
@@ -120,6 +123,8 @@ class WorkersWithoutMainGuard(Rule):
 
     def _imported_call(self, call: cst.Call) -> None:
         """A module-level call of a function another project file defines, which starts workers there."""
+        if syntax.head_name(call.func) not in project_import_names(self.ctx):
+            return
         found = imported_function(Values.of(self.ctx).origins(call.func), self.ctx)
         if found is not None and function_facts(found[0], STARTS_WORKERS):
             origin, name = found
