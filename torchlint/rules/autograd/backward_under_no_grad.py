@@ -124,11 +124,10 @@ class BackwardUnderNoGrad(Rule):
     def _name_value(self, name: str, place: Place) -> Optional[Value]:
         """The value of the local variable `name` at `place`: the join of the bindings that reach it (None when
         one of them is not known, or the name is not local: what is computed elsewhere runs in another mode)."""
-        scope = self.ctx.scopes.binding_scope(name, place.scopes)
-        if scope is None or scope.node is not place.scopes[-1] or name in scope.imports:
+        found = self.values.bindings(cst.Name(name), place)
+        if found is None or found[0] is not place.scopes[-1]:
             return None
-        flow = self.values.flow(scope.node)
-        values = [self._binding_value(binding, place.scopes) for binding in flow.reaching(name, flow.position(place.stack))]
+        values = [self._binding_value(binding, place.scopes) for binding in found[1]]
         if not values or None in values:
             return None
         return _joined(values)
