@@ -19,14 +19,14 @@ import pytest
 pytest.importorskip("pytest_lsp")
 
 import pytest_lsp  # noqa: E402 (after the skip for installs without the server extra)
-from lsprotocol import types
-from pygls.protocol import default_converter
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
-from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
+from lsprotocol import types  # noqa: E402
+from pygls.protocol import default_converter  # noqa: E402
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities  # noqa: E402
+from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features  # noqa: E402
 
-from test_server_units import apply_edits, utf16
-from torchlint.config import load
-from torchlint.engine.parallel import lint_file_bytes
+from test_server_units import apply_edits, utf16  # noqa: E402
+from torchlint.config import load  # noqa: E402
+from torchlint.engine.parallel import lint_file_bytes  # noqa: E402
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -333,6 +333,18 @@ async def test_saving_a_project_file_refreshes_the_files_that_import_it(client: 
     client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=model.as_uri())))
 
     assert not await republished(client, document.uri, before)
+
+
+async def test_a_new_project_file_is_followed_once_it_exists(client: LanguageClient, workspace: Path):
+    document = Document(client, workspace / "uses_new_model.py", USES_MODEL.replace("refresh_model", "new_model"))
+    assert _codes(await document.diagnostics()) == []  # `new_model` is no file of the project yet
+    model = workspace / "new_model.py"
+    model.write_text(MODEL)
+    before = len(client.published)
+    client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[
+        types.FileEvent(uri=model.as_uri(), type=types.FileChangeType.Created),
+    ]))
+    assert _codes(await republished(client, document.uri, before)) == ["TL401"]
 
 
 async def test_rapid_edits_end_with_the_last_text(client: LanguageClient, workspace: Path):

@@ -68,11 +68,20 @@ class RawClient:
     def exit_code(self) -> int:
         return self.process.wait(timeout=WAIT_SECONDS)
 
+    def __enter__(self) -> "RawClient":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.process.kill()
+        self.process.wait()
+
 
 def test_bad_messages_get_errors_and_the_server_keeps_serving(tmp_path):
-    client = RawClient()
-    try:
-        client.initialize()
+    # A process id this process cannot see (the client in another pid namespace) is not a client that went away.
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    with RawClient() as client:
+        client.initialize(process_id=gone.pid)
         client.send_bytes(b"{this is not json")
         client.send("textDocument/codeAction", {"textDocument": 5}, request_id=2)
         assert client.response(2)["error"]["code"] == INVALID_PARAMS
@@ -88,6 +97,7 @@ def test_bad_messages_get_errors_and_the_server_keeps_serving(tmp_path):
         client.send("$/cancelRequest", {"id": 4})
         cancelled = client.response(4)
         assert "result" in cancelled or cancelled["error"]["code"] == REQUEST_CANCELLED
+        time.sleep(2.5)  # past the server's first look at the client's process
         client.send("textDocument/hover", hover, request_id=5)
         assert client.response(5)["result"]["contents"]["value"].startswith("# TL603 requires-grad-typo")
 
@@ -95,41 +105,29 @@ def test_bad_messages_get_errors_and_the_server_keeps_serving(tmp_path):
         assert client.response(6)["result"] is None
         client.send("exit")
         assert client.exit_code() == 0
-    finally:
-        client.process.kill()
 
 
 def test_exit_without_shutdown_is_exit_code_1():
-    client = RawClient()
-    try:
+    with RawClient() as client:
         client.initialize()
         client.send("exit")
         assert client.exit_code() == 1
-    finally:
-        client.process.kill()
 
 
 def test_the_server_exits_when_the_client_closes_the_pipe():
-    client = RawClient()
-    try:
+    with RawClient() as client:
         client.initialize()
         client.process.stdin.close()
         assert client.exit_code() == 0
-    finally:
-        client.process.kill()
 
 
 def test_the_server_exits_when_the_client_process_is_gone():
     editor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    client = RawClient()
-    try:
+    with RawClient() as client:
         client.initialize(process_id=editor.pid)
         editor.kill()
         editor.wait()
         assert client.exit_code() == 0
-    finally:
-        editor.kill()
-        client.process.kill()
 
 
 def test_the_command_without_pygls_says_what_to_install():

@@ -237,4 +237,3 @@ def _rows_ending_in_a_token(text: str) -> Set[int]:
     except (tokenize.TokenError, SyntaxError):
         pass  # the rows read so far are known; a text that stops tokenizing has its parse error to fix first
     return rows
-

@@ -31,7 +31,8 @@ def run(args) -> int:
     try:
         from torchlint.integrations.server.server import serve
     except ImportError as error:
-        print(f"torchlint: error: the language server needs pygls and lsprotocol ({error}): pip install 'torchlint[server]'", file=sys.stderr)
+        message = f"the language server needs pygls and lsprotocol ({error}): pip install 'torchlint[server]'"
+        print(f"torchlint: error: {message}", file=sys.stderr)
         return EXIT_ERROR
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="torchlint server %(levelname)s: %(message)s")
     return serve()

@@ -147,7 +147,8 @@ class TorchlintServer(LanguageServer):
     # ------------------------------------------------------------ lifecycle
 
     def _initialize(self, params: types.InitializeParams) -> None:
-        if params.process_id and os.name == "posix":
+        # A client in another process namespace (a server run in a container) gives a pid this process cannot see.
+        if params.process_id and os.name == "posix" and _alive(params.process_id):
             threading.Thread(target=_exit_when_gone, args=(params.process_id,), daemon=True).start()
 
     def _initialized(self, params: types.InitializedParams) -> None:
@@ -398,8 +399,8 @@ class TorchlintServer(LanguageServer):
         linted = await self._current(key) if key is not None else None
         return hover(linted, params.text_document.uri, params.position, self._units) if linted is not None else None
 
-    def _rule(self, code: str) -> Optional[str]:
-        """`torchlint rule CODE` as a command: the rule's page in Markdown."""
+    def _rule(self, code=None) -> Optional[str]:
+        """`torchlint rule CODE` as a command: the rule's page in Markdown, None for what names no rule."""
         return rule_page(code) if isinstance(code, str) else None
 
 
@@ -420,21 +421,28 @@ def _forget_project_layout() -> None:
     PROJECT.__init__()
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, and someone else's
+    return True
+
+
 def _exit_when_gone(pid: int) -> None:
-    """Exit once the client's process is gone: an editor that crashed leaves no server behind."""
-    while True:
+    """Exit once the client's process is gone: an editor that crashed leaves no server behind.
+
+    At once, not through the event loop: its reader may be blocked on a pipe the dead client never closed.
+    """
+    while _alive(pid):
         time.sleep(CLIENT_POLL_SECONDS)
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            logger.info("the client (process %d) is gone; exiting", pid)
-            os._exit(0)
-        except PermissionError:
-            pass  # alive, and someone else's
+    logger.info("the client (process %d) is gone; exiting", pid)
+    os._exit(0)
 
 
 def serve() -> int:
     server = TorchlintServer()
     server.start_io()
     return server.exit_code
-
