@@ -1,28 +1,19 @@
-"""Runtime health check: the static rules' questions asked of a live model, loader and criterion.
+"""The health check's findings: the static rules' questions asked of a live model, loader and criterion.
 
 `check(model, loader, criterion=None, optimizer=None)` inspects the objects, then
 runs one training step on the loader's first batch (forward, loss, backward; no
 optimizer step) and returns `Finding`s with TL9xx codes, or the static rule's code
 where the problem is the one that rule finds in source (TL203, TL306). The step
 leaves the model as it was: its gradients, buffers, training mode and the RNG
-state are restored. `torchlint doctor module:factory` runs it from the command
-line on what `factory()` returns. `docs/health.md` describes every code.
-
-torch is imported inside the functions: the CLI loads this module for every
-command, and linting never imports torch.
+state are restored.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
-import inspect
-import linecache
 import os
-import sys
 import warnings
 from dataclasses import dataclass
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence, Set
 
 from torchlint.finding import DOCS_URL, Finding, Location
 
@@ -56,6 +47,8 @@ CHECKS = {
         Check("TL914", "bad-class-weights", ERROR),
         Check("TL915", "non-finite-loss", ERROR),
         Check("TL916", "warning-during-step", WARNING),
+        Check("TL917", "memory-exceeds-target", ERROR),
+        Check("TL918", "memory-not-linear-in-batch", WARNING),
         # Static rules whose problem the runtime check sees in the live objects.
         Check("TL203", "label-cast-to-float", ERROR),
         Check("TL306", "synchronous-dataloader", WARNING),
@@ -73,12 +66,12 @@ class Report:
         self.source = source
         self.findings: List[Finding] = []
 
-    def add(self, code: str, message: str, index: int = 1) -> None:
+    def add(self, code: str, message: str, index: int = 1, **extra) -> None:
         check = CHECKS[code]
         url = HEALTH_URL.format(anchor=code.lower())
         self.findings.append(Finding(
             code, check.name, message, self.source, Location(index, 1), Location(index, 1),
-            extra={"severity": check.severity, "url": url},
+            extra={"severity": check.severity, "url": url, **extra},
         ))
 
 
@@ -91,12 +84,13 @@ def check(model, loader, criterion=None, optimizer=None, source: str = "health")
     report = Report(source)
     parameters = list(model.named_parameters())
     _check_parameters(report, parameters)
-    if optimizer is not None:
-        _check_optimizer(report, parameters, optimizer)
     _check_loader(report, loader)
     if criterion is not None:
         _check_criterion(report, criterion)
-    _check_first_step(report, model, loader, criterion, parameters)
+    optimized = None if optimizer is None else {id(parameter) for group in optimizer.param_groups for parameter in group["params"]}
+    without_gradient = _check_first_step(report, model, loader, criterion, parameters, optimized)
+    if optimized is not None:
+        _check_optimizer(report, parameters, optimized, without_gradient)
     return report.findings
 
 
@@ -127,13 +121,17 @@ def _check_parameters(report: Report, parameters) -> None:
                             "far slower on most GPUs; `model.float()` unless float64 is deliberate", doubles[0])
 
 
-def _check_optimizer(report: Report, parameters, optimizer) -> None:
-    optimized = {id(parameter) for group in optimizer.param_groups for parameter in group["params"]}
+def _check_optimizer(report: Report, parameters, optimized: Set[int], without_gradient: Optional[Set[str]]) -> None:
+    """TL907, for the parameters the step gave a gradient; those without one are in TL906's finding, which says both."""
     missing = [(index, name) for index, (name, parameter) in enumerate(parameters, start=1)
-               if parameter.requires_grad and id(parameter) not in optimized]
-    if missing:
-        report.add("TL907", f"{len(missing)} trainable parameter(s) are not in the optimizer ({_names([n for _, n in missing])}): "
-                            "they get gradients but never change", missing[0][0])
+               if parameter.requires_grad and id(parameter) not in optimized
+               and (without_gradient is None or name not in without_gradient)]
+    if not missing:
+        return
+    # Without a backward (the step failed first) whether they get gradients is unknown.
+    consequence = "they never change" if without_gradient is None else "they get gradients but never change"
+    report.add("TL907", f"{len(missing)} trainable parameter(s) are not in the optimizer ({_names([n for _, n in missing])}): "
+                        f"{consequence}", missing[0][0])
 
 
 def _check_loader(report: Report, loader) -> None:
@@ -188,93 +186,124 @@ def _check_criterion(report: Report, criterion) -> None:
 # ---------------------------------------------------------------- one step on the first batch
 
 
-def _check_first_step(report: Report, model, loader, criterion, parameters) -> None:
+def first_batch(loader):
+    """The loader's first batch, leaving torch's RNG as it was (iterating draws the loader's base seed)."""
     import torch
 
-    # Iterating draws the loader's base seed: the RNG is restored so that training draws what it would have.
     with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
         # The loader's own warnings (pin_memory, worker count) are reported by the loader checks.
         warnings.simplefilter("ignore")
-        try:
-            batch = next(iter(loader))
-        except Exception as error:  # the loader's own failure is the finding
-            report.add("TL905", f"reading the first batch fails: {_describe(error)}")
-            return
-    inputs, labels = _split(batch)
+        return next(iter(loader))
+
+
+def _check_first_step(report: Report, model, loader, criterion, parameters, optimized) -> Optional[Set[str]]:
+    """The step's findings; returns the trainable parameters that got no gradient, None when no backward ran."""
+    import torch
+
+    try:
+        batch = first_batch(loader)
+    except Exception as error:  # the loader's own failure is the finding
+        report.add("TL905", f"reading the first batch fails: {describe(error)}")
+        return None
+    inputs, labels = split_batch(batch)
     model_devices = {parameter.device for _, parameter in parameters}
-    batch_devices = {tensor.device for tensor in _tensors(batch)}
+    batch_devices = {tensor.device for tensor in tensors_in(batch)}
     if model_devices and batch_devices and not batch_devices <= model_devices:
         report.add("TL901", f"the batch is on {_devices(batch_devices)}, the model on {_devices(model_devices)}: "
                             "the forward raises; move the batch with `.to(device)` in the loop")
-        return
-    doubles = [tensor for tensor in _tensors(inputs) if tensor.dtype == torch.float64]
+        return None
+    doubles = [tensor for tensor in tensors_in(inputs) if tensor.dtype == torch.float64]
     if doubles:
         report.add("TL904", f"the batch's inputs are float64 (shape {tuple(doubles[0].shape)}): twice the memory, and "
                             "float32 layers raise `mat1 and mat2 must have the same dtype`; convert them with `.float()` "
                             "(numpy arrays default to float64)")
-    saved = _Snapshot(model)
+    saved = Snapshot(model)
     try:
         with torch.random.fork_rng(devices=[]), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             model.train()
-            _step(report, model, inputs, labels, criterion, parameters)
+            without_gradient = _step(report, model, inputs, labels, criterion, parameters, optimized)
         for message in _distinct(caught):
             report.add("TL916", f"torch warned during the first step: {message}")
     finally:
         saved.restore()
+    return without_gradient
 
 
-def _step(report: Report, model, inputs, labels, criterion, parameters) -> None:
+def forward(model, inputs):
+    return model(*inputs) if isinstance(inputs, (tuple, list)) else model(inputs)
+
+
+def stand_in_loss(output):
+    """What the step backpropagates from without a criterion or labels: the sum of the output."""
+    return output.float().sum()
+
+
+def _step(report: Report, model, inputs, labels, criterion, parameters, optimized) -> Optional[Set[str]]:
     import torch
 
     try:
-        output = model(*inputs) if isinstance(inputs, (tuple, list)) else model(inputs)
+        output = forward(model, inputs)
     except Exception as error:  # what the training loop would hit first
-        report.add("TL905", f"the model's forward fails on the first batch: {_describe(error)}")
-        return
+        report.add("TL905", f"the model's forward fails on the first batch: {describe(error)}")
+        return None
     if not isinstance(output, torch.Tensor):
-        return
+        return None
     if criterion is None or labels is None:
-        loss = output.float().sum()
+        loss = stand_in_loss(output)
     else:
         _check_ignore_index(report, criterion, output)
         try:
             loss = criterion(output, labels)
         except Exception as error:
             _loss_failed(report, criterion, output, labels, error)
-            return
+            return None
         if not bool(torch.isfinite(loss).all()):
             report.add("TL915", f"the loss of the first batch is {loss.detach().flatten()[0].item()}: "
                                 f"{_non_finite_cause(criterion, labels)}")
-            return
+            return None
         if loss.dim() > 0:
             loss = loss.mean()  # reduction='none': the loop reduces it before backward
     if not loss.requires_grad:
         report.add("TL905", "the loss does not require grad: backward raises `element 0 of tensors does not require "
                             "grad and does not have a grad_fn` (the forward ran under no_grad, or every parameter is frozen)")
-        return
+        return None
     try:
         loss.backward()
     except Exception as error:
-        report.add("TL905", f"backward fails on the first batch: {_describe(error)}")
-        return
-    missing = [(index, name) for index, (name, parameter) in enumerate(parameters, start=1)
+        report.add("TL905", f"backward fails on the first batch: {describe(error)}")
+        return None
+    missing = [(index, name, parameter) for index, (name, parameter) in enumerate(parameters, start=1)
                if parameter.requires_grad and parameter.grad is None]
     if missing:
-        report.add("TL906", f"{len(missing)} trainable parameter(s) got no gradient from one backward "
-                            f"({_names([name for _, name in missing])}): optimizers skip them silently; they are not "
-                            "used by the forward, or their output is detached", missing[0][0])
+        _report_without_gradient(report, missing, optimized)
+    return {name for _, name, _ in missing}
+
+
+def _report_without_gradient(report: Report, missing, optimized: Optional[Set[int]]) -> None:
+    """TL906; for parameters that are in no parameter group either it says so too, in place of TL907's "they get gradients"."""
+    message = (f"{len(missing)} trainable parameter(s) got no gradient from one backward "
+               f"({_names([name for _, name, _ in missing])}): ")
+    unoptimized = [name for _, name, parameter in missing if optimized is not None and id(parameter) not in optimized]
+    if len(unoptimized) == len(missing):
+        message += ("they are not used by the forward (or their output is detached), and they are not in the optimizer "
+                    "either: nothing trains them; remove them, or use them in the forward and add them to the optimizer")
+    else:
+        message += "optimizers skip them silently; they are not used by the forward, or their output is detached"
+        if unoptimized:
+            message += f"; {len(unoptimized)} of them ({_names(unoptimized)}) are not in the optimizer either"
+    report.add("TL906", message, missing[0][0])
 
 
 def _loss_failed(report: Report, criterion, output, labels, error) -> None:
     kind = type(criterion).__name__
     index_targets = kind in CLASS_INDEX_LOSSES and labels.dim() == output.dim() - 1
     if index_targets and labels.is_floating_point():
-        report.add("TL203", f"class labels are {labels.dtype} and {kind} raises `{_describe(error)}`: keep them int64 "
+        report.add("TL203", f"class labels are {labels.dtype} and {kind} raises `{describe(error)}`: keep them int64 "
                             "(float32 also merges ids above 2**24)")
     else:
         report.add("TL905", f"{kind} fails on the first batch (output {tuple(output.shape)} {output.dtype}, labels "
-                            f"{tuple(labels.shape)} {labels.dtype}): {_describe(error)}")
+                            f"{tuple(labels.shape)} {labels.dtype}): {describe(error)}")
 
 
 def _non_finite_cause(criterion, labels) -> str:
@@ -296,7 +325,7 @@ def _check_ignore_index(report: Report, criterion, output) -> None:
 # ---------------------------------------------------------------- helpers
 
 
-class _Snapshot:
+class Snapshot:
     """What one step changes in a model: gradients, buffers (batch-norm statistics) and the training mode."""
 
     def __init__(self, model):
@@ -316,7 +345,7 @@ class _Snapshot:
         self.model.train(self.training)
 
 
-def _split(batch):
+def split_batch(batch):
     """(inputs, labels): `(x, y)`, `(x1, x2, y)` and `{"input": x, "label": y}` batches; labels None when unknown."""
     if isinstance(batch, dict):
         inputs = next((batch[key] for key in ("input", "inputs", "x", "image", "images", "pixel_values") if key in batch), None)
@@ -328,24 +357,24 @@ def _split(batch):
     return batch, None
 
 
-def _tensors(value):
+def tensors_in(value):
     import torch
 
     if isinstance(value, torch.Tensor):
         yield value
     elif isinstance(value, (tuple, list)):
         for item in value:
-            yield from _tensors(item)
+            yield from tensors_in(item)
     elif isinstance(value, dict):
         for item in value.values():
-            yield from _tensors(item)
+            yield from tensors_in(item)
 
 
 def _devices(devices) -> str:
     return " and ".join(sorted(str(device) for device in devices))
 
 
-def _describe(error: BaseException) -> str:
+def describe(error: BaseException) -> str:
     first = (str(error).strip().splitlines() or [""])[0]
     return f"{type(error).__name__}: {first[:200]}"
 
@@ -357,89 +386,3 @@ def _distinct(caught) -> List[str]:
         if text not in seen:
             seen.append(text)
     return seen
-
-
-# ---------------------------------------------------------------- `torchlint doctor module:factory`
-
-
-def register(subparsers) -> None:
-    doctor = subparsers.add_parser("doctor", help="check a live model, loader and criterion by running one step")
-    doctor.add_argument("target", metavar="MODULE:FACTORY",
-                        help="a function returning (model, loader[, criterion[, optimizer]]) or a dict of those")
-    doctor.add_argument("--output-format", choices=("full", "concise", "json", "github", "sarif"), default=None)
-    doctor.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are errors")
-    doctor.add_argument("-q", "--quiet", action="store_true", help="findings only, no summary")
-    doctor.set_defaults(handler=run_doctor)
-
-
-def load_factory(target: str):
-    from torchlint.cli import UsageError
-
-    module_name, _, attribute = target.partition(":")
-    if not module_name or not attribute:
-        raise UsageError(f"expected MODULE:FACTORY, got {target!r}")
-    # As `python -m`: modules in the working directory are importable.
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise UsageError(f"cannot import {module_name!r}: {error}") from None
-    factory = getattr(module, attribute, None)
-    if not callable(factory):
-        raise UsageError(f"{module_name!r} has no function {attribute!r}")
-    return factory
-
-
-def unpack(made) -> tuple:
-    """(model, loader, criterion, optimizer) from the factory's tuple or dict."""
-    if isinstance(made, dict):
-        return made.get("model"), made.get("loader"), made.get("criterion"), made.get("optimizer")
-    if isinstance(made, (tuple, list)) and 2 <= len(made) <= 4:
-        return tuple(made) + (None,) * (4 - len(made))
-    return None, None, None, None
-
-
-def run_doctor(args) -> int:
-    from torchlint import cli
-    from torchlint.reporters import REPORTERS
-
-    factory = load_factory(args.target)
-    model, loader, criterion, optimizer = unpack(factory())
-    if model is None or loader is None:
-        raise cli.UsageError(f"{args.target} must return (model, loader[, criterion[, optimizer]]) or a dict with those keys")
-    findings = check(model, loader, criterion, optimizer, source=args.target)
-    output_format = args.output_format or ("full" if sys.stdout.isatty() else "concise")
-    shown, sources = _at_definition(findings, factory) if output_format == "sarif" else (findings, {})
-    sys.stdout.write(REPORTERS[output_format](shown, sources, False))
-    errors = [finding for finding in findings if severity(finding) == ERROR]
-    if not args.quiet:
-        stream = sys.stdout if output_format in cli.TEXT_FORMATS else sys.stderr
-        stream.write(summary(findings, errors) + "\n")
-    return cli.EXIT_FINDINGS if errors and not args.exit_zero else cli.EXIT_CLEAN
-
-
-def _at_definition(findings: List[Finding], factory) -> tuple:
-    """(the findings placed on the factory's `def` line, {its file: its text}), for SARIF, whose locations are lines of files.
-
-    A factory whose source cannot be found keeps the `MODULE:FACTORY` name.
-    """
-    try:
-        path = inspect.getsourcefile(factory)
-        _, line = inspect.getsourcelines(factory)
-    except (OSError, TypeError):  # built in, or defined where no source is kept
-        return findings, {}
-    if path is None:
-        return findings, {}
-    at = Location(line, 1)
-    placed = [dataclasses.replace(finding, filename=path, location=at, end_location=at) for finding in findings]
-    # inspect has just read the file into linecache: its text, for the results' fingerprints.
-    return placed, {path: "".join(linecache.getlines(path))}
-
-
-def summary(findings: List[Finding], errors: List[Finding]) -> str:
-    if not findings:
-        return "All checks passed!"
-    codes = ", ".join(sorted({finding.code for finding in errors}))
-    listed = f" ({codes})" if codes else ""
-    return f"Found {len(findings)} problem(s): {len(errors)} error(s){listed}, {len(findings) - len(errors)} warning(s)."
