@@ -254,3 +254,44 @@ def test_fix_is_not_offered_when_torch_is_shadowed():
     code = "from torch import log\n\ndef f(torch, x):\n    return log(1 + x)\n"
     findings = lint(code, select=["TL606"])
     assert [(finding.code, finding.fix) for finding in findings] == [("TL606", None)]
+
+
+# ---------------------------------------------------------------- the losses the old-code rules know
+
+
+def test_the_loss_lists_match_the_installed_torch():
+    """TL611 and TL613 name torch's losses by hand: they must be the ones whose signatures take the keywords."""
+    import inspect
+
+    torch = pytest.importorskip("torch")
+    from torchlint.rules.api._losses import LEGACY_REDUCTION_FUNCTIONS, LEGACY_REDUCTION_MODULES, REDUCING_FUNCTIONS
+
+    functional = torch.nn.functional
+    parameters = {}
+    for name in dir(functional):
+        function = getattr(functional, name)
+        if name.startswith("_") or isinstance(function, type) or not callable(function):
+            continue
+        try:
+            parameters[name] = inspect.signature(function).parameters
+        except ValueError:  # builtins without a signature take neither keyword
+            continue
+    assert {f"torch.nn.functional.{name}" for name, taken in parameters.items() if "size_average" in taken} == LEGACY_REDUCTION_FUNCTIONS
+    assert {f"torch.nn.functional.{name}" for name, taken in parameters.items() if "reduction" in taken} - {
+        "torch.nn.functional.linear_cross_entropy"  # newer than the old code this rule reads; not a plain loss call
+    } == REDUCING_FUNCTIONS
+    modules = {
+        name for name in dir(torch.nn)
+        if isinstance(getattr(torch.nn, name), type) and "size_average" in inspect.signature(getattr(torch.nn, name).__init__).parameters
+    }
+    assert {f"torch.nn.{name}" for name in modules} == {name for name in LEGACY_REDUCTION_MODULES if name.startswith("torch.nn.") and name.count(".") == 2}
+
+
+@pytest.mark.parametrize("size_average, reduce", [(a, b) for a in (None, True, False) for b in (None, True, False)])
+def test_legacy_reduction_is_torchs(size_average, reduce):
+    pytest.importorskip("torch")
+    from torch.nn import _reduction
+
+    from torchlint.rules.api._losses import legacy_reduction
+
+    assert legacy_reduction(size_average, reduce) == _reduction.legacy_get_string(size_average, reduce, emit_warning=False)

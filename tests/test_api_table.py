@@ -131,7 +131,27 @@ def test_deprecated_name_exists_and_is_deprecated(entry):
 # (only the docs pages do): a call that would show a warning if torch started to give one.
 SILENT_CALLS = {
     "torch.autograd.Variable": lambda: torch.autograd.Variable(torch.ones(2, requires_grad=True)),
+    # On a CPU build they warn, then fail in the call they delegate to.
+    "torch.cuda.reset_max_memory_allocated": lambda: _raised(torch.cuda.reset_max_memory_allocated),
+    "torch.cuda.reset_max_memory_cached": lambda: _raised(torch.cuda.reset_max_memory_cached),
 }
+
+
+def _raised(function):
+    try:
+        function()
+    except Exception as error:  # what it raises is compared, not judged
+        return repr(error)
+    return None
+
+
+@pytest.mark.parametrize("name", ["torch.cuda.reset_max_memory_allocated", "torch.cuda.reset_max_memory_cached"])
+def test_old_peak_memory_resets_warn_and_call_the_new_one(name):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        error = _raised(resolve(name))
+    assert any("now calls torch.cuda.reset_peak_memory_stats" in str(warning.message) for warning in caught)
+    assert error == _raised(torch.cuda.reset_peak_memory_stats)
 
 
 @pytest.mark.parametrize("entry", [entry for entry in ENTRIES if entry.observed is not None], ids=lambda entry: entry.name)
@@ -215,6 +235,15 @@ MECHANICAL_RUNS = {
     ),
     "torch.cuda.memory_cached": ("result = torch.cuda.memory_cached()", "result = torch.cuda.memory_reserved()"),
     "torch.cuda.max_memory_cached": ("result = torch.cuda.max_memory_cached()", "result = torch.cuda.max_memory_reserved()"),
+    # Without CUDA both fail in the same place: the old names only call the new one.
+    "torch.cuda.reset_max_memory_allocated": (
+        "try:\n    result = torch.cuda.reset_max_memory_allocated()\nexcept Exception as error:\n    result = repr(error)",
+        "try:\n    result = torch.cuda.reset_peak_memory_stats()\nexcept Exception as error:\n    result = repr(error)",
+    ),
+    "torch.cuda.reset_max_memory_cached": (
+        "try:\n    result = torch.cuda.reset_max_memory_cached()\nexcept Exception as error:\n    result = repr(error)",
+        "try:\n    result = torch.cuda.reset_peak_memory_stats()\nexcept Exception as error:\n    result = repr(error)",
+    ),
     # The amp classes: CPU builds disable CUDA autocast, so compare the configuration and what runs inside.
     "torch.cuda.amp.autocast": (
         "with torch.cuda.amp.autocast(dtype=torch.float16) as ctx:\n    out = model(a)\n"

@@ -672,3 +672,24 @@ def softmax_implicit_dim(site, entry):
     if name is None:
         return entry.canonical("the softmax variant could not be resolved", site.device)
     return entry.canonical(f"`{name}` from the file, on a stand-in 3-D tensor", site.device, name=name)
+
+
+# torch.cuda's old peak-memory resets, `observed` entries of the table: torch warns that they now call
+# `reset_peak_memory_stats`, without the word "deprecated". Confirmed by that warning and by their body.
+PROBES.update({"torch.cuda.reset_max_memory_allocated": "()", "torch.cuda.reset_max_memory_cached": "()"})
+_CALLS_RESET_PEAK_MEMORY_STATS = """
+import inspect
+if said or sentence:
+    not_reproduced(f"`{shown}` now says it is deprecated: " + (describe(said[0]) if said else f'its docstring says "{sentence[:200]}"'))
+now_calls = [message for message in caught if "now calls torch.cuda.reset_peak_memory_stats" in str(message)]
+delegates = "return reset_peak_memory_stats(" in inspect.getsource(target)
+evidence = (f"`{shown}` warns " + (describe(now_calls[0]) if now_calls else "nothing about reset_peak_memory_stats")
+            + f"; its body returns `reset_peak_memory_stats(device)`: {delegates}")
+if now_calls and delegates:
+    confirmed(evidence)
+not_reproduced(evidence)
+"""
+SILENT_BEHAVIOUR.update({
+    "torch.cuda.reset_max_memory_allocated": _CALLS_RESET_PEAK_MEMORY_STATS,
+    "torch.cuda.reset_max_memory_cached": _CALLS_RESET_PEAK_MEMORY_STATS,
+})
