@@ -346,3 +346,263 @@ def train_mode_not_restored(site, entry):
 )
 def scheduler_before_optimizer_step(site, entry):
     return entry.canonical("", site.device)
+
+
+@witness(
+    "TL110",
+    """
+    import torch
+
+
+    def train(order):
+        # 5 SGD steps, each iteration running the calls in `order`: Z zero_grad, B backward, S step, C clip.
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        x, y = torch.randn(8, 3), torch.randn(8, 1)
+        start = [p.detach().clone() for p in model.parameters()]
+        for step in range(5):
+            for call in order:
+                if call == "Z":
+                    optimizer.zero_grad()
+                elif call == "B":
+                    torch.nn.functional.mse_loss(model(x), y).backward()
+                elif call == "S":
+                    optimizer.step()
+                else:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1e-6)
+        weights = [p.detach().clone() for p in model.parameters()]
+        return sum(float((w - s).norm()) for w, s in zip(weights, start)), weights
+
+
+    order = $order
+    moved, weights = train(order)
+    usual, _ = train("ZBS")
+    if "C" in order:
+        _, unclipped = train(order.replace("C", ""))
+        clipped_before_step, _ = train("ZBCS")
+        if all(torch.equal(a, b) for a, b in zip(weights, unclipped)):
+            confirmed(f"order {order} (5 SGD steps, clip to 1e-6 after the step): weights identical to the run without clipping (moved {moved:.3f}); clipped between backward and step they move {clipped_before_step:.2g}")
+        not_reproduced(f"order {order}: weights differ from the unclipped run (moved {moved:.3f})")
+    if moved == 0.0 and usual > 0:
+        confirmed(f"order {order} (5 SGD steps): the weights moved by exactly {moved}; in the order ZBS (zero_grad, backward, step) they moved by {usual:.3f}")
+    not_reproduced(f"order {order}: the weights moved by {moved:.3f} (ZBS: {usual:.3f})")
+    """,
+    order="BZS",
+)
+def update_cancelled_by_order(site, entry):
+    # The finding's shape: a clip after the step, the clearing between backward and step, or clear-step-backward.
+    if isinstance(site.node, cst.Call) and semantics.method_name(site.node) != "zero_grad":
+        return entry.canonical("shape taken from the finding: a clip after the step", site.device, order="ZBSC")
+    if "then runs `backward()`" in site.finding.message:
+        return entry.canonical("shape taken from the finding: zero_grad, step, backward", site.device, order="ZSB")
+    return entry.canonical("shape taken from the finding: zero_grad between backward and step", site.device)
+
+
+@witness(
+    "TL111",
+    """
+    import torch
+
+    def train(unscale):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(16, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+        x, y = torch.randn(32, 16), torch.randn(32, 1)
+        before = model.weight.detach().clone()
+        optimizer.zero_grad()
+        scaler.scale(torch.nn.functional.mse_loss(model(x), y)).backward()
+        if unscale:
+            scaler.unscale_(optimizer)
+        norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
+        scaler.step(optimizer)
+        scaler.update()
+        return norm, float((model.weight.detach() - before).norm())
+
+
+    scaled_norm, scaled_update = train(unscale=False)
+    norm, update = train(unscale=True)
+    if scaled_norm > 1000 * norm and update > 1000 * scaled_update:
+        confirmed(f"GradScaler(init_scale=2**16), clip_grad_norm_(..., 1.0): without unscale_ the clip sees a norm of {scaled_norm:,.1f} and the update has norm {scaled_update:.3g}; with unscale_ it sees {norm:.3f} and the update is {update:.3g} ({update / scaled_update:,.0f}x larger)")
+    not_reproduced(f"clip norm {scaled_norm:.3g} without unscale_ vs {norm:.3g} with; updates {scaled_update:.3g} vs {update:.3g}")
+    """,
+)
+def clip_before_unscale(site, entry):
+    return entry.canonical("", site.device)
+
+
+@witness(
+    "TL112",
+    """
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    x, y = torch.randn(16, 3), torch.randn(16, 1)
+    first = torch.optim.$optimizer(model.parameters(), lr=0.01)
+    scheduler = torch.optim.lr_scheduler.StepLR(first, step_size=1, gamma=0.1)
+    optimizer = first
+    for epoch in range(3):
+        optimizer = torch.optim.$optimizer(model.parameters(), lr=0.01)  # rebuilt in the loop
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+        state_before_next = sum(len(state) for state in optimizer.state.values())
+        scheduler.step()
+    rebuilt = torch.optim.$optimizer(model.parameters(), lr=0.01)
+    state_after_rebuild = sum(len(state) for state in rebuilt.state.values())
+    lr_used, lr_scheduled = optimizer.param_groups[0]["lr"], first.param_groups[0]["lr"]
+    if state_before_next > 0 and state_after_rebuild == 0 and lr_used != lr_scheduled:
+        confirmed(f"$optimizer rebuilt every epoch: after a step it held {state_before_next} state tensors, a rebuilt one holds {state_after_rebuild}; the scheduler stepped the first optimizer (lr {lr_scheduled:g}) while the optimizer in use stays at lr {lr_used:g}")
+    not_reproduced(f"state after a step {state_before_next}, after rebuilding {state_after_rebuild}; lr in use {lr_used:g}, scheduled {lr_scheduled:g}")
+    """,
+    optimizer=Code("Adam"),
+)
+def optimizer_rebuilt_in_loop(site, entry):
+    name = site.qualified_name(site.node.func) if isinstance(site.node, cst.Call) else None
+    last = (name or "").rpartition(".")[2]
+    if name and name.startswith("torch.optim.") and last in _STATEFUL_OPTIMIZERS:
+        return entry.canonical(f"optimizer class `{last}` taken from the finding", site.device, optimizer=Code(last))
+    return entry.canonical("the optimizer is the canonical Adam", site.device)
+
+
+# torch.optim classes that keep per-parameter state after one step with their defaults (SGD only with momentum).
+_STATEFUL_OPTIMIZERS = frozenset({"Adam", "AdamW", "Adamax", "NAdam", "RAdam", "Adagrad", "Adadelta", "RMSprop", "ASGD", "Rprop"})
+
+
+@witness(
+    "TL113",
+    """
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    loss = torch.nn.$criterion()
+    batches = [(torch.randn(2, 4), torch.randint(0, 3, (2,)) if "$criterion" in ("CrossEntropyLoss", "NLLLoss") else torch.randn(2, 3)) for _ in range(2)]
+    errors = []
+    for iteration, (x, y) in enumerate(batches):
+        def run():
+            global loss
+            loss = loss(model(x), y)
+        errors.append(raised(run))
+    if errors[0] is None and isinstance(errors[1], TypeError):
+        confirmed(f"`loss = loss(out, y)` with loss = nn.$criterion(): iteration 0 runs; iteration 1 raises " + describe(errors[1]))
+    not_reproduced(f"iteration 0: {describe(errors[0]) if errors[0] else 'ran'}; iteration 1: {describe(errors[1]) if errors[1] else 'ran'}")
+    """,
+    criterion=Code("CrossEntropyLoss"),
+)
+def criterion_overwritten(site, entry):
+    return entry.canonical("", site.device)
+
+
+@witness(
+    "TL114",
+    """
+    import io
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    shape = $shape
+    if shape == "eval":
+        model.eval
+        if model.training:
+            confirmed("after a bare `model.eval` statement model.training is still True (dropout stays on)")
+        not_reproduced("model.training is False after a bare `model.eval`")
+    if shape == "zero_grad":
+        model(torch.randn(2, 4)).sum().backward()
+        optimizer.zero_grad
+        if model[0].weight.grad is not None:
+            confirmed("after a bare `optimizer.zero_grad` statement the gradients are kept (weight.grad is still set)")
+        not_reproduced("the gradients were cleared")
+    if shape in ("train", "step", "backward"):
+        model.eval()
+        model(torch.randn(2, 4)).sum().backward()
+        before = (model.training, model[0].weight.detach().clone(), model[0].weight.grad.clone())
+        loss = model(torch.randn(2, 4)).sum()
+        {"train": lambda: model.train, "step": lambda: optimizer.step, "backward": lambda: loss.backward}[shape]()
+        after = (model.training, model[0].weight.detach(), model[0].weight.grad)
+        if before[0] == after[0] and torch.equal(before[1], after[1]) and torch.equal(before[2], after[2]):
+            confirmed(f"naming `{shape}` without calling it changes nothing: model.training={after[0]}, weights and gradients unchanged")
+        not_reproduced(f"`{shape}` without a call changed the model")
+    if shape == "state_dict":
+        buffer = io.BytesIO()
+        torch.save(model.state_dict, buffer)
+        size = buffer.tell()
+        buffer.seek(0)
+        refused = raised(lambda: torch.load(buffer))
+        buffer.seek(0)
+        loaded = torch.load(buffer, weights_only=False)
+        wrong = raised(lambda: model.load_state_dict(loaded))
+        if refused is not None and isinstance(wrong, TypeError):
+            confirmed(f"`torch.save(model.state_dict, f)` wrote {size} bytes (the bound method, with its module); torch.load(f): " + describe(refused).split(". ")[0] + "; with weights_only=False, load_state_dict(loaded): " + describe(wrong))
+        not_reproduced(f"loading: {describe(refused) if refused else 'worked'}; load_state_dict: {describe(wrong) if wrong else 'worked'}")
+    error = raised(lambda: torch.optim.SGD(model.parameters, lr=0.1))
+    if isinstance(error, TypeError):
+        confirmed("`torch.optim.SGD(model.parameters, lr=0.1)`: " + describe(error))
+    not_reproduced("an optimizer was built on the bound method: " + (describe(error) if error else "no error"))
+    """,
+    shape="eval",
+)
+def method_not_called(site, entry):
+    node = site.node
+    method = node.attr.value if isinstance(node, cst.Attribute) else ""
+    if method in ("parameters", "named_parameters"):
+        return entry.canonical("shape taken from the finding: an optimizer built on the method", site.device, shape="parameters")
+    if method in ("eval", "train", "zero_grad", "step", "backward", "state_dict"):
+        return entry.canonical(f"shape taken from the finding: `{method}` not called", site.device, shape=method)
+    return entry.canonical("the canonical bare `model.eval`", site.device)
+
+
+@witness(
+    "TL115",
+    """
+    import torch
+
+    torch.manual_seed(0)
+    generator, discriminator = torch.nn.Linear(2, 4), torch.nn.Linear(4, 1)
+    opt_d = torch.optim.Adam(discriminator.parameters())
+    criterion = torch.nn.BCEWithLogitsLoss()
+    out = discriminator(generator(torch.randn(8, 2)))
+    loss_d = criterion(out, torch.zeros_like(out))
+    loss_d.backward(retain_graph=True)
+    opt_d.step()
+    loss_g = criterion(out, torch.ones_like(out))
+    error = raised(loss_g.backward)
+    if isinstance(error, RuntimeError) and "modified by an inplace operation" in str(error):
+        confirmed("backward(retain_graph=True), step(), then a backward through the same forward: " + describe(error).split(": [")[0])
+    not_reproduced("the second backward after the step: " + (describe(error) if error else "ran"))
+    """,
+)
+def step_between_shared_backward(site, entry):
+    return entry.canonical("", site.device)
+
+
+@witness(
+    "TL116",
+    """
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    # lr=0 keeps the weights fixed, so each backward adds a gradient at the same point.
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    batches = [(torch.randn(8, 3), torch.randn(8, 1)) for _ in range($k)]
+    for x, y in batches:
+        torch.nn.functional.mse_loss(model(x), y).backward()
+    accumulated = model.weight.grad.clone()
+    optimizer.zero_grad()
+    x, y = torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    large_batch = model.weight.grad.clone()
+    ratio = float(accumulated.norm() / large_batch.norm())
+    if torch.allclose(accumulated, $k * large_batch, rtol=1e-4, atol=1e-6):
+        confirmed(f"{$k} backwards without dividing the loss: the accumulated gradient is {ratio:.4f} x the gradient of the {$k}-batch mean loss it stands for (SGD's step is as many times larger)")
+    not_reproduced(f"accumulated / large-batch gradient = {ratio:.4f}")
+    """,
+    k=4,
+)
+def accumulation_loss_not_scaled(site, entry):
+    return entry.canonical("", site.device)
