@@ -370,6 +370,18 @@ async def test_rapid_edits_end_with_the_last_text(client: LanguageClient, worksp
     assert len([params for params in client.published[before:] if params.uri == document.uri]) < len(line) // 2
 
 
+async def test_a_request_after_an_edit_waits_for_its_lint_instead_of_repeating_it(client: LanguageClient, workspace: Path):
+    # Long enough for its lint to be under way when the request comes.
+    text = TRAIN + "".join(f"\n\ndef step_{index}(x):\n    return x * {index}\n" for index in range(1000))
+    document = Document(client, workspace / "request_after_edit.py", text)
+    await document.diagnostics()
+    document.replace(text + "\n")
+    await asyncio.sleep(0.1)  # past the debounce: the lint has started
+    assert [action.title for action in await document.actions() if action.kind == "source.fixAll.torchlint"]
+    await document.diagnostics()
+    assert len([params for params in client.published if params.uri == document.uri and params.version == document.version]) == 1
+
+
 async def test_lines_are_counted_as_lsp_counts_them(client: LanguageClient, workspace: Path):
     # A form feed is not a line break for LSP (nor for Python): an edit after it must land where the client says.
     text = "import torch\n\x0c\nweights = torch.zeros(3)\nweights.requires_grad = True\n"

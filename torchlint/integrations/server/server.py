@@ -25,7 +25,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types
@@ -112,6 +112,8 @@ class TorchlintServer(LanguageServer):
         self._versions: Dict[str, int] = {}
         self._results: Dict[str, Linted] = {}
         self._timers: Dict[str, asyncio.TimerHandle] = {}
+        # The lint under way for each document: the version it lints, and its result to come.
+        self._running: Dict[str, Tuple[int, "asyncio.Future[Optional[Linted]]"]] = {}
         self._linter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="torchlint-lint")
         self._register()
 
@@ -267,36 +269,47 @@ class TorchlintServer(LanguageServer):
 
     def _start_lint(self, key: str) -> None:
         self._timers.pop(key, None)
-        asyncio.ensure_future(self._lint_and_publish(key))
+        asyncio.ensure_future(self._lint(key))
 
-    async def _lint_and_publish(self, key: str) -> None:
-        linted = await self._lint(key)
-        if linted is not None:
-            self._publish(linted)
+    async def _lint(self, key: str, join: bool = False) -> Optional[Linted]:
+        """The latest text's lint, stored and published; None when the document changed or closed meanwhile.
 
-    async def _lint(self, key: str) -> Optional[Linted]:
-        """The latest text's lint, stored; None when the document changed or closed meanwhile."""
+        With `join`, a lint of the same version already under way is awaited instead of repeated: editors ask
+        for code actions after every change, as the lint of that change starts. A re-lint because another
+        file changed never joins one, which may have read that file before it changed.
+        """
         snapshot = self._snapshot(key)
         if snapshot is None or self._shutdown_requested:
             return None
-        linted = await self._on_lint_thread(self._lint_if_current, snapshot, self._workspace_folders())
+        running = self._running.get(key)
+        if join and running is not None and running[0] == snapshot.version:
+            future = running[1]
+        else:
+            call = functools.partial(self._lint_if_current, snapshot, self._workspace_folders())
+            future = asyncio.get_running_loop().run_in_executor(self._linter, call)
+            self._running[key] = (snapshot.version, future)
+        try:
+            # Shielded: a cancelled request must not cancel a lint that others wait for.
+            linted = await asyncio.shield(future)
+        finally:
+            if self._running.get(key, (None, None))[1] is future and future.done():
+                del self._running[key]
         if linted is None or not self._is_current(linted):
             return None
-        self._results[key] = linted
+        if self._results.get(key) is not linted:
+            self._results[key] = linted
+            self._publish(linted)
         return linted
 
     async def _current(self, key: str) -> Optional[Linted]:
-        """The lint of the document as it is now: stored, or made now (and published) for a request."""
+        """The lint of the document as it is now, for a request: stored, under way, or made now."""
         linted = self._results.get(key)
         if linted is not None and self._is_current(linted):
             return linted
         timer = self._timers.pop(key, None)
         if timer is not None:
             timer.cancel()
-        linted = await self._lint(key)
-        if linted is not None:
-            self._publish(linted)
-        return linted
+        return await self._lint(key, join=True)
 
     def _lint_if_current(self, snapshot: Snapshot, folders: List[str]) -> Optional[Linted]:
         """On the lint thread: the snapshot's lint, unless a newer change made it worthless."""
