@@ -14,7 +14,7 @@ The vocabulary of a training step lives here too: optimizer constructors, gradie
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -238,6 +238,13 @@ class Iterations:
             elif event.callee is not None and depth > 1 and event.callee not in seen:
                 found += self._called(event.callee, site, arms + event.arms, depth - 1, seen | {event.callee})
         return found
+
+    def sequences(self) -> Iterator[List[Moment]]:
+        """Every loop's iteration, then every function's top level: each a run of moments in the order they happen."""
+        for loop in self.loops.loops.values():
+            yield self.iteration(loop)
+        for function in list(self.functions):
+            yield self.body(function)
 
     def training_loops(self) -> List[Tuple[Loop, List[Moment]]]:
         """The innermost loops that train (an accumulating backward and an optimizer step in one iteration,

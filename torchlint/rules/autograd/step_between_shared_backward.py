@@ -101,10 +101,8 @@ class StepBetweenSharedBackward(Rule):
         self.iterations.observe(node)
 
     def finish(self) -> None:
-        for loop in self.iterations.loops.loops.values():
-            self._judge(self.iterations.iteration(loop))
-        for function in list(self.iterations.functions):
-            self._judge(self.iterations.body(function))
+        for moments in self.iterations.sequences():
+            self._judge(moments)
 
     def _judge(self, moments: List[Moment]) -> None:
         for first_index, first in enumerate(moments):
