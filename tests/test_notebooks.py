@@ -350,3 +350,34 @@ def test_lines_a_fix_adds_to_an_indented_cell_are_indented_and_a_fix_that_would_
     assert code_sources(added) == ["import torch", "  x = torch.ones(2)\n\n  %time f(x)\n  x.requires_grad = True\n  x.grad = None\n"]
     # Its first line indented, IPython would take more off the cell than its indent.
     assert fix_notebook(data, lambda script: script.replace("x = torch.ones(2)", " x = torch.ones(2)")) is data
+
+
+# ---------------------------------------------------------------- what a user sees
+
+
+def _without_ids(data: bytes) -> bytes:
+    """The notebook as nbformat 4.5 files written before cell ids were required: no `id` on its cells."""
+    made = json.loads(data)
+    made["nbformat_minor"] = 5
+    for cell in made["cells"]:
+        cell.pop("id", None)
+    return json.dumps(made).encode("utf-8")
+
+
+def test_the_full_format_quotes_the_cell_line_under_a_notebook_finding(tmp_path):
+    from conftest import run_cli
+
+    (tmp_path / "explore.ipynb").write_bytes(notebook("import torch", "\n" + BAD_LOADER))
+    code, out, err = run_cli("check", "--no-cache", "--output-format", "full", "explore.ipynb", cwd=tmp_path)
+    assert (code, err) == (1, "")
+    gutter = " " * (COLUMN - 1)
+    assert out.splitlines()[1:4] == ["  |", f"2 | {BAD_LOADER}", f"  | {gutter}" + "^" * len("persistent_workers=True")]
+
+
+def test_a_notebook_without_cell_ids_warns_nothing(tmp_path):
+    from conftest import run_cli
+
+    (tmp_path / "explore.ipynb").write_bytes(_without_ids(notebook("import torch", BAD_LOADER)))
+    code, out, err = run_cli("check", "--no-cache", "--quiet", "explore.ipynb", cwd=tmp_path)
+    assert (code, err) == (1, "")
+    assert "MissingIDFieldWarning" not in out and out.count("TL303") == 1
