@@ -27,9 +27,10 @@ MESSAGES = {
         "the logits to `BCEWithLogitsLoss`"
     ),
     (_BCE, SOFTMAX): (
-        "softmax output into binary cross-entropy: it runs silently, but the classes share one unit of probability, "
-        "so two positive labels can never both reach 1 and the loss keeps a floor; for multi-label targets use "
-        "sigmoid (or the logits with `BCEWithLogitsLoss`), for one class per sample the logits with `CrossEntropyLoss`"
+        "softmax output into binary cross-entropy: it runs silently, but with multi-label targets the classes share "
+        "one unit of probability, so two positives can never both reach 1 and the loss keeps a floor, and with one "
+        "class per sample it is a roundabout cross-entropy through probabilities; use sigmoid (or the logits with "
+        "`BCEWithLogitsLoss`) for multi-label targets, the logits with `CrossEntropyLoss` for one class per sample"
     ),
     (_BCE_WITH_LOGITS, SOFTMAX): (
         "softmax output into BCE-with-logits, which applies sigmoid itself: probabilities in [0, 1] become "

@@ -393,7 +393,9 @@ def ddp_without_distributed_sampler(site, entry):
     shown = $shown
     if kind in ("item", "float") and reads.count == STEPS:
         confirmed(f"{STEPS} training steps: {reads.count} host reads of a value (aten._local_scalar_dense) from `{shown}`, one per step; on {device} there is no kernel queue to wait for, so what each costs can only be measured on a GPU")
-    if kind not in ("item", "float") and calls == STEPS:
+    if kind == "print" and calls == STEPS:
+        confirmed(f"{STEPS} training steps: `{shown}` ran {calls} times, once per step, each formatting the tensor's values on the host; on {device} there is no kernel queue to wait for, so what that synchronisation costs can only be measured on a GPU")
+    if kind in ("cpu", "numpy") and calls == STEPS:
         confirmed(f"{STEPS} training steps: `{shown}` ran {calls} times, once per step; on {device} it copies nothing to wait for, so the synchronisation it forces on a GPU can only be measured there")
     not_reproduced(f"{STEPS} steps: {reads.count} host reads, {calls} calls of `{shown}`")
     """,
