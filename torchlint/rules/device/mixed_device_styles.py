@@ -3,6 +3,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
+from torchlint.analysis.syntax import literal
 from torchlint.analysis.values import Values
 from torchlint.engine.scopes import parameters, scope_nodes_of
 from torchlint.finding import Fix
@@ -57,7 +58,10 @@ class MixedDeviceStyles(Rule):
     implementing `.cuda()` for its own tensors); `.cuda(index)` with a device the
     program computed (`.cuda(rank)`, `.cuda(device_index)`), which follows a choice
     made elsewhere, as `.to(device)` does, and is usually reached only once that
-    choice is a CUDA device; Python's own functions (`print(a, b)`).
+    choice is a CUDA device; Python's own functions (`print(a, b)`); a `.to("cuda")` or
+    `.to(torch.device("cuda:0"))`, which hard-codes CUDA just as `.cuda()` does, and a
+    module moved in place by such a statement before it is called on `.cuda()` inputs (the
+    latest in-place move that runs whenever the call does decides the module's device).
 
     Given up for that precision: `.cuda()` calls in files that mix the styles but
     never let the values meet, which the rule used to flag; a `.cuda()` value that
@@ -111,6 +115,8 @@ class MixedDeviceStyles(Rule):
         super().__init__(ctx)
         self.cuda_calls: List[Tuple[_shared.Conversion, Tuple[cst.CSTNode, ...]]] = []
         self.to_calls: List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]] = []
+        # `.to("cuda")`: the same choice `.cuda()` makes, not the one `.to(device)` code keeps in one place.
+        self.cuda_to_calls: List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]] = []
         self.input_devices: List[Tuple[_shared.Conversion, Tuple[cst.CSTNode, ...]]] = []
         # Computations whose operands must share a device (a call's receiver, callee and arguments, arithmetic).
         self.computations: List[Tuple[Tuple[cst.BaseExpression, ...], Tuple[cst.CSTNode, ...]]] = []
@@ -128,7 +134,8 @@ class MixedDeviceStyles(Rule):
             elif not _shared.computed_cuda_device(read):
                 self.cuda_calls.append((read, tuple(self.ctx.stack)))
         elif node.func.attr.value == "to":
-            self.to_calls.append((node, tuple(self.ctx.stack)))
+            hard_coded = self._names_cuda(read.device_node)
+            (self.cuda_to_calls if hard_coded else self.to_calls).append((node, tuple(self.ctx.stack)))
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         self._computation((node.left, node.right))
@@ -152,6 +159,22 @@ class MixedDeviceStyles(Rule):
 
     # ------------------------------------------------------------ where `.cuda()` values meet `.to(device)` values
 
+    def _names_cuda(self, device: Optional[cst.BaseExpression]) -> bool:
+        """`.to("cuda")`, `.to(torch.device("cuda:0"))`: a move that hard-codes CUDA as `.cuda()` does, so a
+        `.cuda()` value meeting it follows the same choice (monai moves a model with `net.to("cuda")` right before
+        calling it on `x.cuda()`)."""
+        if device is None:
+            return False
+        values = Values.of(self.ctx)
+        for origin in values.origins(device):
+            node = origin.node
+            if type(node) is cst.Call and self.ctx.qualified_name(node.func, origin.place.stack) == "torch.device" and node.args:
+                node = node.args[0].value
+            constant = values.constant(node, origin.place.stack) if type(node) is cst.Name else literal(node)
+            if not (isinstance(constant, str) and constant.split(":")[0] == "cuda"):
+                return False
+        return True
+
     def _device_of_a_value(self, device: cst.BaseExpression) -> bool:
         """`.cuda(x.device)`, or a variable assigned one: the device of a tensor or module, possibly the CPU."""
         return any(
@@ -164,7 +187,7 @@ class MixedDeviceStyles(Rule):
         `.to(device)`: the tensors or modules meet there, and only one device choice can hold."""
         moves = _Moves(self.ctx, [(read.call, stack, "cuda") for read, stack in self.cuda_calls] + [
             (call, stack, "to") for call, stack in self.to_calls
-        ])
+        ] + [(call, stack, "to-cuda") for call, stack in self.cuda_to_calls])
         meeting: Set[int] = set()
         for operands, stack in self.computations:
             carried = [moves.carried(operand, stack) for operand in operands]
@@ -261,7 +284,11 @@ class _Moves:
         # A tensor move makes a copy, held by the name it is assigned to (`early = host.cuda()`): that name, with
         # the receiver's origins, holds the copy; the original (`host`) has the same origins and does not.
         self.by_name: Dict[Tuple[int, str], List[Tuple[str, int]]] = {}
+        # A module moved in place by a statement (`net.to("cuda")`), by the variable: the latest such move that
+        # runs whenever a later use does decides where the module is there.
+        self.in_place: Dict[Tuple[int, str], List[Tuple[Tuple[cst.CSTNode, ...], cst.Call]]] = {}
         for call, stack, style in moves:
+            self._note_in_place(call, stack)
             origins = values.origins(call.func.value, stack)
             self.receiver_origins[id(call)] = {_key(origin) for origin in origins}
             for origin in origins:
@@ -273,8 +300,37 @@ class _Moves:
                 if scope is not None:
                     self.by_name.setdefault((id(scope.node), target), []).append((style, id(call)))
 
+    def _note_in_place(self, call: cst.Call, stack) -> None:
+        receiver = call.func.value
+        if type(receiver) is cst.Name and len(stack) >= 2 and type(stack[-2]) is cst.Expr:
+            scope = self.ctx.scopes.binding_scope(receiver.value, scope_nodes_of(stack))
+            if scope is not None:
+                self.in_place.setdefault((id(scope.node), receiver.value), []).append((stack, call))
+
+    def _moved_in_place_before(self, name: cst.Name, stack) -> Optional[cst.Call]:
+        """The in-place move of the module `name` that last runs before this use whenever the use runs."""
+        scope = self.ctx.scopes.binding_scope(name.value, scope_nodes_of(stack))
+        moves = self.in_place.get((id(scope.node), name.value)) if scope is not None else None
+        if not moves or scope.node is not scope_nodes_of(stack)[-1]:
+            return None
+        flow = Values.of(self.ctx).flow(scope.node)
+        use = flow.position(stack)
+        if use is None:
+            return None
+        latest = None
+        for move_stack, call in moves:
+            move = flow.position(move_stack)
+            if move is not None and move[0] < use[0] and use[1][: len(move[1])] == move[1]:
+                if latest is None or move[0] > latest[0]:
+                    latest = (move[0], call)
+        return latest[1] if latest is not None else None
+
     def carried(self, operand: cst.BaseExpression, stack) -> Set[Tuple[str, int]]:
         """The moves (style, id of the call) that the value of `operand` may have gone through."""
+        if type(operand) is cst.Name:
+            latest = self._moved_in_place_before(operand, stack)
+            if latest is not None:
+                return {self.styles[id(latest)]} if id(latest) in self.styles else set()
         moves, bases = self._last_moves(operand, stack)
         found = {self.styles[id(move)] for move in moves if id(move) in self.styles}
         for base in bases:
