@@ -1,4 +1,4 @@
-from typing import Dict, Hashable, List, Sequence, Tuple
+from typing import Dict, Hashable, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -62,8 +62,8 @@ class WholeObjectCheckpoint(Rule):
         "`weights_only=True` refuses it (`UnpicklingError: Weights only load failed`); save its `state_dict()`"
     )
     load_message = (
-        "this file is written by `torch.save` of a whole module or optimizer (line {line}): under torch 2.6's "
-        "default `weights_only=True` this load raises `UnpicklingError: Weights only load failed`; save and load "
+        "this file is written by `torch.save({saved}, ...)`, a whole module or optimizer: under torch 2.6's default "
+        "`weights_only=True` this load raises `UnpicklingError: Weights only load failed`; save and load "
         "`state_dict()`s"
     )
     example = """
@@ -84,33 +84,38 @@ class WholeObjectCheckpoint(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.whole_saves: Dict[Hashable, cst.Call] = {}
-        self.loads: List[Tuple[Hashable, cst.Call, Tuple[cst.CSTNode, ...]]] = []
+        # Per file key, each save in source order: (order, the saved expression if it is a whole object, else None).
+        self.saves: Dict[Hashable, List[Tuple[int, Optional[cst.BaseExpression]]]] = {}
+        self.loads: List[Tuple[Hashable, int, cst.Call]] = []
+        self.order = 0
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.qualified_name(node.func)
+        self.order += 1
         if name in TORCH_SAVE:
             saved = semantics.keyword(node, "obj") or semantics.positional(node, 0)
-            if saved is None or not self._whole_object(saved.value, self.ctx.stack, 0):
+            if saved is None:
                 return
-            self.report(node)
+            whole = self._whole_object(saved.value, self.ctx.stack, 0)
+            if whole:
+                self.report(node)
             target = semantics.keyword(node, "f") or semantics.positional(node, 1)
             if target is not None:
-                self.whole_saves.setdefault(self._file_key(target.value), node)
+                self.saves.setdefault(self._file_key(target.value), []).append((self.order, saved.value if whole else None))
         elif name in TORCH_LOAD and self.ctx.config.torch_version >= SAFE_DEFAULT_SINCE and not semantics.has_star_kwargs(node):
             weights_only = semantics.keyword(node, "weights_only")
             if weights_only is not None and semantics.literal(weights_only.value) is not True:
                 return
             source = semantics.keyword(node, "f") or semantics.positional(node, 0)
             if source is not None:
-                self.loads.append((self._file_key(source.value), node, tuple(self.ctx.stack)))
+                self.loads.append((self._file_key(source.value), self.order, node))
 
     def finish(self) -> None:
-        for key, load, stack in self.loads:
-            save = self.whole_saves.get(key)
-            if save is not None:
-                line = self.ctx.location(save)[0].row
-                self.report(load, self.load_message.format(line=line))
+        for key, order, load in self.loads:
+            saved = _saved_before(self.saves.get(key, []), order)
+            if saved is not None:
+                shown = self.ctx.code(saved)
+                self.report(load, self.load_message.format(saved=shown if len(shown) <= 40 and "\n" not in shown else "..."))
 
     def _whole_object(self, expr: cst.BaseExpression, stack: Sequence[cst.CSTNode], nesting: int) -> bool:
         for origin in Values.of(self.ctx).origins(expr, stack):
@@ -138,6 +143,16 @@ class WholeObjectCheckpoint(Rule):
                 return ("module variable", file.value)
         function = self.ctx.enclosing(cst.FunctionDef, cst.Lambda)
         return ("code", id(function) if function is not None else None, self.ctx.code(file))
+
+
+def _saved_before(saves: List[Tuple[int, Optional[cst.BaseExpression]]], order: int) -> Optional[cst.BaseExpression]:
+    """The whole object a load at `order` reads back: the last save of the file before it, when that is a whole
+    object (a state dict saved over it in between is what is read); with no save before (a load in a function
+    defined above the code that saves), any whole-object save of the file."""
+    before = [saved for saved_order, saved in saves if saved_order < order]
+    if before:
+        return before[-1]
+    return next((saved for _, saved in saves if saved is not None), None)
 
 
 def _builds_optimizer(ctx, call: cst.Call, stack) -> bool:
