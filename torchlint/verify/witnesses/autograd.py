@@ -605,4 +605,8 @@ def step_between_shared_backward(site, entry):
     k=4,
 )
 def accumulation_loss_not_scaled(site, entry):
-    return entry.canonical("", site.device)
+    # The message names the count as the file wrote it: "accumulate over `4` backwards".
+    written = site.finding.message.partition("accumulate over `")[2].partition("`")[0]
+    if written.isdigit() and 2 <= int(written) <= 64:
+        return entry.canonical("accumulation count taken from the finding", site.device, k=int(written))
+    return entry.canonical("the accumulation count is the canonical 4", site.device)
