@@ -90,7 +90,9 @@ class ModuleRequiresGradAttribute(Rule):
     def finish(self) -> None:
         for target, statement, stack in self.assignments:
             if self._is_module(target.value, stack):
-                self.report(target, fix=self._fix(target, statement))
+                value = syntax.literal(statement.value)
+                shown = value if isinstance(value, bool) else False
+                self.report(target, self.message.replace("(False)", f"({shown})"), self._fix(target, statement))
 
     def _is_module(self, expr: cst.BaseExpression, stack: tuple) -> bool:
         written = dotted_name(expr)

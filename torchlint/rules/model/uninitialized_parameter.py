@@ -86,7 +86,7 @@ class UninitializedParameter(Rule):
     class Bilinear(nn.Module):
         def __init__(self, features):
             super().__init__()
-            self.weight = nn.Parameter(torch.Tensor(features, features))  # expect: TL704:35
+            self.weight = nn.Parameter(torch.Tensor(features, features))  # expect: TL704:36
 
         def forward(self, x, y):
             return (x @ self.weight * y).sum(-1)

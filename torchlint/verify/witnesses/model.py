@@ -42,6 +42,7 @@ _MODULE_CALLS = {
     import torch.nn as nn
 
     torch.manual_seed(0)
+    shown = $shown
 
 
     class Model(nn.Module):
@@ -73,7 +74,7 @@ _MODULE_CALLS = {
     model.double()
     model.eval()
     figures = (
-        f"`self.layers = $shown`: parameters() holds {len(registered)} tensors and misses {missed} of the layers'; "
+        f"`self.layers = {shown}`: parameters() holds {len(registered)} tensors and misses {missed} of the layers'; "
         f"state_dict keys {saved}; after SGD.step() the first layer's weight is unchanged although its .grad is "
         f"filled: {unchanged}; after model.double() it is {first.weight.dtype}; after model.eval() its training is "
         f"{first.training}"
@@ -101,6 +102,7 @@ def unregistered_submodules(site, entry):
 
     torch.manual_seed(0)
     kind = $kind
+    shown = $shown
 
 
     class Model(nn.Module):
@@ -121,17 +123,17 @@ def unregistered_submodules(site, entry):
     if kind == "norm":
         spread = float(first.mean(0).abs().max())
         figures = (
-            f"`$shown` in forward, model in eval(): registered parameters {names}; the output is normalised with the "
+            f"`{shown}` in forward, model in eval(): registered parameters {names}; the output is normalised with the "
             f"batch's own statistics (largest per-feature mean {spread:.2e}) instead of running statistics"
         )
         if names == ["fc1.weight", "fc1.bias"] and spread < 1e-5 and not torch.allclose(first, hidden):
             confirmed(figures)
         not_reproduced(figures)
     differ = not torch.equal(first, second)
-    figures = f"`$shown` in forward: registered parameters {names}; two forwards in eval() differ: {differ}"
+    figures = f"`{shown}` in forward: registered parameters {names}; two forwards in eval() differ: {differ}"
     if kind == "parameter":
         if names == ["fc1.weight", "fc1.bias"]:
-            confirmed(f"`$shown` in forward: registered parameters {names}: the parameter made in forward is not among them")
+            confirmed(f"`{shown}` in forward: registered parameters {names}: the parameter made in forward is not among them")
         not_reproduced(figures)
     if names == ["fc1.weight", "fc1.bias"] and differ:
         confirmed(figures)
@@ -166,6 +168,7 @@ def layer_built_in_forward(site, entry):
 
     calls = []
     shape = $shape
+    shown = $shown
 
 
     class Model(nn.Module):
@@ -183,10 +186,10 @@ def layer_built_in_forward(site, entry):
         model = Model()
         error = raised(lambda: $call)
         if isinstance(error, TypeError):
-            confirmed("`$shown` on a Module: `$call` raises " + describe(error))
+            confirmed(f"`{shown}` on a Module: `$call` raises " + describe(error))
         if calls and calls[0] is False and model.training and model.drop.training:
-            confirmed(f"`$shown`: `$call` calls it with False as its first argument; model.training stays {model.training}, the Dropout's training stays {model.drop.training}")
-        not_reproduced(f"`$shown`: `$call` gave {describe(error)}; calls {calls!r}, model.training {model.training}")
+            confirmed(f"`{shown}`: `$call` calls it with False as its first argument; model.training stays {model.training}, the Dropout's training stays {model.drop.training}")
+        not_reproduced(f"`{shown}`: `$call` gave {describe(error)}; calls {calls!r}, model.training {model.training}")
     if shape == "forward":
         error = raised(lambda: Model()(torch.ones(2)))
         if isinstance(error, NotImplementedError):

@@ -1,0 +1,62 @@
+"""The model-definition rules (TL701-TL707) across files, their near-miss names, and their witnesses.
+
+A Module class defined in `model.py` and subclassed, built or frozen in `train.py` must get the findings it
+gets when both sit in one file: the project fixture fixtures/projects/model_rules_subclass is linted from disk,
+then pasted into one file (the import line blanked, so lines keep their numbers after the paste).
+"""
+
+import json
+
+import pytest
+
+from conftest import FIXTURES, make_config, run_cli
+from torchlint.engine.expectations import actual_findings
+from torchlint.engine.runner import lint_file, lint_text
+from torchlint.rules.model.module_api_shadowed import typo_of
+
+PROJECT = FIXTURES / "projects" / "model_rules_subclass"
+MODEL_CODES = ["TL701", "TL702", "TL703", "TL704", "TL705", "TL706", "TL707"]
+
+
+def _findings(result):
+    return [finding for finding in actual_findings(result) if finding[2] in MODEL_CODES]
+
+
+@pytest.mark.parametrize("importer", ["train.py", "finetune.py"])
+def test_a_model_file_and_its_importer_give_the_findings_of_one_file(importer):
+    config = make_config(select=MODEL_CODES)
+    model = (PROJECT / "model.py").read_text()
+    text = (PROJECT / importer).read_text()
+    across = _findings(lint_file(str(PROJECT / importer), config).findings)
+    blanked = "\n".join("" if line.startswith("from model import") else line for line in text.splitlines()) + "\n"
+    offset = len(model.splitlines())
+    together = _findings(lint_text(model + blanked, "together.py", config))
+    assert across, "the importer must have findings of its own"
+    assert [(row - offset, column, code) for row, column, code in together if row > offset] == across
+    assert [finding for finding in together if finding[0] <= offset] == _findings(lint_file(str(PROJECT / "model.py"), config).findings)
+
+
+def test_without_the_model_file_nothing_is_known_of_its_classes(tmp_path):
+    (tmp_path / "train.py").write_text((PROJECT / "finetune.py").read_text())
+    assert _findings(lint_file(str(tmp_path / "train.py"), make_config(select=MODEL_CODES)).findings) == []
+
+
+@pytest.mark.parametrize("name, meant", [
+    ("foward", "forward"), ("forwad", "forward"), ("farward", "forward"), ("fowrard", "forward"),
+    ("__int__", "__init__"), ("_init_", "__init__"), ("___init___", "__init__"), ("__init", "__init__"),
+    ("__inti__", "__init__"),
+])
+def test_near_misses_of_init_and_forward_are_recognised(name, meant):
+    assert typo_of(name) == meant
+
+
+@pytest.mark.parametrize("name", ["forward", "_forward", "forwards", "__init__", "_init", "init", "_init_weights", "__iter__", "reward"])
+def test_real_names_and_private_helpers_are_not_near_misses(name):
+    assert typo_of(name) is None
+
+
+def test_every_model_fixture_finding_is_confirmed_by_its_witness():
+    code, out, err = run_cli("verify", "--device", "cpu", "--select", ",".join(MODEL_CODES), "--output-format", "json", FIXTURES / "model")
+    results = json.loads(out)
+    assert {result["code"] for result in results} == set(MODEL_CODES)
+    assert [result for result in results if result["verification"]["status"] != "confirmed"] == []
