@@ -49,8 +49,8 @@ class VolatileVariable(Rule):
     fix_safety = "safe or unsafe"
     message = (
         "`volatile=` has had no effect since torch 0.4 (torch warns `volatile was removed and now has no "
-        "effect`): what it meant to compute without autograd builds the graph and keeps activations; use "
-        "`with torch.no_grad():`"
+        "effect`): what is computed from this input runs with autograd on (a model applied to it builds the graph "
+        "and keeps its activations); use `with torch.no_grad():`"
     )
     under_no_grad_message = (
         "`volatile=` has had no effect since torch 0.4 (it only warns); this code already runs under `no_grad`: "
@@ -61,7 +61,7 @@ class VolatileVariable(Rule):
 
     def evaluate(model, loader):
         for images, labels in loader:
-            images = Variable(images, volatile=True)  # expect: TL602:22, TL612:35
+            images = Variable(images, volatile=True)  # expect: TL602:18, TL612:35
             outputs = model(images)
     """
     use_instead = """
