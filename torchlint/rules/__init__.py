@@ -1,7 +1,7 @@
 """The rule catalogue: every `Rule` subclass found under this package.
 
 There is no central list to edit: adding a module with a rule class under a
-family folder (`autograd/`, `device/`, `data/`, `loss/`, `serialization/`,
+family folder (`autograd/`, `device/`, `data/`, `loss/`, `model/`, `serialization/`,
 `api/`) registers it.
 """
 
