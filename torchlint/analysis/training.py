@@ -53,7 +53,8 @@ def is_clip_call(call: cst.Call, ctx: "FileContext", stack=None) -> bool:
 
 def optimizer_class(call: cst.CSTNode, ctx: "FileContext", stack=None) -> Optional[str]:
     """The qualified name of the optimizer class `call` constructs (`torch.optim.SGD`), else None."""
-    if type(call) is not cst.Call:
+    # Optimizer classes are capitalised: most calls are ruled out before their name is resolved.
+    if type(call) is not cst.Call or not (semantics.terminal_name(call.func) or "")[:1].isupper():
         return None
     name = ctx.qualified_name(call.func, stack) or ""
     last = name.rpartition(".")[2]
