@@ -117,16 +117,34 @@ class TwoHeads(nn.Module):
         return self.body(x) + self.frozen(x)
 
 
-def test_parameters_without_gradient_and_not_optimized():
+def test_a_head_neither_used_nor_optimized_is_one_finding_that_says_both():
     model = TwoHeads()
     optimizer = torch.optim.SGD(model.body.parameters(), lr=0.1)
+    [finding] = check(model, DataLoader(data(), batch_size=4), nn.CrossEntropyLoss(), optimizer)
+    assert finding.code == "TL906"
+    assert "2 trainable parameter(s)" in finding.message and "`unused.weight`, `unused.bias`" in finding.message
+    assert "not used by the forward" in finding.message and "not in the optimizer either" in finding.message
+    assert "they get gradients" not in finding.message  # TL907's claim, false for these
+    assert finding.location.row == 3  # unused.weight is the third named parameter
+
+
+def test_parameters_without_gradient_and_parameters_not_optimized_are_two_findings():
+    model = TwoHeads()
+    optimizer = torch.optim.SGD(model.unused.parameters(), lr=0.1)
     findings = check(model, DataLoader(data(), batch_size=4), nn.CrossEntropyLoss(), optimizer)
     assert codes(findings) == ["TL906", "TL907"]
     no_gradient = next(f for f in findings if f.code == "TL906")
-    assert "2 trainable parameter(s)" in no_gradient.message and "`unused.weight`" in no_gradient.message
-    assert no_gradient.location.row == 3  # unused.weight is the third named parameter
+    assert "`unused.weight`, `unused.bias`" in no_gradient.message and "not in the optimizer" not in no_gradient.message
     not_optimized = next(f for f in findings if f.code == "TL907")
-    assert "`unused.weight`, `unused.bias`" in not_optimized.message
+    assert "`body.weight`, `body.bias`" in not_optimized.message and "they get gradients but never change" in not_optimized.message
+
+
+def test_unused_parameters_partly_optimized_say_which_are_not():
+    model = TwoHeads()
+    optimizer = torch.optim.SGD([*model.body.parameters(), model.unused.weight], lr=0.1)
+    [finding] = check(model, DataLoader(data(), batch_size=4), nn.CrossEntropyLoss(), optimizer)
+    assert finding.code == "TL906"
+    assert finding.message.endswith("1 of them (`unused.bias`) are not in the optimizer either")
 
 
 def test_a_frozen_model_cannot_backward():
@@ -248,3 +266,72 @@ def test_doctor_usage_errors(project, target, message):
     code, _, err = run_cli("doctor", target, cwd=project)
     assert code == 2
     assert message in err
+
+
+BROKEN = {
+    "raises_at_import.py": "import math\n\nSCALE = math.log(0)\n",
+    "bad_syntax.py": "def make(:\n    pass\n",
+    "exits_at_import.py": "import sys\n\nsys.exit(3)\n",
+    "missing_dependency.py": "import no_such_dependency_of_the_user\n",
+    "argparse_at_import.py": textwrap.dedent(
+        """
+        import argparse
+
+        from setup_for_doctor import good
+
+        OPTIONS = argparse.ArgumentParser().parse_args()  # would see doctor's own options
+        """
+    ),
+    "broken_factories.py": textwrap.dedent(
+        """
+        def read(path):
+            return open(path).read()
+
+
+        def raises():
+            return read("/no/such/data.csv")
+
+
+        def needs_arguments(size, depth=2):
+            return size
+        """
+    ),
+}
+
+
+@pytest.fixture
+def broken(project):
+    for name, text in BROKEN.items():
+        (project / name).write_text(text)
+    return project
+
+
+@pytest.mark.parametrize("target, line", [
+    ("raises_at_import:make",
+     "cannot import 'raises_at_import': ValueError: math domain error (raises_at_import.py:3, in <module>)"),
+    ("bad_syntax:make", "cannot import 'bad_syntax': SyntaxError: invalid syntax (bad_syntax.py:1)"),
+    ("exits_at_import:make", "cannot import 'exits_at_import': SystemExit: 3 (exits_at_import.py:3, in <module>)"),
+    ("missing_dependency:make", "cannot import 'missing_dependency': ModuleNotFoundError: No module named "
+                                "'no_such_dependency_of_the_user' (missing_dependency.py:1, in <module>)"),
+    ("broken_factories:raises", "broken_factories:raises raised FileNotFoundError: [Errno 2] No such file or directory: "
+                                "'/no/such/data.csv' (broken_factories.py:3, in read)"),
+    ("broken_factories:needs_arguments", "broken_factories:needs_arguments needs arguments, and doctor calls it with none "
+                                         "(TypeError: missing a required argument: 'size') (broken_factories.py:10, in needs_arguments)"),
+])
+def test_the_users_failure_is_one_line_and_exit_2(broken, target, line):
+    code, out, err = run_cli("doctor", target, cwd=broken)
+    assert (code, out) == (2, "")
+    assert err == f"torchlint: error: {line}; --traceback shows the full traceback\n"
+
+
+def test_traceback_shows_the_whole_traceback_before_the_line(broken):
+    code, _, err = run_cli("doctor", "broken_factories:raises", "--traceback", cwd=broken)
+    assert code == 2
+    assert err.startswith("Traceback (most recent call last):\n")
+    assert 'broken_factories.py", line 7, in raises' in err and 'broken_factories.py", line 3, in read' in err
+    assert err.splitlines()[-1].startswith("torchlint: error: broken_factories:raises raised FileNotFoundError")
+
+
+def test_a_module_parsing_its_command_line_at_import_sees_none_of_doctors(broken):
+    code, out, err = run_cli("doctor", "argparse_at_import:good", "--output-format", "concise", cwd=broken)
+    assert (code, out) == (0, "All checks passed!\n"), err

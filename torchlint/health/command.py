@@ -6,6 +6,7 @@ prints the traceback too); the findings' exit codes are `check`'s.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import inspect
@@ -194,8 +195,9 @@ def run_doctor(args) -> int:
     from torchlint.reporters import REPORTERS
 
     try:
-        factory = load_factory(args.target)
-        made = call_factory(args.target, factory)
+        with _own_command_line(args.target):
+            factory = load_factory(args.target)
+            made = call_factory(args.target, factory)
     except UserCodeFailed as failure:
         if args.traceback:
             traceback.print_exception(type(failure.error), failure.error, failure.error.__traceback__, file=sys.stderr)
@@ -219,6 +221,17 @@ def run_doctor(args) -> int:
     if not args.quiet:
         stream.write(summary(findings, errors) + "\n")
     return cli.EXIT_FINDINGS if errors and not args.exit_zero else cli.EXIT_CLEAN
+
+
+@contextlib.contextmanager
+def _own_command_line(target: str):
+    """`sys.argv` as a module run without arguments sees it: an argparse at import must not parse doctor's options."""
+    saved = sys.argv
+    sys.argv = [target.partition(":")[0]]
+    try:
+        yield
+    finally:
+        sys.argv = saved
 
 
 def _is_module(model) -> bool:
