@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# GPU evidence for `torchlint verify` (issue 6): the CUDA witnesses and the move/cast measurements.
+# GPU evidence: for `torchlint verify` (issue 6) the CUDA witnesses and the move/cast measurements;
+# for `torchlint doctor --memory` (issue 21) its projected peak against torch.cuda.max_memory_allocated().
 #
 # Run from the repository root on a machine with an NVIDIA GPU and a CUDA build of torch:
 #     OUT=/path/to/results bash benchmarks/gpu_check.sh
 # Everything goes to $OUT (default ./gpu-results); each step has its own time limit and the whole
-# script stays under 5 minutes. Nothing here needs the network.
+# script stays under 8 minutes. Nothing here needs the network. Without a usable CUDA device it
+# says so and exits 0, having measured nothing.
 set -u
 OUT=${OUT:-./gpu-results}
 PYTHON=${PYTHON:-python}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+
+if ! "$PYTHON" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+    echo "no CUDA device (torch.cuda.is_available() is False, or torch is missing): skipped, nothing measured" | tee "$OUT/summary.txt"
+    exit 0
+fi
 
 echo "== environment" | tee "$OUT/summary.txt"
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -91,3 +98,11 @@ if "$PYTHON" -c "import libcst, pathspec" 2>/dev/null; then
 else
     echo "== libcst/pathspec missing: witnesses not run (pip install libcst pathspec)" | tee -a "$OUT/summary.txt"
 fi
+
+# 3. doctor --memory: the projected peak of one training step (MLP, CNN, transformer; the loader's batch
+#    size and four times it) against torch.cuda.max_memory_allocated() of the same step, projected on the GPU
+#    and on the CPU. Exit 1 when a projection on the GPU is off by more than the script's tolerance.
+echo "== doctor --memory against torch.cuda.max_memory_allocated()" | tee -a "$OUT/summary.txt"
+timeout 240 "$PYTHON" benchmarks/memory_check.py --device cuda > "$OUT/memory.md" 2> "$OUT/memory.err"
+echo "exit $?" | tee -a "$OUT/summary.txt"
+cat "$OUT/memory.md" | tee -a "$OUT/summary.txt"

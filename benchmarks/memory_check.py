@@ -107,7 +107,8 @@ def measure_step(name: str, batch_size: int, device: str) -> int:
         torch.cuda.reset_peak_memory_stats()
         step()
         torch.cuda.synchronize()
-        return torch.cuda.max_memory_allocated()
+        # The whole dataset sits on the GPU too (doctor needs the batch on the model's device): not the step's.
+        return torch.cuda.max_memory_allocated() - _storage_bytes(loader.dataset.tensors)
     state = [value for values in optimizer.state.values() for value in values.values() if isinstance(value, torch.Tensor)]
     live = _storage_bytes([*model.parameters(), *model.buffers(), *state, inputs, labels])
     ctypes.CDLL("libc.so.6").malloc_trim(0)
