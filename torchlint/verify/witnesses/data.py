@@ -339,6 +339,20 @@ def ddp_without_distributed_sampler(site, entry):
     return entry.canonical("", site.device)
 
 
+# A dispatch mode that counts the calls of one aten op: the per-step witnesses count host reads and copies with it.
+_OP_COUNT = Code("""
+class OpCount(TorchDispatchMode):
+    def __init__(self, op):
+        super().__init__()
+        self.op, self.count = op, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is self.op:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+""")
+
+
 @witness(
     "TL309",
     """
@@ -352,16 +366,7 @@ def ddp_without_distributed_sampler(site, entry):
     device = "cuda" if DEVICE == "cuda" else "cpu"
 
 
-    class HostReads(TorchDispatchMode):
-        # `aten._local_scalar_dense` is the read of a value on the host: on a GPU it waits for the queued kernels.
-        def __init__(self):
-            super().__init__()
-            self.count = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if func is torch.ops.aten._local_scalar_dense.default:
-                self.count += 1
-            return func(*args, **(kwargs or {}))
+    $op_count
 
 
     def read(loss):
@@ -380,7 +385,8 @@ def ddp_without_distributed_sampler(site, entry):
     model = torch.nn.Linear(8, 1).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     inputs, targets = torch.randn(STEPS, 4, 8, device=device), torch.randn(STEPS, 4, 1, device=device)
-    reads = HostReads()
+    # `aten._local_scalar_dense` is the read of a value on the host: on a GPU it waits for the queued kernels.
+    reads = OpCount(torch.ops.aten._local_scalar_dense.default)
     calls = 0
     with reads, contextlib.redirect_stdout(io.StringIO()):
         for step in range(STEPS):
@@ -401,6 +407,7 @@ def ddp_without_distributed_sampler(site, entry):
     """,
     kind="item",
     shown="loss.item()",
+    op_count=_OP_COUNT,
 )
 def host_sync_in_step(site, entry):
     call = site.node if isinstance(site.node, cst.Call) else None
@@ -423,22 +430,14 @@ def host_sync_in_step(site, entry):
     ITERATIONS = 10
 
 
-    class Copies(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.count = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if func is torch.ops.aten._to_copy.default:
-                self.count += 1
-            return func(*args, **(kwargs or {}))
+    $op_count
 
 
     weights = torch.rand(1000)
-    with Copies() as in_loop:
+    with OpCount(torch.ops.aten._to_copy.default) as in_loop:
         for step in range(ITERATIONS):
             moved = weights.to(device)
-    with Copies() as hoisted:
+    with OpCount(torch.ops.aten._to_copy.default) as hoisted:
         moved = weights.to(device)
         for step in range(ITERATIONS):
             used = moved
@@ -446,6 +445,7 @@ def host_sync_in_step(site, entry):
         confirmed(f"{ITERATIONS} iterations: the same tensor copied to {device} {in_loop.count} times (aten._to_copy), {hoisted.count} when moved before the loop; the time each transfer takes can only be measured on a GPU")
     not_reproduced(f"{ITERATIONS} iterations: {in_loop.count} copies in the loop, {hoisted.count} moved once")
     """,
+    op_count=_OP_COUNT,
 )
 def loop_invariant_transfer(site, entry):
     return entry.canonical("", site.device)
