@@ -9,7 +9,7 @@ from torchlint.analysis.values import Origin, Values
 from torchlint.engine.scopes import scope_nodes_of
 from torchlint.rules.base import Rule
 from torchlint.rules.data import _facts  # noqa: F401  (registers "sets-epoch")
-from torchlint.rules.triggers import words
+from torchlint.rules.triggers import project_imports, words
 
 DISTRIBUTED_SAMPLER = frozenset({
     "torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler",
@@ -53,9 +53,9 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     code = "TL307"
     name = "distributed-sampler-without-set-epoch"
     uses_callgraph = True
-    # The finding is the sampler's construction (or, for a sampler made in another file, the loop over its
-    # loader): the class name is written here in either case, since the DataLoader call must be in this file.
-    triggers = words("DistributedSampler")
+    # The finding is the sampler's construction, or the loop over its loader when the sampler (or the loader) is
+    # made in a project file this one imports.
+    triggers = words("DistributedSampler") | project_imports()
     message = (
         "this DistributedSampler shuffles, but no `set_epoch()` runs in the epoch loop that iterates its loader: "
         "every epoch sees the same order (its permutation is seeded by seed + epoch); call "
