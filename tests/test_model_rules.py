@@ -60,3 +60,25 @@ def test_every_model_fixture_finding_is_confirmed_by_its_witness():
     results = json.loads(out)
     assert {result["code"] for result in results} == set(MODEL_CODES)
     assert [result for result in results if result["verification"]["status"] != "confirmed"] == []
+
+
+STAND_IN = '''
+import torch
+
+
+class StandIn(torch.nn.Module):
+    """As accelerate's tests build one: a stand-in for hooks, whose values do not matter."""
+
+    def __init__(self):
+        super().__init__()
+        self.indices = torch.nn.Parameter(torch.empty((1, 2, 2)))
+
+    def forward(self, x):
+        return x + self.indices
+'''
+
+
+def test_an_uninitialised_parameter_is_not_reported_in_a_test_file():
+    config = make_config(select=["TL704"])
+    assert [finding.code for finding in lint_text(STAND_IN, "hooks.py", config)] == ["TL704"]
+    assert lint_text(STAND_IN, "tests/test_hooks.py", config) == []

@@ -127,6 +127,7 @@ class ModuleClasses:
         self._known: Dict[int, Optional[ModuleClass]] = {}
         self._bases: Dict[int, List[ModuleClass]] = {}
         self._enclosing: Dict[int, Optional[Tuple[ModuleClass, cst.FunctionDef]]] = {}
+        self._forwards: Dict[int, Set[int]] = {}
 
     @classmethod
     def of(cls, ctx: "FileContext") -> "ModuleClasses":
@@ -196,7 +197,10 @@ class ModuleClasses:
 
     def forward_methods(self, module: ModuleClass, depth: int = 4) -> Set[int]:
         """ids of `forward` and of the methods of the class it calls through `self`, `depth` calls deep (needs the
-        file's call graph: the rule sets `uses_callgraph`)."""
+        file's call graph, complete only in `finish()`: the rule sets `uses_callgraph`)."""
+        found = self._forwards.get(id(module.node))
+        if found is not None:
+            return found
         forward = module.method("forward")
         graph = self.ctx.callgraph
         if forward is None or graph is None:
@@ -204,10 +208,11 @@ class ModuleClasses:
         key = graph.key_of(forward, module.around + (module.node, forward))
         prefix = module.node.name.value + "."
         methods = {id(method) for method in module.methods()}
-        return {
+        found = self._forwards[id(module.node)] = {
             id(function.node) for function in graph.reachable(key, depth)
             if function.key.startswith(prefix) and id(function.node) in methods
         }
+        return found
 
     def builds_module(self, call: cst.Call, stack: Sequence[cst.CSTNode]) -> Optional[str]:
         """What `call` builds, when it builds a module: its qualified name for a torch layer or container or a model
@@ -242,3 +247,14 @@ def is_self_attribute(expr: cst.CSTNode, method: cst.FunctionDef) -> bool:
     return (
         type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == self_name(method)
     )
+
+
+def under_training_test(ctx: "FileContext", method: cst.FunctionDef) -> bool:
+    """The node being visited sits in `method` under an `if` (or a conditional expression) whose test reads
+    `training` (`if self.training:`): code that runs in one mode only."""
+    stack = ctx.stack
+    for index in range(stack.index(method), len(stack) - 1):
+        node, child = stack[index], stack[index + 1]
+        if type(node) in (cst.If, cst.IfExp) and child is not node.test and "training" in ctx.code(node.test):
+            return True
+    return False

@@ -3,7 +3,7 @@ from typing import List, Tuple
 import libcst as cst
 
 from torchlint.analysis import syntax
-from torchlint.analysis.modules import ModuleClass, ModuleClasses, self_name
+from torchlint.analysis.modules import ModuleClass, ModuleClasses, self_name, under_training_test
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
 from torchlint.rules.device._shared import code_in_place, with_keywords
@@ -88,26 +88,14 @@ class DropoutAlwaysOn(Rule):
         if syntax.has_star_kwargs(node) or any(arg.star == "*" for arg in node.args):
             return
         found = self.classes.enclosing(self.ctx.stack)
-        if found is None or self._under_training_test(found[1]):
+        if found is None or under_training_test(self.ctx, found[1]):
             return
         self.calls.append((node, found[0], found[1], self._fix(node, found[1])))
 
     def finish(self) -> None:
-        forwards = {}
         for call, module, method, fix in self.calls:
-            if id(module.node) not in forwards:
-                forwards[id(module.node)] = self.classes.forward_methods(module)
-            if id(method) in forwards[id(module.node)]:
+            if id(method) in self.classes.forward_methods(module):
                 self.report(call, fix=fix)
-
-    def _under_training_test(self, method: cst.FunctionDef) -> bool:
-        """Under an `if` or a conditional expression whose test reads `training` (`if self.training:`)."""
-        stack = self.ctx.stack
-        for index in range(stack.index(method), len(stack) - 1):
-            node, child = stack[index], stack[index + 1]
-            if type(node) in (cst.If, cst.IfExp) and child is not node.test and "training" in self.ctx.code(node.test):
-                return True
-        return False
 
     def _fix(self, call: cst.Call, method: cst.FunctionDef):
         instance = self_name(method)

@@ -4,8 +4,9 @@ import libcst as cst
 
 from torchlint.analysis.modules import (
     MODULE_ROOTS, PARAMETER, REGISTERING_CONTAINERS, STATELESS_LAYERS, ModuleClass, ModuleClasses, is_loss_class,
-    is_self_attribute, is_torch_module_class,
+    is_self_attribute, is_torch_module_class, under_training_test,
 )
+from torchlint.analysis import syntax
 from torchlint.analysis.values import Values
 from torchlint.rules.base import Rule
 from torchlint.rules.model._shared import IN_MODULE_CLASS
@@ -15,6 +16,8 @@ _DROPOUTS = frozenset(
     f"torch.nn.{name}" for name in ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout")
 )
 _NOT_REPORTED = STATELESS_LAYERS | REGISTERING_CONTAINERS
+# Decorators that only set the grad mode or precision: the method still runs on every call.
+_GRAD_MODE_DECORATORS = frozenset({"no_grad", "inference_mode", "enable_grad", "autocast"})
 
 
 class LayerBuiltInForward(Rule):
@@ -32,10 +35,13 @@ class LayerBuiltInForward(Rule):
     registered; a layer inside it is reported itself); construction in `__init__` or in
     helpers called from `__init__`; a dropout built under `if self.training:`; lazy
     creation that keeps the layer, `self.proj = nn.Linear(...)` under an `if` (`if
-    self.proj is None:`), which runs once.
+    self.proj is None:`), which runs once; methods with a decorator other than a grad
+    mode or autocast (`@singleton("projector")` in lucidrains' BYOL/DINO code, a
+    `@cached_property`), which may build the layer once and keep it.
 
     Given up for that precision: a lazily created layer is not checked for being added
-    to the optimizer after it was built.
+    to the optimizer after it was built, and a decorated method that does rebuild its
+    layer on every call is not reported.
 
     ## Why is this bad?
     A layer built in `forward` is a new module on every call: a Linear or convolution
@@ -96,17 +102,16 @@ class LayerBuiltInForward(Rule):
         if found is None:
             return
         module, method = found
+        if any(syntax.terminal_name(_decorated(decorator)) not in _GRAD_MODE_DECORATORS for decorator in method.decorators):
+            return  # `@singleton("projector")`, `@cached_property`: the layer is built once and kept
         kind = self._kind(node)
-        if kind is None or self._kept_once(node, method) or (kind in _DROPOUTS and self._only_when_training(method)):
+        if kind is None or self._kept_once(node, method) or (kind in _DROPOUTS and under_training_test(self.ctx, method)):
             return
         self.built.append((node, kind, module, method))
 
     def finish(self) -> None:
-        forwards = {}
         for node, kind, module, method in self.built:
-            if id(module.node) not in forwards:
-                forwards[id(module.node)] = self.classes.forward_methods(module)
-            if id(method) in forwards[id(module.node)]:
+            if id(method) in self.classes.forward_methods(module):
                 self.report(node, self._message(node, kind, method))
 
     def _kind(self, call: cst.Call) -> Optional[str]:
@@ -142,15 +147,6 @@ class LayerBuiltInForward(Rule):
             return False
         return any(type(node) is cst.If for node in stack[stack.index(method):])
 
-    def _only_when_training(self, method: cst.FunctionDef) -> bool:
-        """Under `if self.training:` (or another test that reads `training`) in the method."""
-        stack = self.ctx.stack
-        for index in range(stack.index(method), len(stack) - 1):
-            node = stack[index]
-            if type(node) is cst.If and stack[index + 1] is node.body and "training" in self.ctx.code(node.test):
-                return True
-        return False
-
     def _message(self, call: cst.Call, kind: str, method: cst.FunctionDef) -> str:
         where = "`forward`" if method.name.value == "forward" else f"`{method.name.value}` (called from `forward`)"
         if kind == "torch.nn.Parameter":
@@ -170,6 +166,10 @@ class LayerBuiltInForward(Rule):
                 "trained or saved; build it once in `__init__`"
             )
         return self.message.replace("`forward`", where, 1)
+
+
+def _decorated(decorator: cst.Decorator) -> cst.BaseExpression:
+    return decorator.decorator.func if type(decorator.decorator) is cst.Call else decorator.decorator
 
 
 def _has_state(module: ModuleClass) -> bool:

@@ -55,7 +55,9 @@ class ModuleApiShadowed(Rule):
     The finding points at the method's name.
 
     Not flagged: overrides that keep the signature (`def train(self, mode=True):
-    super().train(mode); ...`, `def state_dict(self, *args, **kwargs)`); classes that are
+    super().train(mode); ...`, `def state_dict(self, *args, **kwargs)`); a `train(self)`
+    next to an `eval(self)` of the class's own (accelerate's `MegatronEngine`: its
+    `eval()` does not call `train(False)`); classes that are
     not Modules; abstract helpers (decorated `@abstractmethod`, or whose body only
     raises `NotImplementedError`) and properties; `_init` or `init` helpers (a private
     method, not a misspelt dunder); `_forward` helpers, and any misspelt forward in a
@@ -140,6 +142,8 @@ class ModuleApiShadowed(Rule):
         calls, callers = _MODULE_API[name]
         static = any(_decorator_name(decorator) == "staticmethod" for decorator in method.decorators)
         for positional, keywords in calls:
+            if name == "train" and positional == 1 and (module.method("eval") is not None or module.inherits("eval")):
+                continue  # its own `eval()` does not go through `train(False)`
             problem = _binding_problem(method, positional, keywords, static)
             if problem is None and name == "train" and positional == 1:
                 problem = _mode_problem(method, static)

@@ -21,6 +21,8 @@ TENSOR_FACTORIES = frozenset(
 _SCALAR_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})
 # Methods on a tensor that give something else than a tensor.
 _NOT_TENSOR_METHODS = frozenset({"tolist", "item", "numpy", "size", "dim", "numel", "nelement", "data_ptr"})
+# Calls that make factories build on another device: tensors made in `__init__` are where the model goes.
+_DEFAULT_DEVICE_SETTERS = frozenset({"torch.set_default_device", "torch.set_default_tensor_type"})
 # A read that moves the tensor where it is used: `self.mask.to(x.device)`, `self.table.type_as(x)`.
 _MOVING_METHODS = frozenset({"to", "cuda", "type_as", "type", "cpu"})
 
@@ -37,8 +39,14 @@ class TensorAttributeNotBuffer(Rule):
     0-dim tensors of one number (`torch.tensor(0.5)`: torch combines a 0-dim CPU tensor
     with tensors on any device), tensors created inside `forward`, constants used only
     in `__init__` or in methods `forward` does not call, attributes other methods assign
-    again (state the class manages itself), and attributes `forward` moves where it
-    reads them (`self.mask.to(x.device)`, `.type_as(x)`).
+    again (state the class manages itself), attributes `forward` moves where it
+    reads them (`self.mask.to(x.device)`, `.type_as(x)`), and files that set the
+    default device or tensor type (`torch.set_default_device`,
+    `torch.set_default_tensor_type`: karpathy's llm.c builds its KV cache on the GPU
+    that way).
+
+    A tensor made with `requires_grad=True` is meant as a parameter: the message then
+    says to wrap it in `nn.Parameter` (no fix is offered).
 
     Given up for that precision: a tensor attribute read only through an alias or a
     helper of another object is not seen as read.
@@ -103,6 +111,7 @@ class TensorAttributeNotBuffer(Rule):
         self.reads: Dict[Tuple[int, str], List[Tuple[int, bool]]] = {}
         # (class id, attribute) registered as a buffer by name
         self.registered: Set[Tuple[int, str]] = set()
+        self.default_device_set = False
 
     def visit_Assign(self, node: cst.Assign) -> None:
         found = self.classes.enclosing(self.ctx.stack)
@@ -127,6 +136,8 @@ class TensorAttributeNotBuffer(Rule):
         self.reads.setdefault((id(found[0].node), node.attr.value), []).append((id(found[1]), moved))
 
     def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.qualified_name_in(node.func, _DEFAULT_DEVICE_SETTERS):
+            self.default_device_set = True
         if syntax.method_name(node) != "register_buffer":
             return
         found = self.classes.enclosing(self.ctx.stack)
@@ -135,15 +146,19 @@ class TensorAttributeNotBuffer(Rule):
             self.registered.add((id(found[0].node), syntax.literal(name.value)))
 
     def finish(self) -> None:
-        forwards = {}
+        if self.default_device_set:
+            return
         for target, statement, module, init, stack in self.candidates:
             key = (id(module.node), target.attr.value)
             if key in self.registered or self._assigned_elsewhere(module, target.attr.value, init):
                 continue
-            if id(module.node) not in forwards:
-                forwards[id(module.node)] = self.classes.forward_methods(module)
-            reads = [moved for method, moved in self.reads.get(key, []) if method in forwards[id(module.node)]]
-            if reads and not any(reads):
+            forwards = self.classes.forward_methods(module)
+            reads = [moved for method, moved in self.reads.get(key, []) if method in forwards]
+            if not reads or any(reads):
+                continue
+            if _requires_grad(statement.value):
+                self.report(target, self._parameter_message(target))
+            else:
                 self.report(target, self._message(target), self._fix(target, statement, init))
 
     def _is_tensor(self, value: cst.BaseExpression) -> bool:
@@ -170,9 +185,24 @@ class TensorAttributeNotBuffer(Rule):
             f"`self.register_buffer(\"{target.attr.value}\", ..., persistent=False)`"
         )
 
+    def _parameter_message(self, target: cst.Attribute) -> str:
+        return (
+            f"`{self.ctx.code(target)}` is a tensor with `requires_grad=True`, not an `nn.Parameter`: `parameters()` "
+            "misses it (an optimizer built from them never trains it), `model.to(device)`/`.cuda()`/`.half()` leave "
+            "it behind and `state_dict()` does not save it; wrap it in `nn.Parameter(...)`"
+        )
+
     def _fix(self, target: cst.Attribute, statement: cst.Assign, init: cst.FunctionDef) -> Optional[Fix]:
         if len(statement.targets) != 1:
             return None
         instance = self_name(init)
         content = f"{instance}.register_buffer(\"{target.attr.value}\", {self.ctx.code(statement.value)}, persistent=False)"
         return Fix.unsafe("Register it as a buffer", self.ctx.replace(statement, content))
+
+
+def _requires_grad(value: cst.BaseExpression) -> bool:
+    """The factory (under the methods chained on it) is given `requires_grad=True`: meant as a parameter."""
+    while type(value) is cst.Call and type(value.func) is cst.Attribute and type(value.func.value) is cst.Call:
+        value = value.func.value
+    given = syntax.keyword(value, "requires_grad") if type(value) is cst.Call else None
+    return given is not None and syntax.literal(given.value) is True

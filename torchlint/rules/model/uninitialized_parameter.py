@@ -4,6 +4,7 @@ from typing import List, Set, Tuple
 import libcst as cst
 
 from torchlint.analysis import syntax
+from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.modules import PARAMETER, ModuleClass, ModuleClasses, is_self_attribute, self_name
 from torchlint.analysis.values import Values
 from torchlint.rules.base import Rule
@@ -51,6 +52,8 @@ class UninitializedParameter(Rule):
     arguments, or a single name that says it holds a size (`hidden_size`, `num_classes`,
     `dim`). Not flagged: `torch.Tensor([0.5])` and `torch.Tensor(values)` (data, not
     sizes); `torch.zeros/ones/randn/rand`, which initialise.
+
+    Not reported in test files (`test_*.py`, `tests/`), whose modules are stand-ins.
 
     Given up for that precision: initialisation done outside the file (a training
     script that calls `model.apply(init_fn)`), and weights always loaded from a
@@ -163,6 +166,8 @@ class UninitializedParameter(Rule):
         self.initialised.add((id(found[0].node) if is_self else None, attribute.attr.value))
 
     def finish(self) -> None:
+        if self.ctx.file_kind is FileKind.TEST:
+            return  # a test's module is a stand-in: its parameters' values rarely matter
         for factory, attribute, module in self.candidates:
             if id(module.node) in self.generic or len(module.attributes().get(attribute, [])) > 1:
                 continue  # initialised for every parameter, or assigned again (`reset_parameters` making it anew)
