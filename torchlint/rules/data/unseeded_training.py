@@ -45,8 +45,10 @@ class UnseededTraining(Rule):
 
     Not flagged: files that seed through any such call (`random.seed` and
     `np.random.seed` alone do not count: they leave torch's generator unseeded),
-    libraries and test files, and scripts with no randomness of torch's in the
-    file (a model built in another file and a loader without shuffling stay quiet).
+    test files, training functions of a library that no module-level code of its
+    file runs (the script that calls them chooses the seed), and scripts with no
+    randomness of torch's in the file (a model built in another file and a loader
+    without shuffling stay quiet).
 
     Not in the default selection: an unseeded run is not wrong, only not
     reproducible, and many experiments want fresh draws.
