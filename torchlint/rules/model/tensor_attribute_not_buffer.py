@@ -114,6 +114,8 @@ class TensorAttributeNotBuffer(Rule):
         self.default_device_set = False
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        if type(node.value) is not cst.Call:
+            return
         found = self.classes.enclosing(self.ctx.stack)
         if found is None or found[1].name.value != "__init__" or not self._is_tensor(node.value):
             return

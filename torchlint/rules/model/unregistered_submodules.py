@@ -129,25 +129,27 @@ class UnregisteredSubmodules(Rule):
                     self.filled.setdefault((id(module.node), name), []).append((node.value, tuple(self.ctx.stack)))
 
     def visit_Call(self, node: cst.Call) -> None:
+        method = syntax.method_name(node)
+        registers = method in _REGISTERING_METHODS or (type(node.func) is cst.Name and node.func.value == "setattr")
+        container = not registers and method not in _FILLING_METHODS and self.ctx.qualified_name_in(node.func, REGISTERING_CONTAINERS)
+        if not (registers or container or method in _FILLING_METHODS):
+            return
         found = self.classes.enclosing(self.ctx.stack)
         if found is None:
             return
-        module, _ = found
-        method = syntax.method_name(node)
-        if method in _REGISTERING_METHODS or (type(node.func) is cst.Name and node.func.value == "setattr"):
+        module = found[0]
+        if registers:
             self.registering_classes.add(id(module.node))
-            return
-        if method in _FILLING_METHODS:
-            name = dotted_name(node.func.value)
-            if name is not None:
-                filled = self.filled.setdefault((id(module.node), name), [])
-                filled += [(arg.value, tuple(self.ctx.stack)) for arg in node.args if arg.keyword is None]
-            return
-        if self.ctx.qualified_name_in(node.func, REGISTERING_CONTAINERS):
+        elif container:
             for arg in node.args:
                 name = dotted_name(arg.value)
                 if name is not None:
                     self.registered.add((id(module.node), name))
+        else:
+            name = dotted_name(node.func.value)
+            if name is not None:
+                filled = self.filled.setdefault((id(module.node), name), [])
+                filled += [(arg.value, tuple(self.ctx.stack)) for arg in node.args if arg.keyword is None]
 
     def finish(self) -> None:
         by_attribute: Dict[Tuple[int, str], List[Tuple[cst.BaseExpression, tuple]]] = {}
