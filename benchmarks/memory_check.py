@@ -3,8 +3,8 @@
     python benchmarks/memory_check.py                 # CPU: the table for docs/health.md
     python benchmarks/memory_check.py --device cuda   # GPU: against torch.cuda.max_memory_allocated()
 
-For three models (an MLP, a small CNN, a small transformer, each with Adam) and two batch
-sizes (the loader's, and four times it, which doctor projects from the loader's), every
+For three models (an MLP, a small CNN, a small transformer, each with Adam) and three batch
+sizes (the loader's, and 4 and 16 times it, which doctor projects from the loader's), every
 number comes from a fresh process, so that one measurement's heap does not serve the next:
 
 - projected: `torchlint.health.memory.measure` on the factory, `peak(batch size)`;
@@ -40,7 +40,7 @@ from torch.utils.data import DataLoader, TensorDataset
 TOLERANCE = 0.10
 MODELS = ("mlp", "cnn", "transformer")
 LOADER_BATCH = {"mlp": 256, "cnn": 32, "transformer": 8}
-SCALE = 4
+SCALES = (1, 4, 16)
 VOCABULARY, SEQUENCE = 1000, 128
 
 
@@ -144,7 +144,7 @@ def main() -> int:
         print(measure_step(args.measure[0], int(args.measure[1]), args.device))
         return 0
     if args.project:
-        sizes = (LOADER_BATCH[args.project], SCALE * LOADER_BATCH[args.project])
+        sizes = [scale * LOADER_BATCH[args.project] for scale in SCALES]
         print(json.dumps(project(args.project, sizes, args.device)))
         return 0
     if args.device == "cuda" and not torch.cuda.is_available():

@@ -324,8 +324,9 @@ def _scaling(report) -> str:
     sizes = ", ".join(str(step.batch_size) for step in sorted(report.steps, key=lambda step: step.batch_size))
     if len(report.steps) == 1:
         return f"only batch size {sizes} could be measured: other sizes are projected in proportion, unchecked"
-    per_sample = report.activations(2) - report.activations(1)
-    line = f"activations per sample: {format_bytes(per_sample)}; measured at batch {sizes}"
+    activations = report.activation_line()
+    fixed = f" + {format_bytes(activations.fixed)} whatever the batch" if abs(activations.fixed) >= 1024 else ""
+    line = f"activations: {format_bytes(activations.per_sample)} per sample{fixed}; measured at batch {sizes}"
     if not report.linearity_checked():
         return line + "; two sizes give the line, a third would check it"
     reason = report.linearity()

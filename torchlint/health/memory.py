@@ -49,6 +49,8 @@ class StepBytes:
     activations: int
     # The most bytes allocated at once above what was live before the step (activations, gradients, temporaries).
     allocated_peak: int
+    # The bytes allocated after each operation of the step: the same operations at another batch size line up.
+    trace: Tuple[int, ...] = field(default=(), repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,21 @@ class Line:
 
     def at(self, batch_size: int) -> int:
         return max(0, round(self.fixed + self.per_sample * batch_size))
+
+
+def upper_envelope(lines: Iterable[Line]) -> List[Line]:
+    """The lines that are the highest at some batch size of 1 or more; the others never set a maximum.
+
+    Taken steepest first, a line falls behind every line kept before it as the batch grows, so it
+    is the highest somewhere only if it is already the highest at batch size 1.
+    """
+    kept: List[Line] = []
+    highest_at_one = float("-inf")
+    for line in sorted(set(lines), key=lambda line: (-line.per_sample, -line.fixed)):
+        if line.fixed + line.per_sample > highest_at_one:
+            kept.append(line)
+            highest_at_one = line.fixed + line.per_sample
+    return kept
 
 
 @dataclass(frozen=True)
@@ -95,10 +112,14 @@ class MemoryReport:
     steps: List[StepBytes]
     peak_how: str
     notes: List[str] = field(default_factory=list)
+    _envelopes: Dict[tuple, List[Line]] = field(default_factory=dict, repr=False)
 
     @property
     def batch_size(self) -> int:
         return self.steps[0].batch_size
+
+    def activation_line(self) -> Line:
+        return self._line("activations")
 
     def _line(self, attribute: str) -> Line:
         points = sorted((step.batch_size, getattr(step, attribute)) for step in self.steps)
@@ -110,7 +131,34 @@ class MemoryReport:
         for step in self.steps:
             if step.batch_size == batch_size:
                 return getattr(step, attribute)
+        if attribute == "allocated_peak":
+            return self._allocated_peak(batch_size, self._largest_two())
         return self._line(attribute).at(batch_size)
+
+    def _largest_two(self) -> List[StepBytes]:
+        return sorted(self.steps, key=lambda step: step.batch_size)[-2:]
+
+    def _allocated_peak(self, batch_size: int, steps: List[StepBytes]) -> int:
+        """The step's allocation peak at another batch size: the highest of the lines that each operation's bytes follow.
+
+        The moment of the peak moves with the batch (at a small batch the gradients at the end of
+        the backward, at a large one the activations at its start), so a line through the measured
+        peaks would miss it; each moment of the step is a line of its own.
+        """
+        if len(steps) == 2 and steps[0].trace and len(steps[0].trace) == len(steps[1].trace):
+            key = (steps[0].batch_size, steps[1].batch_size)
+            if key not in self._envelopes:
+                small, large = steps
+                self._envelopes[key] = upper_envelope(
+                    Line.through((small.batch_size, before), (large.batch_size, after))
+                    for before, after in zip(small.trace, large.trace))
+            # What the CUDA allocator holds beyond the tensors (rounding, library workspaces); none on the CPU.
+            overhead = steps[1].allocated_peak - max(steps[1].trace)
+            return overhead + max(line.at(batch_size) for line in self._envelopes[key])
+        if len(steps) == 2:  # the operations differ between the sizes: the line through the peaks
+            small, large = steps
+            return Line.through((small.batch_size, small.allocated_peak), (large.batch_size, large.allocated_peak)).at(batch_size)
+        return self._line("allocated_peak").at(batch_size)
 
     def activations(self, batch_size: int) -> int:
         return self._value("activations", batch_size)
@@ -128,14 +176,18 @@ class MemoryReport:
         """Why the line does not hold at the third measured size; None when it holds or could not be checked."""
         if len(self.steps) < 3:
             return None
+        smallest = min(self.steps, key=lambda step: step.batch_size)
         for attribute, what in (("activations", "activations"), ("allocated_peak", "the step's allocations")):
             points = sorted((step.batch_size, getattr(step, attribute)) for step in self.steps)
-            predicted = Line.through(points[-2], points[-1]).at(points[0][0])
+            if attribute == "activations":
+                predicted = Line.through(points[-2], points[-1]).at(smallest.batch_size)
+            else:
+                predicted = self._allocated_peak(smallest.batch_size, self._largest_two())
             measured = points[0][1]
             if abs(predicted - measured) > max(LINEARITY_SLACK, LINEARITY_TOLERANCE * measured):
                 sizes = ", ".join(f"{size}: {format_bytes(value)}" for size, value in points)
-                return (f"{what} are not linear in the batch size (batch {sizes}; the line through the two largest "
-                        f"predicts {format_bytes(predicted)} at {points[0][0]})")
+                return (f"{what} are not linear in the batch size (batch {sizes}; the two largest "
+                        f"predict {format_bytes(predicted)} at {smallest.batch_size})")
         return None
 
     def linearity_checked(self) -> bool:
@@ -303,9 +355,11 @@ def _measure_step(model, criterion, batch, size: int, resident, autocast, device
 
     for parameter in model.parameters():
         parameter.grad = None
-    counting = _CudaPeak(device) if device.type == "cuda" else _allocations()
+    # Tracked per operation everywhere, for the trace; on CUDA the allocator's peak is the one measured.
+    tracked = _allocations()
+    allocator = _CudaPeak(device) if device.type == "cuda" else contextlib.nullcontext()
     precision = autocast.context(device) if autocast else contextlib.nullcontext()
-    with counting:
+    with allocator, tracked:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor), precision:
             output = forward(model, inputs)
             loss = _loss(criterion, output, labels)
@@ -313,7 +367,8 @@ def _measure_step(model, criterion, batch, size: int, resident, autocast, device
         del output, loss
     grads = {id(parameter): parameter.grad for parameter in model.parameters() if parameter.grad is not None}
     batch_bytes = sum(tensor.nbytes for tensor in tensors_in(batch))
-    return StepBytes(size, batch_bytes, sum(saved.values()), counting.peak), grads
+    peak = allocator.peak if device.type == "cuda" else tracked.peak
+    return StepBytes(size, batch_bytes, sum(saved.values()), peak, tuple(tracked.trace)), grads
 
 
 def _loss(criterion, output, labels):
@@ -423,6 +478,7 @@ def _allocations():
             super().__init__()
             self.live = 0
             self.peak = 0
+            self.trace: List[int] = []
             self._counted: Dict[int, int] = {}
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -432,6 +488,7 @@ def _allocations():
                 storage = _storage(value)
                 if storage is not None and id(storage) not in received and id(storage) not in self._counted:
                     self._count(storage)
+            self.trace.append(self.live)
             return result
 
         def _count(self, storage) -> None:
