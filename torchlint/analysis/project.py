@@ -62,6 +62,12 @@ class Project:
         # path -> digest of every project file read since `start_recording` (what the current lint depended on)
         self.consulted: Dict[str, bytes] = {}
 
+    def forget_layout(self) -> None:
+        """Forget which files exist, for a process that outlives a change to them (the language server, when a
+        file is created or deleted): lookups are cached per process. Parsed modules stay, checked by digest."""
+        self._paths = {}
+        self._folders = _Folders()
+
     def start_recording(self) -> None:
         self.consulted = {}
 

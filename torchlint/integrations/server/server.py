@@ -429,9 +429,9 @@ def _plain(method):
 
 
 def _forget_project_layout() -> None:
-    """An import that named no project file may name a new one: the index starts again (it has no call for
-    that; a lint process of `check` never outlives a file's creation)."""
-    PROJECT.__init__()
+    """An import that named no project file may name a new one (a lint process of `check` never outlives a
+    file's creation; the server does)."""
+    PROJECT.forget_layout()
 
 
 def _alive(pid: int) -> bool:
