@@ -59,6 +59,33 @@ def test_optimizer_state_follows_the_optimizer():
     assert amsgrad.optimizer_state == 3 * MLP_PARAMETERS + 4 * FLOAT
 
 
+class Normalized(torch.optim.Optimizer):
+    """Reads a gradient's norm as a Python number: its step cannot run on meta tensors."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for parameter in group["params"]:
+                if parameter.grad is not None:
+                    norm = parameter.grad.norm().item()
+                    self.state[parameter].setdefault("previous", torch.zeros_like(parameter)).copy_(parameter)
+                    parameter.add_(parameter.grad, alpha=-group["lr"] / max(norm, 1e-12))
+
+
+def test_an_optimizer_that_needs_real_values_steps_a_copy_of_the_parameters():
+    model = mlp()
+    optimizer = Normalized(model.parameters())
+    before = [parameter.clone() for parameter in model.parameters()]
+    report = measure(model, loader(), nn.CrossEntropyLoss(), optimizer)
+    assert report.optimizer_how == "one step of a copy of the parameters"
+    assert report.optimizer_state == MLP_PARAMETERS
+    assert len(optimizer.state) == 0
+    assert all(torch.equal(old, new) for old, new in zip(before, model.parameters()))
+
+
 def test_parameters_without_gradient_get_neither_gradient_nor_state():
     model = mlp()
     model[0].requires_grad_(False)
@@ -247,15 +274,14 @@ def test_doctor_projects_to_another_batch_size(doctor):
 def test_doctor_fails_when_the_projection_does_not_fit(project, doctor):
     code, out, err = run_cli("doctor", "memory_setup:mlp", "--batch-size", "100000", "--target-memory", "4MiB",
                              "--output-format", "json", cwd=project)
-    assert code == 1
+    assert code == 1, err
     [finding] = json.loads(out)
     assert finding["code"] == "TL917" and finding["severity"] == "error"
     assert "does not fit in 4MiB" in finding["message"] and "batch size" in finding["message"]
     assert finding["memory"]["batch_size"] == 100000 and finding["memory"]["peak"] > finding["target_memory"] == 4 * 2 ** 20
     # The largest batch that fits, by the same projection.
     fits = int(finding["message"].rsplit("batch size ", 1)[1].split()[0])
-    code, out, _ = doctor("memory_setup:mlp", "--batch-size", str(fits), "--target-memory", "4MiB",
-                           "--output-format", "concise")
+    code, out, _ = doctor("memory_setup:mlp", "--batch-size", str(fits), "--target-memory", "4MiB", "--output-format", "concise")
     assert code == 0 and "fits in 4MiB" in out
     code, _, _ = doctor("memory_setup:mlp", "--batch-size", str(fits + 1), "--target-memory", "4MiB")
     assert code == 1

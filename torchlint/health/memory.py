@@ -215,8 +215,10 @@ class MemoryReport:
             "optimizer": self.optimizer, "optimizer_state": self.optimizer_state,
             "batch": self.batch(size), "activations": self.activations(size),
             "peak": peak.bytes, "peak_phase": peak.phase,
-            "measured": {step.batch_size: {"batch": step.batch, "activations": step.activations,
-                                            "allocated_peak": step.allocated_peak} for step in self.steps},
+            "measured": {
+                step.batch_size: {"batch": step.batch, "activations": step.activations, "allocated_peak": step.allocated_peak}
+                for step in self.steps
+            },
             "linear": None if not self.linearity_checked() else self.linearity() is None,
         }
 
@@ -390,15 +392,15 @@ def _optimizer_bytes(optimizer, with_gradient) -> Tuple[int, int, str]:
     """(state bytes after one step, the step's peak above parameters and gradients, how it was measured)."""
     import torch
 
+    stand_in = {id(parameter): torch.empty_like(parameter, device="meta") for parameter in _optimized(optimizer)}
+    for key, grad in with_gradient.items():
+        if key in stand_in:
+            stand_in[key].grad = torch.empty_like(grad, device="meta")
     try:
-        stand_in = {id(parameter): torch.empty_like(parameter, device="meta") for parameter in _optimized(optimizer)}
-        for key, grad in with_gradient.items():
-            if key in stand_in:
-                stand_in[key].grad = torch.empty_like(grad, device="meta")
         state, peak = _step_copy(optimizer, stand_in, on_meta=True)
         return state, peak, "one step of a copy on meta-device stand-ins"
-    except Exception:  # an optimizer whose step needs real values (`.item()`, a fused kernel)
-        pass
+    except Exception:  # an optimizer whose step needs real values (`.item()`, a kernel without a meta version)
+        del stand_in
     with torch.no_grad():
         stand_in = {id(parameter): parameter.detach().clone() for parameter in _optimized(optimizer)}
         for key, grad in with_gradient.items():
