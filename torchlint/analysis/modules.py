@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Set
 
 import libcst as cst
 
+from torchlint.analysis import syntax
 from torchlint.analysis.values import Values, method_of
 from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
 
@@ -54,7 +55,10 @@ STATELESS_LAYERS = frozenset(
     )
 )
 _LIGHTNING_PACKAGES = ("pytorch_lightning.", "lightning.")
-_MODEL_BUILDERS = ("torchvision.models.", "timm.create_model")
+# torchvision's model builders: `torchvision.models.resnet18`, `torchvision.models.detection.fasterrcnn_resnet50_fpn`
+# (not the other names of its modules: `torchvision.models.inception.InceptionOutputs`).
+_TORCHVISION_MODEL_PACKAGES = frozenset({"detection", "segmentation", "video", "quantization", "optical_flow"})
+_TORCHVISION_NOT_BUILDERS = frozenset({"utils", "feature_extraction", "list_models", "get_model_weights", "get_weight", "get_model_builder"})
 
 
 def is_torch_module_class(name: Optional[str]) -> bool:
@@ -222,7 +226,7 @@ class ModuleClasses:
         if name is not None:
             if is_torch_module_class(name):
                 return name
-            if name.startswith(_MODEL_BUILDERS):
+            if name == "timm.create_model" or _is_torchvision_builder(name):
                 return name
         if type(call.func) is cst.Attribute and call.func.attr.value == "from_pretrained":
             return "from_pretrained"
@@ -236,10 +240,25 @@ class ModuleClasses:
         return None
 
 
+def _is_torchvision_builder(name: str) -> bool:
+    parts = name.split(".")
+    if parts[:2] != ["torchvision", "models"] or parts[-1].startswith("_") or parts[-1] in _TORCHVISION_NOT_BUILDERS:
+        return False
+    return parts[-1].islower() and (len(parts) == 3 or (len(parts) == 4 and parts[2] in _TORCHVISION_MODEL_PACKAGES))
+
+
 def self_name(method: cst.FunctionDef) -> Optional[str]:
-    """The name of a method's first parameter (`self`), None for a method without one."""
+    """The name of a method's first parameter (`self`), None for a method without one or a static method."""
+    if any(decorator_name(decorator) == "staticmethod" for decorator in method.decorators):
+        return None
     first = method.params.posonly_params or method.params.params
     return first[0].name.value if first else None
+
+
+def decorator_name(decorator: cst.Decorator) -> Optional[str]:
+    """`singleton` for `@singleton("projector")`, `abstractmethod` for `@abc.abstractmethod`."""
+    target = decorator.decorator.func if type(decorator.decorator) is cst.Call else decorator.decorator
+    return syntax.terminal_name(target)
 
 
 def is_self_attribute(expr: cst.CSTNode, method: cst.FunctionDef) -> bool:

@@ -3,10 +3,9 @@ from typing import List, Optional, Tuple
 import libcst as cst
 
 from torchlint.analysis.modules import (
-    MODULE_ROOTS, PARAMETER, REGISTERING_CONTAINERS, STATELESS_LAYERS, ModuleClass, ModuleClasses, is_loss_class,
-    is_self_attribute, is_torch_module_class, under_training_test,
+    MODULE_ROOTS, PARAMETER, REGISTERING_CONTAINERS, STATELESS_LAYERS, ModuleClass, ModuleClasses, decorator_name,
+    is_loss_class, is_self_attribute, is_torch_module_class, under_training_test,
 )
-from torchlint.analysis import syntax
 from torchlint.analysis.values import Values
 from torchlint.rules.base import Rule
 from torchlint.rules.model._shared import IN_MODULE_CLASS
@@ -102,10 +101,10 @@ class LayerBuiltInForward(Rule):
         if found is None:
             return
         module, method = found
-        if any(syntax.terminal_name(_decorated(decorator)) not in _GRAD_MODE_DECORATORS for decorator in method.decorators):
+        if any(decorator_name(decorator) not in _GRAD_MODE_DECORATORS for decorator in method.decorators):
             return  # `@singleton("projector")`, `@cached_property`: the layer is built once and kept
         kind = self._kind(node)
-        if kind is None or self._kept_once(node, method) or (kind in _DROPOUTS and under_training_test(self.ctx, method)):
+        if kind is None or self._kept_once(node, module, method) or (kind in _DROPOUTS and under_training_test(self.ctx, method)):
             return
         self.built.append((node, kind, module, method))
 
@@ -127,25 +126,24 @@ class LayerBuiltInForward(Rule):
         return built
 
     def _class_has_state(self, call: cst.Call) -> bool:
-        """The Module class `call` instantiates derives from a torch layer with state, or assigns a layer or a
-        parameter to an attribute."""
-        for origin in Values.of(self.ctx).origins(call.func):
-            if type(origin.node) is not cst.ClassDef:
-                continue
-            module = ModuleClasses.of(origin.place.context).module_class(origin.node, origin.place.scopes)
-            if module is not None and _has_state(module):
-                return True
-        return False
+        return any(_has_state(module) for module in _classes_built(call, self.ctx.stack, self.ctx, frozenset()))
 
-    def _kept_once(self, call: cst.Call, method: cst.FunctionDef) -> bool:
-        """`self.proj = nn.Linear(...)` under an `if` in the method: made on first use and kept."""
+    def _kept_once(self, call: cst.Call, module: ModuleClass, method: cst.FunctionDef) -> bool:
+        """The layer is assigned to an attribute of the module (`self.proj = nn.Linear(...)`, or through a local
+        name the method then assigns), where it is registered, under an `if` in the method or in a helper of
+        `forward` (`make_weights` resizing a table): made on first use, or when it must change, and kept."""
         stack = self.ctx.stack
         statement = stack[-2] if len(stack) > 1 else None
-        if type(statement) is not cst.Assign or statement.value is not call:
+        if type(statement) is not cst.Assign or statement.value is not call or len(statement.targets) != 1:
             return False
-        if not any(is_self_attribute(target.target, method) for target in statement.targets):
-            return False
-        return any(type(node) is cst.If for node in stack[stack.index(method):])
+        target = statement.targets[0].target
+        if not is_self_attribute(target, method):
+            if type(target) is not cst.Name or not any(
+                type(value) is cst.Name and value.value == target.value and module.assigning_method(value) is method
+                for values in module.attributes().values() for value in values
+            ):
+                return False
+        return method.name.value != "forward" or any(type(node) is cst.If for node in stack[stack.index(method):])
 
     def _message(self, call: cst.Call, kind: str, method: cst.FunctionDef) -> str:
         where = "`forward`" if method.name.value == "forward" else f"`{method.name.value}` (called from `forward`)"
@@ -168,11 +166,10 @@ class LayerBuiltInForward(Rule):
         return self.message.replace("`forward`", where, 1)
 
 
-def _decorated(decorator: cst.Decorator) -> cst.BaseExpression:
-    return decorator.decorator.func if type(decorator.decorator) is cst.Call else decorator.decorator
-
-
-def _has_state(module: ModuleClass) -> bool:
+def _has_state(module: ModuleClass, seen: frozenset = frozenset()) -> bool:
+    """The class derives from a torch layer with state, or assigns a layer with state (also a Module class of the
+    project that has state) or a parameter to an attribute."""
+    seen = seen | {id(module.node)}
     for base in module.node.bases:
         name = module.context.qualified_name(base.value, module.around)
         if is_torch_module_class(name) and name not in MODULE_ROOTS and name not in STATELESS_LAYERS:
@@ -189,6 +186,17 @@ def _has_state(module: ModuleClass) -> bool:
             built = builds.builds_module(value, stack)
             if built and built != "class" and built not in STATELESS_LAYERS and not is_loss_class(built):
                 return True
-            if built == "class":
+            if built == "class" and any(_has_state(held) for held in _classes_built(value, stack, module.context, seen)):
                 return True
-    return any(base is not module and _has_state(base) for base in module.module_bases())
+    return any(_has_state(base, seen) for base in module.module_bases())
+
+
+def _classes_built(call: cst.Call, stack, context, seen) -> List[ModuleClass]:
+    """The Module classes of the project `call` may instantiate, not already being judged."""
+    found = []
+    for origin in Values.of(context).origins(call.func, stack):
+        if type(origin.node) is cst.ClassDef and id(origin.node) not in seen:
+            held = ModuleClasses.of(origin.place.context).module_class(origin.node, origin.place.scopes)
+            if held is not None:
+                found.append(held)
+    return found

@@ -3,7 +3,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import libcst as cst
 
 from torchlint.analysis import syntax
-from torchlint.analysis.modules import PARAMETER, ModuleClass, ModuleClasses, is_self_attribute
+from torchlint.analysis.modules import PARAMETER, ModuleClass, ModuleClasses, decorator_name, is_self_attribute
 from torchlint.engine.walk import walk_visitor
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
@@ -15,7 +15,7 @@ _Call = Tuple[int, Tuple[str, ...]]
 # The nn.Module methods whose overrides torch itself, or code using the model as a Module, calls: the calls made,
 # and who makes them.
 _MODULE_API: Dict[str, Tuple[Tuple[_Call, ...], str]] = {
-    "train": (((0, ()), (1, ())), "`model.eval()` calls `self.train(False)` and `model.train()` calls `self.train(True)`"),
+    "train": (((1, ()),), "`model.eval()` calls `self.train(False)` (and a parent's `train(mode)` calls `child.train(mode)`)"),
     "eval": (((0, ()),), "code that evaluates the model calls `model.eval()`"),
     "parameters": (((0, ()),), "optimizers are built from `model.parameters()`"),
     "named_parameters": (((0, ()), (0, ("recurse",))), "`parameters()` calls `self.named_parameters(recurse=...)`"),
@@ -55,9 +55,10 @@ class ModuleApiShadowed(Rule):
     The finding points at the method's name.
 
     Not flagged: overrides that keep the signature (`def train(self, mode=True):
-    super().train(mode); ...`, `def state_dict(self, *args, **kwargs)`); a `train(self)`
-    next to an `eval(self)` of the class's own (accelerate's `MegatronEngine`: its
-    `eval()` does not call `train(False)`); classes that are
+    super().train(mode); ...`, `def state_dict(self, *args, **kwargs)`), also a `def
+    train(self, mode: bool)` without a default (torchmetrics' LPIPS wrapper: torch always
+    passes the mode); a `train(self)` next to an `eval(self)` of the class's own
+    (accelerate's `MegatronEngine`: its `eval()` does not call `train(False)`); classes that are
     not Modules; abstract helpers (decorated `@abstractmethod`, or whose body only
     raises `NotImplementedError`) and properties; `_init` or `init` helpers (a private
     method, not a misspelt dunder); `_forward` helpers, and any misspelt forward in a
@@ -140,9 +141,9 @@ class ModuleApiShadowed(Rule):
     def _check_signature(self, module: ModuleClass, method: cst.FunctionDef) -> None:
         name = method.name.value
         calls, callers = _MODULE_API[name]
-        static = any(_decorator_name(decorator) == "staticmethod" for decorator in method.decorators)
+        static = any(decorator_name(decorator) == "staticmethod" for decorator in method.decorators)
         for positional, keywords in calls:
-            if name == "train" and positional == 1 and (module.method("eval") is not None or module.inherits("eval")):
+            if name == "train" and _has_own_eval(module):
                 continue  # its own `eval()` does not go through `train(False)`
             problem = _binding_problem(method, positional, keywords, static)
             if problem is None and name == "train" and positional == 1:
@@ -235,6 +236,12 @@ def _binding_problem(method: cst.FunctionDef, positional: int, keywords: Sequenc
     return None
 
 
+def _has_own_eval(module: ModuleClass) -> bool:
+    """The class defines an `eval()` callable without arguments (accelerate's `MegatronEngine`)."""
+    own = module.method("eval")
+    return own is not None and _binding_problem(own, 0, (), static=False) is None
+
+
 def _mode_problem(method: cst.FunctionDef, static: bool) -> Optional[str]:
     """For `train`: the parameter that receives the mode (`train(False)`) does not look like a mode."""
     ordered = list(method.params.posonly_params) + list(method.params.params)
@@ -253,7 +260,7 @@ def _mode_problem(method: cst.FunctionDef, static: bool) -> Optional[str]:
 
 
 def _is_abstract(method: cst.FunctionDef) -> bool:
-    if any(_decorator_name(decorator) in ("abstractmethod", "property") for decorator in method.decorators):
+    if any(decorator_name(decorator) in ("abstractmethod", "property") for decorator in method.decorators):
         return True
     body = method.body.body if type(method.body) is cst.IndentedBlock else ()
     statements = [statement for statement in body if not _is_docstring(statement)]
@@ -271,11 +278,6 @@ def _is_docstring(statement: cst.BaseStatement) -> bool:
         type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 and type(statement.body[0]) is cst.Expr
         and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
     )
-
-
-def _decorator_name(decorator: cst.Decorator) -> Optional[str]:
-    target = decorator.decorator.func if type(decorator.decorator) is cst.Call else decorator.decorator
-    return syntax.terminal_name(target)
 
 
 def _looks_like_an_initialiser(method: cst.FunctionDef) -> bool:

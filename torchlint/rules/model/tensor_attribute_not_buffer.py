@@ -40,7 +40,9 @@ class TensorAttributeNotBuffer(Rule):
     with tensors on any device), tensors created inside `forward`, constants used only
     in `__init__` or in methods `forward` does not call, attributes other methods assign
     again (state the class manages itself), attributes `forward` moves where it
-    reads them (`self.mask.to(x.device)`, `.type_as(x)`), and files that set the
+    reads them (`self.mask.to(x.device)`, `.type_as(x)`) or reads them only in the test
+    of an `if`/`while` (MONAI's `if self.node_a[0][d]:`, host-side control flow), and
+    files that set the
     default device or tensor type (`torch.set_default_device`,
     `torch.set_default_tensor_type`: karpathy's llm.c builds its KV cache on the GPU
     that way).
@@ -134,7 +136,7 @@ class TensorAttributeNotBuffer(Rule):
         moved = (
             type(parent) is cst.Attribute and parent.value is node and parent.attr.value in _MOVING_METHODS
             and len(stack) > 2 and type(stack[-3]) is cst.Call
-        )
+        ) or _in_a_test(stack)
         self.reads.setdefault((id(found[0].node), node.attr.value), []).append((id(found[1]), moved))
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -208,3 +210,15 @@ def _requires_grad(value: cst.BaseExpression) -> bool:
         value = value.func.value
     given = syntax.keyword(value, "requires_grad") if type(value) is cst.Call else None
     return given is not None and syntax.literal(given.value) is True
+
+
+def _in_a_test(stack) -> bool:
+    """The innermost node of `stack` is in the test of an `if`, `while`, conditional expression or `assert`
+    (`if self.node_a[0][d]:`): read on the host, it works wherever the model is."""
+    for index in range(len(stack) - 2, -1, -1):
+        node = stack[index]
+        if isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement)) and type(node) not in (cst.If, cst.While, cst.Assert):
+            return False
+        if type(node) in (cst.If, cst.While, cst.IfExp, cst.Assert) and stack[index + 1] is node.test:
+            return True
+    return False

@@ -46,7 +46,7 @@ class UninitializedParameter(Rule):
     another assignment to the attribute. An initialisation of the same attribute name on
     another object anywhere in the file counts too (`module.cls_token.data.normal_()`
     in a parent's `_init_weights`, `nn.init.zeros_(m.bias)` in a function given to
-    `model.apply`).
+    `model.apply`, `for param in [module.q, module.k]:` in XLNet's).
 
     Sizes are integer literals, arithmetic, `x.size(...)`, `len(...)`, several
     arguments, or a single name that says it holds a size (`hidden_size`, `num_classes`,
@@ -150,6 +150,16 @@ class UninitializedParameter(Rule):
             self.generic.add(id(module.node))
         if not self.ctx.qualified_name_in(node.func, PARAMETER):
             self._note_arguments(node, found)
+
+    def visit_For(self, node: cst.For) -> None:
+        """`for param in [module.q, module.k, module.v]: param.data.normal_()` (XLNet's `_init_weights`): the
+        attributes listed are initialised one by one through the loop variable."""
+        if type(node.iter) in (cst.List, cst.Tuple):
+            found = self.classes.enclosing(self.ctx.stack)
+            for element in node.iter.elements:
+                initialised = _initialised_attribute(element.value, data_only=False)
+                if initialised is not None:
+                    self._note(initialised, found)
 
     def _note_arguments(self, call: cst.Call, found) -> None:
         for arg in call.args:
