@@ -4,12 +4,15 @@
 #
 # Run from the repository root on a machine with an NVIDIA GPU and a CUDA build of torch:
 #     OUT=/path/to/results bash benchmarks/gpu_check.sh
-# Everything goes to $OUT (default ./gpu-results); each step has its own time limit and the whole
-# script stays under 8 minutes. Nothing here needs the network. Without a usable CUDA device it
-# says so and exits 0, having measured nothing.
+# Everything goes to $OUT (default ./gpu-results); each step has its own time limit, and the limits
+# add up to 13.5 minutes. SECTIONS picks some of them (default "move_cast witnesses memory"):
+#     SECTIONS=memory bash benchmarks/gpu_check.sh      # doctor --memory alone, at most 4 minutes
+# Nothing here needs the network. Without a usable CUDA device it says so and exits 0, having
+# measured nothing.
 set -u
 OUT=${OUT:-./gpu-results}
 PYTHON=${PYTHON:-python}
+SECTIONS=${SECTIONS:-move_cast witnesses memory}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
@@ -24,8 +27,11 @@ echo "== environment" | tee "$OUT/summary.txt"
 } > "$OUT/environment.txt" 2>&1
 cat "$OUT/environment.txt" | tee -a "$OUT/summary.txt"
 
+wanted() { case " $SECTIONS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
 # 1. Move and cast, measured directly (torch only): bytes allocated on the GPU, host allocations,
 #    and time per host-to-device copy for both orders of move and cast (issue 6, TL202/TL206).
+if wanted move_cast; then
 echo "== move/cast measurements" | tee -a "$OUT/summary.txt"
 timeout 120 "$PYTHON" - > "$OUT/move_cast.md" 2> "$OUT/move_cast.err" <<'PY'
 import statistics
@@ -85,9 +91,13 @@ for label, fn in [
 PY
 echo "exit $?" | tee -a "$OUT/summary.txt"
 
+fi
+
 # 2. The witnesses themselves on the GPU: canonical ones, then every fixture finding.
 #    Needs torchlint's own dependencies (libcst, pathspec) next to torch.
-if "$PYTHON" -c "import libcst, pathspec" 2>/dev/null; then
+if ! wanted witnesses; then
+    :
+elif "$PYTHON" -c "import libcst, pathspec" 2>/dev/null; then
     echo "== canonical witnesses and fixtures, --device cuda" | tee -a "$OUT/summary.txt"
     timeout 150 "$PYTHON" -m torchlint.verify.evidence --device cuda --output "$OUT/evidence-cuda.md" > "$OUT/evidence.log" 2>&1
     echo "exit $?" | tee -a "$OUT/summary.txt"
@@ -100,9 +110,12 @@ else
 fi
 
 # 3. doctor --memory: the projected peak of one training step (MLP, CNN, transformer; the loader's batch
-#    size and four times it) against torch.cuda.max_memory_allocated() of the same step, projected on the GPU
-#    and on the CPU. Exit 1 when a projection on the GPU is off by more than the script's tolerance.
-echo "== doctor --memory against torch.cuda.max_memory_allocated()" | tee -a "$OUT/summary.txt"
-timeout 240 "$PYTHON" benchmarks/memory_check.py --device cuda > "$OUT/memory.md" 2> "$OUT/memory.err"
-echo "exit $?" | tee -a "$OUT/summary.txt"
-cat "$OUT/memory.md" | tee -a "$OUT/summary.txt"
+#    size and 4 and 16 times it) against torch.cuda.max_memory_allocated() of the same step, projected on
+#    the GPU and on the CPU. memory_check.py exits 1 (the "exit" line) when a projection made on the GPU is
+#    off by more than its tolerance.
+if wanted memory; then
+    echo "== doctor --memory against torch.cuda.max_memory_allocated()" | tee -a "$OUT/summary.txt"
+    timeout 240 "$PYTHON" benchmarks/memory_check.py --device cuda > "$OUT/memory.md" 2> "$OUT/memory.err"
+    echo "exit $?" | tee -a "$OUT/summary.txt"
+    cat "$OUT/memory.md" | tee -a "$OUT/summary.txt"
+fi
