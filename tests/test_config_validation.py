@@ -64,9 +64,9 @@ WRONG_TYPES = [
 ]
 
 BAD_VALUES = [
-    ('selec = ["TL1"]', "unknown key 'selec' in [tool.torchlint]"),
+    ('selec = ["TL1"]', "unknown key 'selec' in [tool.torchlint]; did you mean 'select'?"),
     ('select = ["TL777"]', "'select': unknown rule code or name 'TL777'"),
-    ('ignore = ["backward-under-nograd"]', "'ignore': unknown rule code or name 'backward-under-nograd'"),
+    ('ignore = ["backward-under-nograd"]', "'ignore': unknown rule code or name 'backward-under-nograd'; did you mean 'backward-under-no-grad'?"),
     ('extend-select = ["TL1", "XX"]', "'extend-select': unknown rule code or name 'XX'"),
     ('extend-ignore = [""]', "'extend-ignore': unknown rule code or name ''"),
     ("select = [1]", "'select': expected rule codes, got 1"),
@@ -74,7 +74,8 @@ BAD_VALUES = [
     ('per-file-ignores = {"a.py" = "TL1"}', "'per-file-ignores': the value for 'a.py' must be a list of codes"),
     ('per-file-ignores = {"a.py" = [1]}', "'per-file-ignores': expected rule codes, got 1"),
     ("exclude = [1]", "'exclude': expected glob strings, got 1"),
-    ('output-format = "xml"', "'output-format': must be one of full, concise, json, sarif, github, got 'xml'"),
+    ('output-format = "xml"', "'output-format': must be one of full, concise, json, json-lines, sarif, github, gitlab, junit, pylint, got 'xml'"),
+    ('output-format = "jsonlines"', "'output-format': must be one of full, concise, json, json-lines, sarif, github, gitlab, junit, pylint, got 'jsonlines'; did you mean 'json-lines'?"),
     ('device-name = "1gpu"', "'device-name': '1gpu' is not a Python name"),
     ("label-names = [1]", "'label-names': must be a list of non-empty strings"),
     ('label-names = ["y", ""]', "'label-names': must be a list of non-empty strings"),
@@ -96,7 +97,7 @@ def test_a_bad_value_in_pyproject_names_the_file_and_the_key(project, capsys, li
     assert_one_error_line(check(capsys, "bad.py"), f"{project / 'pyproject.toml'}: {message}")
 
 
-@pytest.mark.parametrize("line, message", [('selec = ["TL1"]', "unknown key 'selec' in the config")] + WRONG_TYPES[:3] + BAD_VALUES[1:4])
+@pytest.mark.parametrize("line, message", [('selec = ["TL1"]', "unknown key 'selec' in the config; did you mean 'select'?")] + WRONG_TYPES[:3] + BAD_VALUES[1:4])
 def test_a_bad_value_in_torchlint_toml_names_the_file_and_the_key(project, capsys, line, message):
     (project / "torchlint.toml").write_text(f"{line}\n")
     assert_one_error_line(check(capsys, "bad.py"), f"{project / 'torchlint.toml'}: {message}")

@@ -133,7 +133,8 @@ def default_codes() -> FrozenSet[str]:
 
 
 def _rule_words() -> List[str]:
-    return [word for rule in RULES for word in (rule.code, rule.name)]
+    # Names only: a code one digit away from another is a different rule, not a likely typo of it.
+    return [rule.name for rule in RULES]
 
 
 def _did_you_mean(word: str, choices: Iterable[str]) -> str:
