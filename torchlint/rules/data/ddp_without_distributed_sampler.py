@@ -64,13 +64,14 @@ class DdpWithoutDistributedSampler(Rule):
     from torch.nn.parallel import DistributedDataParallel
     from torch.utils.data import DataLoader
 
-    model = DistributedDataParallel(Net().to(rank), device_ids=[rank])
-    loader = DataLoader(dataset, batch_size=32, shuffle=True)  # expect: TL308:10
-    for epoch in range(10):
-        for images, labels in loader:
-            optimizer.zero_grad()
-            criterion(model(images), labels).backward()
-            optimizer.step()
+    def train(rank, dataset, criterion, optimizer):
+        model = DistributedDataParallel(Net().to(rank), device_ids=[rank])
+        loader = DataLoader(dataset, batch_size=32, num_workers=4)  # expect: TL308:14
+        for epoch in range(10):
+            for images, labels in loader:
+                optimizer.zero_grad()
+                criterion(model(images), labels).backward()
+                optimizer.step()
     """
     use_instead = """
     import torch
@@ -78,15 +79,16 @@ class DdpWithoutDistributedSampler(Rule):
     from torch.utils.data import DataLoader
     from torch.utils.data.distributed import DistributedSampler
 
-    model = DistributedDataParallel(Net().to(rank), device_ids=[rank])
-    sampler = DistributedSampler(dataset)
-    loader = DataLoader(dataset, batch_size=32, sampler=sampler)
-    for epoch in range(10):
-        sampler.set_epoch(epoch)
-        for images, labels in loader:
-            optimizer.zero_grad()
-            criterion(model(images), labels).backward()
-            optimizer.step()
+    def train(rank, dataset, criterion, optimizer):
+        model = DistributedDataParallel(Net().to(rank), device_ids=[rank])
+        sampler = DistributedSampler(dataset)
+        loader = DataLoader(dataset, batch_size=32, num_workers=4, sampler=sampler)
+        for epoch in range(10):
+            sampler.set_epoch(epoch)
+            for images, labels in loader:
+                optimizer.zero_grad()
+                criterion(model(images), labels).backward()
+                optimizer.step()
     """
 
     def __init__(self, ctx):

@@ -65,7 +65,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     from torch.utils.data import DataLoader
     from torch.utils.data.distributed import DistributedSampler
 
-    sampler = DistributedSampler(dataset)  # expect: TL307:10
+    sampler = DistributedSampler(dataset)  # expect: TL307:11
     loader = DataLoader(dataset, batch_size=32, sampler=sampler)
     for epoch in range(10):
         for images, labels in loader:

@@ -101,7 +101,7 @@ class LoopInvariantTransfer(Rule):
         values = Values.of(self.ctx)
         found = values.bindings(name, values.place(self.ctx.stack))
         if found is None:
-            return False
+            return True  # imported, or bound nowhere in the file: nothing in the loop rebinds it
         _, bindings = found
         return bool(bindings) and all(
             binding.statement is not loop and id(loop.body) not in binding.blocks for binding in bindings

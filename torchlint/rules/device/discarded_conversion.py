@@ -76,8 +76,8 @@ class DiscardedConversion(Rule):
     import torch
 
     def train_step(model, images, labels, device):
-        images.to(device)  # expect: TL208:4
-        labels.long()  # expect: TL208:4
+        images.to(device)  # expect: TL208:5
+        labels.long()  # expect: TL208:5
         return model(images.unsqueeze(1)), labels.size(0)
     """
     use_instead = """

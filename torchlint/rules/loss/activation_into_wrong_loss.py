@@ -104,8 +104,8 @@ class ActivationIntoWrongLoss(ActivationBeforeLoss):
     bce = nn.BCELoss()
 
     def training_step(model, images, tags, labels):
-        multi_label = bce(F.softmax(model(images), dim=1), tags)  # expect: TL404:18
-        single_label = F.cross_entropy(torch.sigmoid(model(images)), labels)  # expect: TL404:19
+        multi_label = bce(F.softmax(model(images), dim=1), tags)  # expect: TL404:19
+        single_label = F.cross_entropy(torch.sigmoid(model(images)), labels)  # expect: TL404:20
         return multi_label + single_label
     """
     use_instead = """
