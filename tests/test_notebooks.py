@@ -80,7 +80,9 @@ def test_a_cell_with_a_syntax_error_hides_nothing_in_the_others():
 
 def test_noqa_works_per_cell_line():
     data = notebook("import torch\n" + BAD_LOADER + "  # noqa: TL303", "# noqa\n" + BAD_LOADER, BAD_LOADER + "  # noqa: TL101")
-    assert placed(data) == [(2, 2, COLUMN, "TL303"), (3, 1, COLUMN, "TL303")]
+    # The last `# noqa: TL101` silences nothing: TL001 reports it in its cell, where its comment starts.
+    unused = len(BAD_LOADER) + 3
+    assert placed(data) == [(2, 2, COLUMN, "TL303"), (3, 1, COLUMN, "TL303"), (3, 1, unused, "TL001")]
 
 
 def test_a_notebook_for_another_kernel_is_not_linted():

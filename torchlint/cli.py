@@ -223,11 +223,32 @@ def run_check(args) -> int:
     if not args.paths:
         args.paths = ["."]
     if args.watch:
-        from torchlint.watch import watch
-
-        return watch(args)
+        return run_watch(args)
     with output_stream(args) as out:
         return check_once(args, out)
+
+
+def run_watch(args) -> int:
+    """`--watch`: `check` now and after every change; a bad config while it is being edited is reported, not fatal."""
+    from torchlint.watch import watch
+
+    try:
+        import watchfiles  # noqa: F401  (only whether it is installed)
+    except ImportError:
+        raise UsageError("--watch needs watchfiles: pip install 'torchlint[watch]'") from None
+    if "-" in args.paths:
+        raise UsageError("--watch cannot read standard input")
+    if args.diff or args.add_noqa or args.show_settings or args.show_files:
+        raise UsageError("--watch lints again on every change: it does not combine with --diff, --add-noqa, --show-settings or --show-files")
+
+    def run() -> None:
+        try:
+            with output_stream(args) as out:
+                check_once(args, out)
+        except (ConfigError, UsageError) as error:
+            print(f"torchlint: error: {error}", file=sys.stderr, flush=True)
+
+    return watch(args.paths, run)
 
 
 def check_once(args, out: TextIO) -> int:

@@ -2,44 +2,30 @@
 
 What is watched: the linted paths' Python files, stubs and notebooks, and the config
 files (`pyproject.toml`, `torchlint.toml`), through `watchfiles` (the `watch` extra).
-Each run is a whole `check` run with the same options; a bad config while it is being
-edited is reported and the watch goes on.
+Each run is the caller's: a whole `check` run with the same options.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-
-from torchlint.config import ConfigError
+from typing import Callable, Sequence
 
 # Besides watchfiles' Python suffixes (.py, .pyx, .pyd).
 _EXTRA_SUFFIXES = (".pyi", ".ipynb", ".toml")
 
 
-def watch(args) -> int:
-    from torchlint import cli
+def watch(paths: Sequence[str], run: Callable[[], None]) -> int:
+    """Call `run` now and after every change under `paths`, until interrupted; needs watchfiles."""
+    import watchfiles
 
-    try:
-        import watchfiles
-    except ImportError:
-        raise cli.UsageError("--watch needs watchfiles: pip install 'torchlint[watch]'") from None
-    if "-" in args.paths:
-        raise cli.UsageError("--watch cannot read standard input")
-    if args.diff or args.add_noqa or args.show_settings or args.show_files:
-        raise cli.UsageError("--watch lints again on every change: it does not combine with --diff, --add-noqa, --show-settings or --show-files")
-    _run(args, "Starting linter in watch mode...")
-    for changes in watchfiles.watch(*args.paths, watch_filter=watchfiles.PythonFilter(extra_extensions=_EXTRA_SUFFIXES)):
-        _run(args, f"File change detected ({len(changes)} {'path' if len(changes) == 1 else 'paths'}), linting again...")
-    return cli.EXIT_CLEAN
+    _announce("Starting linter in watch mode...")
+    run()
+    for changes in watchfiles.watch(*paths, watch_filter=watchfiles.PythonFilter(extra_extensions=_EXTRA_SUFFIXES)):
+        _announce(f"File change detected ({len(changes)} {'path' if len(changes) == 1 else 'paths'}), linting again...")
+        run()
+    return 0
 
 
-def _run(args, why: str) -> None:
-    from torchlint import cli
-
+def _announce(why: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {why}", file=sys.stderr, flush=True)
-    try:
-        with cli.output_stream(args) as out:
-            cli.check_once(args, out)
-    except (ConfigError, cli.UsageError) as error:
-        print(f"torchlint: error: {error}", file=sys.stderr, flush=True)

@@ -1,27 +1,19 @@
 """Reporters turn the sorted findings of a run into text; they never decide anything.
 
-`sources` maps a file's name to its text, and, for a notebook, `source_key(name, cell)`
-to each code cell's source as written: a notebook finding's rows count within its cell.
+Each gets the findings, the texts they quote (`reporters/sources.py`) and whether to colour.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Mapping, Optional
+from typing import Callable, Dict, List, Mapping
 
 from torchlint.finding import Finding
+from torchlint.reporters.sources import source_key
+
+__all__ = ["REPORTERS", "Reporter", "source_key"]
 
 # name -> render(findings, sources by filename, colour) -> str
 Reporter = Callable[[List[Finding], Mapping[str, str], bool], str]
-
-
-def source_key(filename: str, cell: Optional[int] = None) -> str:
-    """The key of a file's text, or of one notebook cell's, in a reporter's `sources` (NUL is in no file name)."""
-    return filename if cell is None else f"{filename}\0cell {cell}"
-
-
-def source_of(finding: Finding, sources: Mapping[str, str]) -> Optional[str]:
-    """The text a finding's rows and columns count in: its file's, or its notebook cell's."""
-    return sources.get(source_key(finding.filename, finding.cell))
 
 
 def _reporters() -> Dict[str, Reporter]:

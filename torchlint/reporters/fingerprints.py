@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Dict, List, Mapping, Sequence
 
 from torchlint.finding import Finding
-from torchlint.reporters import source_key
+from torchlint.reporters.sources import source_key
 from torchlint.source import split_lines
 
 

@@ -10,7 +10,7 @@ import difflib
 from typing import Dict, List, Mapping
 
 from torchlint.finding import Edit, Finding, Fix, Location
-from torchlint.reporters import source_key
+from torchlint.reporters.sources import source_key
 from torchlint.source import split_lines
 
 _BOLD, _RED, _GREEN, _CYAN, _RESET = "\x1b[1m", "\x1b[31m", "\x1b[32m", "\x1b[36m", "\x1b[0m"
