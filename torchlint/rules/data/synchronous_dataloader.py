@@ -64,7 +64,7 @@ class SynchronousDataloader(Rule):
         optimizer.zero_grad()
         loss = criterion(model(images), labels)
         loss.backward()
-        optimizer.step()
+        optimizer.step()  # expect: TL311:5
     """
     use_instead = """
     from torch.utils.data import DataLoader
