@@ -95,7 +95,7 @@ class Peak:
 
 @dataclass
 class MemoryReport:
-    """Bytes of one training step; `at(batch_size)` projects it to another batch size."""
+    """Bytes of one training step; `peak(batch_size)` and the parts' methods project it to another batch size."""
 
     device: str
     dtypes: str
@@ -132,19 +132,17 @@ class MemoryReport:
             if step.batch_size == batch_size:
                 return getattr(step, attribute)
         if attribute == "allocated_peak":
-            return self._allocated_peak(batch_size, self._largest_two())
+            return self._allocated_peak(batch_size)
         return self._line(attribute).at(batch_size)
 
-    def _largest_two(self) -> List[StepBytes]:
-        return sorted(self.steps, key=lambda step: step.batch_size)[-2:]
-
-    def _allocated_peak(self, batch_size: int, steps: List[StepBytes]) -> int:
+    def _allocated_peak(self, batch_size: int) -> int:
         """The step's allocation peak at another batch size: the highest of the lines that each operation's bytes follow.
 
         The moment of the peak moves with the batch (at a small batch the gradients at the end of
         the backward, at a large one the activations at its start), so a line through the measured
-        peaks would miss it; each moment of the step is a line of its own.
+        peaks would miss it; each moment of the step is a line of its own, through the two largest sizes.
         """
+        steps = sorted(self.steps, key=lambda step: step.batch_size)[-2:]
         if len(steps) == 2 and steps[0].trace and len(steps[0].trace) == len(steps[1].trace):
             key = (steps[0].batch_size, steps[1].batch_size)
             if key not in self._envelopes:
@@ -182,7 +180,7 @@ class MemoryReport:
             if attribute == "activations":
                 predicted = Line.through(points[-2], points[-1]).at(smallest.batch_size)
             else:
-                predicted = self._allocated_peak(smallest.batch_size, self._largest_two())
+                predicted = self._allocated_peak(smallest.batch_size)
             measured = points[0][1]
             if abs(predicted - measured) > max(LINEARITY_SLACK, LINEARITY_TOLERANCE * measured):
                 sizes = ", ".join(f"{size}: {format_bytes(value)}" for size, value in points)
