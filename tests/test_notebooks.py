@@ -47,6 +47,15 @@ def test_findings_name_their_cell_and_row_within_it_counting_markdown_cells(tmp_
     assert result.findings[0].end_location.row == 3 and result.findings[0].filename == "explore.ipynb"
 
 
+def test_a_fix_edit_in_another_cell_names_that_cell():
+    # TL606's fix adds `import torch` at the top of the script: the first cell, not the finding's.
+    [finding] = findings(notebook("from torch import log\nx = 1.0", "y = log(1 + x)"), select=["TL606"])
+    edits = {(edit.cell, edit.location.row, edit.content) for edit in finding.fix.edits}
+    assert finding.cell == 2
+    assert (1, 1, "import torch\n") in edits
+    assert all(cell == 2 for cell, _, content in edits if content != "import torch\n")
+
+
 def test_magics_shell_lines_and_help_are_neutralised():
     data = notebook(
         "%matplotlib inline\nimport torch\n!pip install torch",
@@ -319,7 +328,7 @@ def test_check_fix_keeps_the_indent_of_a_cell_indented_as_a_whole(tmp_path):
     assert sum(ipython_dedent(new) != new for _, new in fixed_cells) == 3  # the cells indented as a whole
     # The traps are left as they were and still do not compile.
     traps = [(f.cell, f.location, f.code) for f in findings(before) if f.code == "TL000"]
-    assert [(f.cell, f.location, f.code) for f in findings(after)] == traps
+    assert [(f.cell, f.location, f.code) for f in findings(after) if f.code == "TL000"] == traps
 
 
 def test_fixes_reported_for_an_indented_cell_apply_to_the_cell_as_written():

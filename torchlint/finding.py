@@ -28,13 +28,19 @@ class Edit:
     content: str
     location: Location
     end_location: Location
+    # In a notebook: the code cell the locations count in, which may be another than the finding's (an import a
+    # fix adds goes to the first cell). None in a script.
+    cell: Optional[int] = None
 
     def as_json(self) -> dict:
-        return {
+        found = {
             "content": self.content,
             "location": self.location.as_json(),
             "end_location": self.end_location.as_json(),
         }
+        if self.cell is not None:
+            found["cell"] = self.cell
+        return found
 
 
 @dataclass(frozen=True)

@@ -298,10 +298,7 @@ def _in_cell(finding: Finding, script: _Script) -> Finding:
     cell = script.cell_at(finding.location.row)
     fix = finding.fix
     if fix is not None:
-        edits = tuple(
-            Edit(_edit_content(edit, script, cell), script.locate(edit.location, cell), script.locate(edit.end_location, cell))
-            for edit in fix.edits
-        )
+        edits = tuple(_edit_in_cell(edit, script) for edit in fix.edits)
         fix = Fix(fix.applicability, fix.message, edits)
     return replace(
         finding,
@@ -309,6 +306,15 @@ def _in_cell(finding: Finding, script: _Script) -> Finding:
         end_location=script.locate(finding.end_location, cell),
         fix=fix,
         cell=cell.number,
+    )
+
+
+def _edit_in_cell(edit: Edit, script: _Script) -> Edit:
+    """An edit of the cells' script as an edit of the cell it starts in."""
+    cell = script.cell_at(edit.location.row)
+    return Edit(
+        _edit_content(edit, script, cell), script.locate(edit.location, cell), script.locate(edit.end_location, cell),
+        cell.number,
     )
 
 
