@@ -5,11 +5,8 @@ A number in a message is either an observation (a count, a size, a ratio, a loss
 does not claim to have measured: a torch or Python version, a dtype's width, a formula,
 an argument in code. The second kind is named below, per rule; every other number is an
 observation: a new number in a message fails until its witness shows it or it is named
-here as a fact.
-
-Known disagreements (a message whose figure comes from another experiment than its
-witness runs) are marked `xfail(strict=True)` with the two figures: the rule's owner makes
-them agree, and the mark then fails until it is removed.
+here as a fact. A figure from another experiment than the witness runs (the rule's page
+may cite one) does not belong in the message.
 """
 
 import os
@@ -42,22 +39,6 @@ FACTS = {
     "TL614": ["has 4 fields"],
     "TL615": ["dim 0", "dim 1"],
 }
-# Observed figures that disagree with the witness today: (what the message says, what the witness observes).
-DISAGREE = {
-    "TL106": "255 MB per 1,000 small batches vs 5 MB; the witness measures 368640 bytes for 5 batches, 0 under no_grad",
-    "TL204": "1.8-2x slower matmul; the witness measures memory (2x) and the dtype error, not time",
-    "TL207": "1.8-2x slower matmul; the witness measures memory (2x) and the dtype error, not time",
-    "TL301": "1.6-3.7x / 6-8x slower; the witness counts worker processes (6 vs 2), not time",
-    "TL401": "11,537x smaller for 1,000 classes; the witness runs 10 classes and observes 20.1x",
-    "TL111": "a clipped norm of 58,258.9 instead of 0.889; the witness observes 124,049.1 instead of 1.893",
-    "TL112": "MSE 5.07 vs 0.0009; the witness counts optimizer state tensors (6, then 0) and learning rates",
-}
-
-
-def _marked(code: str):
-    if code in DISAGREE:
-        return pytest.param(code, marks=pytest.mark.xfail(strict=True, reason=DISAGREE[code]))
-    return code
 
 
 def observed_numbers(code: str, message: str) -> list:
@@ -98,7 +79,7 @@ def evidence():
     return {code: judge(w, outcome, "cpu", "") for code, w, outcome in zip(codes, witnesses, outcomes)}
 
 
-@pytest.mark.parametrize("code", [_marked(code) for code in CLAIMING])
+@pytest.mark.parametrize("code", CLAIMING)
 def test_the_figures_a_message_states_are_what_its_witness_observes(code, evidence):
     from torchlint.rules import rules_by_code
 

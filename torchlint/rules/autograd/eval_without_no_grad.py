@@ -88,8 +88,8 @@ class EvalWithoutNoGrad(Rule):
     )
     message = (
         "model forward in an evaluation loop with gradients enabled: `eval()` does not disable autograd, so every "
-        "batch records a graph and keeps its activations while outputs are held (255 MB per 1,000 small batches "
-        "vs 5 MB under no_grad); wrap the loop in `with torch.no_grad():` or `torch.inference_mode()`"
+        "batch records a graph and keeps its activations while outputs are held (observed: 5 small batches kept "
+        "368,640 bytes, 0 under no_grad); wrap the loop in `with torch.no_grad():` or `torch.inference_mode()`"
     )
     example = """
     import torch

@@ -61,8 +61,8 @@ class OptimizerRebuiltInLoop(Rule):
     message = (
         "the optimizer is built again on every iteration of the loop that steps it: its state (momentum buffers, "
         "Adam's moments, step counts) restarts from zero each time, and a scheduler built on an earlier optimizer "
-        "keeps stepping that one (observed: SGD with momentum rebuilt every step ended at MSE 5.07 vs 0.0009 built "
-        "once); build it once before the loop"
+        "keeps stepping that one (observed: the rebuilt optimizer stays at lr 0.01 while the schedule reached "
+        "1e-05); build it once before the loop"
     )
     example = """
     import torch

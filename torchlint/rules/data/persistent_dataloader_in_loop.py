@@ -40,8 +40,8 @@ class PersistentDataloaderInLoop(Rule):
     triggers = words("persistent_workers")
     message = (
         "`DataLoader(persistent_workers=True)` built inside a loop: every iteration starts new worker processes, "
-        "so persistence is lost (observed 1.6-3.7x slower with fork and 6-8x with spawn than building it once); "
-        "build the loader once, before the loop"
+        "so persistence is lost (observed: 6 workers started over 3 epochs, against 2 when built once); build the "
+        "loader once, before the loop"
     )
     example = """
     from torch.utils.data import DataLoader

@@ -57,8 +57,8 @@ class Float64FromNumpy(Rule):
     copied as float64: it is flagged where it runs every step.
 
     ## Why is this bad?
-    The tensor comes out float64: twice the memory of float32, matrix multiplies
-    1.8-2x slower on CPU and far slower on most GPUs. A float32 layer given it raises
+    The tensor comes out float64: twice the memory of float32, and 1024x1024 matrix
+    multiplies ran 1.6-2.1x slower on CPU (two runs). A float32 layer given it raises
     `RuntimeError: mat1 and mat2 must have the same dtype, but got Double and Float`,
     and a float64 target silently makes the loss float64 (observed on torch 2.13).
 
@@ -98,9 +98,9 @@ class Float64FromNumpy(Rule):
     fix_safety = "safe or unsafe"
     uses_callgraph = True
     message = (
-        "numpy's float64 default becomes a float64 tensor that reaches float32 code: twice the memory, 1.8-2x "
-        "slower matmul on CPU, and float32 layers raise `mat1 and mat2 must have the same dtype`; create the "
-        "array with `dtype=np.float32` or add `.float()`"
+        "numpy's float64 default becomes a float64 tensor that reaches float32 code: 2x the memory, and "
+        "float32 layers raise `mat1 and mat2 must have the same dtype`; create the array with `dtype=np.float32` "
+        "or add `.float()`"
     )
     example = """
     import numpy as np

@@ -47,7 +47,7 @@ class SoftmaxBeforeCrossEntropy(ActivationBeforeLoss):
     loss_functions = frozenset({"torch.nn.functional.cross_entropy"})
     message = (
         "cross-entropy applies log_softmax itself: fed softmax probabilities it trains silently on a squashed loss "
-        "(floor log(C-1+e)-1 instead of 0, gradients up to 11,537x smaller for 1,000 classes); pass the logits"
+        "(floor log(C-1+e)-1 instead of 0; observed with 10 classes: gradients 20.1x smaller); pass the logits"
     )
     messages = {
         SOFTMAX: message,
