@@ -117,8 +117,8 @@ def _check_parameters(report: Report, parameters) -> None:
     doubles = by_dtype.get(torch.float64, [])
     if doubles:
         names = [parameters[index - 1][0] for index in doubles]
-        report.add("TL903", f"{len(doubles)} float64 parameter(s) ({_names(names)}): twice the memory of float32 and "
-                            "far slower on most GPUs; `model.float()` unless float64 is deliberate", doubles[0])
+        report.add("TL903", f"{len(doubles)} float64 parameter(s) ({_names(names)}): twice the memory of float32, "
+                            "and a float32 input raises a dtype error; `model.float()` unless float64 is deliberate", doubles[0])
 
 
 def _check_optimizer(report: Report, parameters, optimized: Set[int], without_gradient: Optional[Set[str]]) -> None:
