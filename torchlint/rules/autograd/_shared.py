@@ -14,7 +14,9 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.loops import FUNCTION_BOUNDARIES, is_accumulating_backward
+from torchlint.analysis.training import Iterations
 from torchlint.engine.scopes import dotted_name
+from torchlint.rules.base import Rule
 from torchlint.rules.autograd import _facts  # noqa: F401  (registers the facts the loops record)
 
 if TYPE_CHECKING:
@@ -230,3 +232,18 @@ class Models:
         if semantics.method_name(value) == "from_pretrained":
             return True
         return None
+
+
+class IterationRule(Rule):
+    """A rule about what one training iteration does, in order: it feeds the file's shared `Iterations` index
+    from the engine's walk (each call and assignment is a moment of an iteration) and judges in `finish`."""
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.iterations = ctx.shared(Iterations)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.iterations.observe(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.iterations.observe(node)

@@ -5,12 +5,12 @@ from typing import Dict, List, Optional
 import libcst as cst
 
 from torchlint import semantics
-from torchlint.analysis.training import Iterations, Moment, is_backward, optimizer_class, stepped_optimizer
+from torchlint.analysis.training import Moment, is_backward, optimizer_class, stepped_optimizer
 from torchlint.analysis.values import Values
-from torchlint.rules.base import Rule
+from torchlint.rules.autograd._shared import IterationRule
 from torchlint.rules.triggers import words
 
-class AccumulationLossNotScaled(Rule):
+class AccumulationLossNotScaled(IterationRule):
     """
     ## What it does
     Flags the `backward()` of a gradient-accumulation loop, one that runs `backward()` on
@@ -77,15 +77,8 @@ class AccumulationLossNotScaled(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.iterations = ctx.shared(Iterations)
         # id of an `if` whose test holds a modulo -> the modulo's right operand (the accumulation count)
         self.modulo_ifs: Dict[int, cst.BaseExpression] = {}
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.iterations.observe(node)
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        self.iterations.observe(node)
 
     def visit_If(self, node: cst.If) -> None:
         count = _modulus(node.test)

@@ -6,14 +6,14 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.training import (
-    CLIP_NAMES, Iterations, Moment, is_backward, nearest, scaler_disabled, scaler_of_backward, stepped_optimizer,
+    CLIP_NAMES, Moment, is_backward, nearest, scaler_disabled, scaler_of_backward, stepped_optimizer,
 )
 from torchlint.finding import Fix
-from torchlint.rules.base import Rule
+from torchlint.rules.autograd._shared import IterationRule
 from torchlint.rules.triggers import words
 
 
-class ClipBeforeUnscale(Rule):
+class ClipBeforeUnscale(IterationRule):
     """
     ## What it does
     Flags `torch.nn.utils.clip_grad_norm_(...)` / `clip_grad_value_(...)` that runs after a
@@ -88,14 +88,7 @@ class ClipBeforeUnscale(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.iterations = ctx.shared(Iterations)
         self.reported: Set[int] = set()
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.iterations.observe(node)
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        self.iterations.observe(node)
 
     def finish(self) -> None:
         for moments in self.iterations.sequences():

@@ -7,11 +7,10 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.analysis.facts import project_call_shows
 from torchlint.analysis.loops import LOOPS, Loop
-from torchlint.analysis.training import Iterations, optimizer_class, stepped_optimizer
+from torchlint.analysis.training import optimizer_class, stepped_optimizer
 from torchlint.engine.scopes import dotted_name
 from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
-from torchlint.rules.autograd._shared import names_in
-from torchlint.rules.base import Rule
+from torchlint.rules.autograd._shared import IterationRule, names_in
 from torchlint.rules.triggers import project_imports, words
 
 # Calls that put a model back to a known state: a loop doing one of them starts each run afresh.
@@ -19,7 +18,7 @@ _RESETS = frozenset({"load_state_dict", "reset_parameters", "apply", "init_weigh
 _CONDITIONAL = frozenset({cst.If, cst.Try, cst.TryStar, cst.Match})
 
 
-class OptimizerRebuiltInLoop(Rule):
+class OptimizerRebuiltInLoop(IterationRule):
     """
     ## What it does
     Flags an optimizer constructed (`optimizer = torch.optim.Adam(model.parameters(), ...)`)
@@ -87,7 +86,6 @@ class OptimizerRebuiltInLoop(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.iterations = ctx.shared(Iterations)
         # (the construction, the name it is bound to, the innermost loop holding it)
         self.built: List[Tuple[cst.Call, str, Loop]] = []
         # Names of the optimizers a learning-rate scheduler is built on.
@@ -95,11 +93,8 @@ class OptimizerRebuiltInLoop(Rule):
         # Constructions of optimizers that keep no state between steps (plain SGD).
         self.stateless: Set[int] = set()
 
-    def visit_Call(self, node: cst.Call) -> None:
-        self.iterations.observe(node)
-
     def visit_Assign(self, node: cst.Assign) -> None:
-        self.iterations.observe(node)
+        super().visit_Assign(node)
         self._note_scheduler(node.value)
         if len(node.targets) != 1 or optimizer_class(node.value, self.ctx) is None:
             return

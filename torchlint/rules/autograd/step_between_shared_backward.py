@@ -5,10 +5,10 @@ from typing import Iterator, List, Optional, Set
 import libcst as cst
 
 from torchlint import semantics
-from torchlint.analysis.training import Iterations, Moment, is_backward, optimizer_model, stepped_optimizer
+from torchlint.analysis.training import Moment, is_backward, optimizer_model, stepped_optimizer
 from torchlint.analysis.values import Values
 from torchlint.engine.scopes import dotted_name
-from torchlint.rules.base import Rule
+from torchlint.rules.autograd._shared import IterationRule
 from torchlint.rules.triggers import words
 
 # Methods and attributes that cut the graph: what is read through them is not backpropagated.
@@ -16,7 +16,7 @@ _CUTS = frozenset({"detach", "item", "tolist", "numpy", "data"})
 _MAX_DEPTH = 8
 
 
-class StepBetweenSharedBackward(Rule):
+class StepBetweenSharedBackward(IterationRule):
     """
     ## What it does
     Flags the second `backward()` in a training step that runs `a.backward(retain_graph=True)`,
@@ -91,14 +91,7 @@ class StepBetweenSharedBackward(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.iterations = ctx.shared(Iterations)
         self.reported: Set[int] = set()
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.iterations.observe(node)
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        self.iterations.observe(node)
 
     def finish(self) -> None:
         for moments in self.iterations.sequences():

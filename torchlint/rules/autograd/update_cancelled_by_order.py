@@ -6,14 +6,14 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.training import (
-    CLIP_NAMES, Iterations, Moment, is_backward, nearest, optimizer_model, stepped_optimizer, trains,
+    CLIP_NAMES, Moment, is_backward, nearest, optimizer_model, stepped_optimizer, trains,
 )
 from torchlint.engine.scopes import dotted_name
-from torchlint.rules.base import Rule
+from torchlint.rules.autograd._shared import IterationRule
 from torchlint.rules.triggers import words
 
 
-class UpdateCancelledByOrder(Rule):
+class UpdateCancelledByOrder(IterationRule):
     """
     ## What it does
     Flags a training step whose calls come in an order that cancels the update, in one loop
@@ -94,14 +94,7 @@ class UpdateCancelledByOrder(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.iterations = ctx.shared(Iterations)
         self.reported: Set[int] = set()
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.iterations.observe(node)
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        self.iterations.observe(node)
 
     def finish(self) -> None:
         for _, moments in self.iterations.training_loops():
