@@ -139,13 +139,10 @@ class Values:
         stack = self.ctx.stack if stack is None else stack
         if type(name) is not cst.Name:
             return []
-        place = self.place(stack)
-        scope = self.ctx.scopes.binding_scope(name.value, place.scopes)
-        if scope is None or name.value in scope.imports:
+        found = self.bindings(name, self.place(stack))
+        if found is None:
             return []
-        flow = self.flow(scope.node)
-        position = flow.position(place.stack) if scope.node is place.scopes[-1] else None
-        bindings = flow.reaching(name.value, position)
+        bindings = found[1]
         if any(binding.value is None or binding.element for binding in bindings):
             return []
         return [binding.value for binding in bindings]

@@ -246,7 +246,7 @@ class TorchlintServer(LanguageServer):
         if not path.endswith(PYTHON_SUFFIXES):
             return
         if created:
-            self._linter.submit(_forget_project_layout)
+            self._linter.submit(PROJECT.forget_layout)
             self._relint(self._versions)
             return
         changed = normalised(path)
@@ -426,12 +426,6 @@ def _plain(method):
         def handler(*args):
             return method(*args)
     return handler
-
-
-def _forget_project_layout() -> None:
-    """An import that named no project file may name a new one (a lint process of `check` never outlives a
-    file's creation; the server does)."""
-    PROJECT.forget_layout()
 
 
 def _alive(pid: int) -> bool:

@@ -309,9 +309,10 @@ class _Moves:
 
     def _moved_in_place_before(self, name: cst.Name, stack) -> Optional[cst.Call]:
         """The in-place move of the module `name` that last runs before this use whenever the use runs."""
-        scope = self.ctx.scopes.binding_scope(name.value, scope_nodes_of(stack))
+        scopes = scope_nodes_of(stack)
+        scope = self.ctx.scopes.binding_scope(name.value, scopes)
         moves = self.in_place.get((id(scope.node), name.value)) if scope is not None else None
-        if not moves or scope.node is not scope_nodes_of(stack)[-1]:
+        if not moves or scope.node is not scopes[-1]:
             return None
         flow = Values.of(self.ctx).flow(scope.node)
         use = flow.position(stack)
