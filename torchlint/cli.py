@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import gc
 import importlib
 import json
 import os
@@ -224,6 +225,10 @@ def run_check(args) -> int:
         args.paths = ["."]
     if args.watch:
         return run_watch(args)
+    # One run, then the process ends: the collector is left off after the files are linted, where turning it back
+    # on would make it traverse everything the run kept once more, for nothing (engine/parallel.py says why it is
+    # deferred while they are linted).
+    gc.disable()
     with output_stream(args) as out:
         return check_once(args, out)
 

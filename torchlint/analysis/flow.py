@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Tuple
 import libcst as cst
 
 from torchlint.engine.scopes import SCOPE_TYPES, import_bindings, parameters
-from torchlint.engine.walk import walk
+from torchlint.engine.walk import STATEMENT_TYPES, statement_structure, walk
 
 # Statements whose blocks run only sometimes, and the fields holding those blocks (`finally` always runs).
 _CONDITIONAL_FIELDS = {
@@ -38,8 +38,9 @@ _CONDITIONAL_FIELDS = {
     cst.TryStar: ("body", "handlers", "orelse"),
     cst.Match: ("cases",),
 }
-_NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
-_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+# Exact types, tested at every node a scan enters (`isinstance` on libcst's abstract classes is slow).
+_NESTED_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
+_COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp})
 
 
 @dataclass(frozen=True)
@@ -111,9 +112,11 @@ def innermost_scope(stack) -> cst.CSTNode:
     return stack[0]
 
 
-def scan(scope: cst.CSTNode) -> Flow:
+def scan(scope: cst.CSTNode, enter_expressions: bool = True) -> Flow:
+    """The flow of `scope`; `enter_expressions=False` for a file without `:=`, the one binding an expression makes:
+    the scan then reads statements only."""
     flow = Flow(scope)
-    _Scanner(flow).run()
+    _Scanner(flow).run(enter_expressions)
     return flow
 
 
@@ -128,37 +131,40 @@ class _Scanner:
         self.conditional: set = set()
         self.loop_bodies: set = set()
 
-    def run(self) -> None:
+    def run(self, enter_expressions: bool) -> None:
         scope = self.flow.node
-        if isinstance(scope, (cst.FunctionDef, cst.Lambda)):
+        if type(scope) is cst.FunctionDef or type(scope) is cst.Lambda:
             for param in parameters(scope.params):
                 self.add(param.name.value, None, None)
         # The body, not the scope node: a def or class met on the walk is a nested scope, not entered.
-        walk(scope if isinstance(scope, cst.Module) else scope.body, self.on_visit, self.on_leave, enter_leaves=False)
+        root = scope if type(scope) is cst.Module else scope.body
+        descend = None if enter_expressions else statement_structure(type(root))
+        walk(root, self.on_visit, self.on_leave, enter_leaves=False, descend=descend)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if id(node) in self.conditional:
             self.blocks.append(id(node))
-        if isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+        if type(node) in STATEMENT_TYPES:
             self.order += 1
             self.statement = node
             self.flow.statements[id(node)] = (self.order, tuple(self.blocks))
         for name in _CONDITIONAL_FIELDS.get(type(node), ()):
             value = getattr(node, name)
-            for block in value if isinstance(value, tuple) else (value,):
+            for block in value if type(value) is tuple else (value,):
                 if block is not None:
                     self.conditional.add(id(block))
-        if type(node) in (cst.For, cst.While):
+        node_type = type(node)
+        if node_type is cst.For or node_type is cst.While:
             self.loop_bodies.add(id(node.body))
-        binder = _BINDERS.get(type(node))
+        binder = _BINDERS.get(node_type)
         if binder is not None:
             binder(self, node)
-        if isinstance(node, _NESTED_SCOPES):
-            if not isinstance(node, cst.Lambda):
+        if node_type in _NESTED_SCOPES:
+            if node_type is not cst.Lambda:
                 self.add(node.name.value, None, node)
             return False
         # Comprehension targets live in their own scope (a `:=` inside one is not followed).
-        return not isinstance(node, _COMPREHENSIONS)
+        return node_type not in _COMPREHENSIONS
 
     def on_leave(self, node: cst.CSTNode) -> None:
         if self.blocks and self.blocks[-1] == id(node):
@@ -171,18 +177,19 @@ class _Scanner:
         self.flow.bindings.setdefault(name, []).append(binding)
 
     def bind_target(self, target: cst.CSTNode, value, element: Tuple[int, ...] = ()) -> None:
-        if isinstance(target, cst.Name):
+        target_type = type(target)
+        if target_type is cst.Name:
             self.add(target.value, value, None, element)
-        elif isinstance(target, (cst.Tuple, cst.List)):
+        elif target_type is cst.Tuple or target_type is cst.List:
             starred = False
             for index, item in enumerate(target.elements):
-                if isinstance(item, cst.StarredElement):
+                if type(item) is cst.StarredElement:
                     starred = True
                     self.bind_target(item.value, None)
                 else:
                     # After a starred target an element's index from the start is unknown.
                     self.bind_target(item.value, None if starred else value, element + (index,))
-        elif isinstance(target, cst.StarredElement):
+        elif target_type is cst.StarredElement:
             self.bind_target(target.value, None)
 
 

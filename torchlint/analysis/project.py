@@ -20,7 +20,8 @@ installed copy of the project, star imports, names assigned in the imported modu
 through anything but plain statements, and modules over `_MAX_BYTES`.
 
 Each imported file is read and parsed once per process, kept while its bytes stay the
-same (a content digest), and at most `_MAX_MODULES` are held. Every file a lint reads
+same (a content digest), and at most `_MAX_MODULES` are held. The parse is shared with
+the linter (`parsing.TREES`): a file both linted and imported in one run is parsed once. Every file a lint reads
 this way is recorded (`Project.consulted`), so a cached result can be checked against
 them: editing `model.py` re-lints `train.py`.
 """
@@ -125,7 +126,9 @@ def _parse(path: str, data: bytes, digest: bytes, config: "Config") -> Optional[
         return None
     try:
         text = sources.decode(data).text
-        module = parsing.parse_module(text)
+        if parsing.may_be_nested_too_deeply(text) and not parsing.compiles(text):
+            return None  # libcst's parser could crash the process on it
+        module = parsing.TREES.parse(path, text)
     except Exception:  # an imported file that does not parse is reported when it is linted itself
         return None
     return ProjectModule(path, digest, FileContext(path, text, module, config, with_callgraph=False))

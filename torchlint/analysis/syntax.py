@@ -32,21 +32,49 @@ def positional(call: cst.Call, index: int) -> Optional[cst.Arg]:
 
 
 def literal(node: Optional[cst.CSTNode], default=MISSING):
-    """The value of a literal expression (numbers, strings, True/False/None, tuples of those), else `default`."""
+    """The value of a literal expression (numbers, strings, True/False/None, tuples of those), else `default`:
+    what `ast.literal_eval` makes of the node's code (tests/test_syntax.py checks both agree on every fixture)."""
     if node is None:
         return default
-    # The common cases without generating code (a tenth of the cost); the rest as Python reads them.
+    # The common shapes are read from the node; the rest is Python's reading of the generated code (ten times the
+    # cost, and every `ast.literal_eval` leaves a cycle of closures for the collector). Most nodes asked about are
+    # calls, names and attributes, which are never literals.
     node_type = type(node)
     if node_type is cst.Name:
         return _CONSTANTS.get(node.value, default)
-    if node_type is cst.Integer and not node.lpar:
-        return int(node.value, 0)
+    if node_type not in _MAYBE_LITERAL and not (node_type is cst.Call and _is_empty_set(node)):
+        return default
+    if not node.lpar:
+        if node_type is cst.Integer:
+            return int(node.value, 0)
+        if node_type is cst.Float:
+            return float(node.value)
+        # A plain string without escapes or a carriage return (which Python's reading turns into a line feed).
+        if node_type is cst.SimpleString and node.value[0] in "'\"" and "\\" not in node.value and "\r" not in node.value:
+            quotes = 3 if node.value[:3] in ('"""', "'''") else 1
+            return node.value[quotes:-quotes]
+    if (node_type is cst.Tuple or node_type is cst.List) and not any(type(element) is cst.StarredElement for element in node.elements):
+        values = [literal(element.value) for element in node.elements]
+        if any(value is MISSING for value in values):
+            return default
+        return tuple(values) if node_type is cst.Tuple else values
     try:
         if node_type is cst.SimpleString and not node.lpar:
             return ast.literal_eval(node.value)
         return ast.literal_eval(cst.Module([]).code_for_node(node))
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return default
+
+
+# What `ast.literal_eval` can evaluate, besides a bare name and `set()`.
+_MAYBE_LITERAL = frozenset({
+    cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString, cst.UnaryOperation,
+    cst.BinaryOperation, cst.Tuple, cst.List, cst.Set, cst.Dict, cst.Ellipsis,
+})
+
+
+def _is_empty_set(call: cst.Call) -> bool:
+    return type(call.func) is cst.Name and call.func.value == "set" and not call.args
 
 
 def is_missing(value) -> bool:

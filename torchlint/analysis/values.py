@@ -37,7 +37,7 @@ from torchlint.analysis import syntax
 from torchlint.analysis.flow import Binding, Flow, scan
 from torchlint.analysis.project import PROJECT
 from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
-from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
+from torchlint.engine.walk import STATEMENT_TYPES, OwnScopeVisitor, statement_structure, walk_visitor
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
@@ -170,7 +170,7 @@ class Values:
         for node in reversed(stack):
             if type(node) in SCOPE_TYPES:
                 break
-            if isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            if type(node) in STATEMENT_TYPES:
                 statement = node
                 break
         return Place(self.ctx, scopes, statement)
@@ -178,7 +178,7 @@ class Values:
     def flow(self, scope: cst.CSTNode) -> Flow:
         found = self._flows.get(id(scope))
         if found is None:
-            found = self._flows[id(scope)] = scan(scope)
+            found = self._flows[id(scope)] = scan(scope, enter_expressions=self.ctx.scopes.has_walrus)
         return found
 
     def returns(self, function: cst.FunctionDef) -> List[cst.Return]:
@@ -186,7 +186,8 @@ class Values:
         found = self._returns.get(id(function))
         if found is None:
             collector = _Returns()
-            walk_visitor(function.body, collector)
+            # `return` is a statement: the walk need not enter expressions.
+            walk_visitor(function.body, collector, statement_structure(type(function.body)))
             found = self._returns[id(function)] = collector.returns
         return found
 

@@ -23,7 +23,6 @@ compile is parsed as usual, so its TL000 is the engine's, word for word.
 
 from __future__ import annotations
 
-import warnings
 from typing import List, Sequence, Type, Union
 
 from torchlint.engine.file_text import FileText
@@ -34,15 +33,3 @@ def runnable(text: Union[str, FileText], rules: Sequence[Type[Rule]]) -> List[Ty
     """The `rules` that can report in `text`."""
     file_text = FileText(text) if isinstance(text, str) else text
     return [rule for rule in rules if rule.triggers is None or rule.triggers.matches(file_text)]
-
-
-def compiles(text: str) -> bool:
-    """Python's compiler accepts `text`: a cheap stand-in for libcst's parse when only TL000 is at stake."""
-    try:
-        with warnings.catch_warnings():
-            # Invalid escape sequences and the like warn at compile time; the file's own run would show them.
-            warnings.simplefilter("ignore")
-            compile(text, "<torchlint-prefilter>", "exec", dont_inherit=True)
-    except Exception:  # SyntaxError, ValueError, RecursionError, MemoryError: let the parser report it
-        return False
-    return True

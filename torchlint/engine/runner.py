@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import ast
 import gc
-import re
 from contextlib import contextmanager
 from functools import lru_cache
-from itertools import accumulate
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
@@ -74,7 +72,7 @@ def lint_text(
     rule_classes = rules_to_run(file_text, codes, use_prefilter)
     if rule_classes is None:
         return []
-    refused = _python_refuses(text, filename) if _deeply_nested(text) else None
+    refused = _python_refuses(text, filename) if parsing.may_be_nested_too_deeply(text) else None
     if refused is not None:
         return [refused] if ParseError.code in codes else []
     with _cycle_collector_paused():
@@ -86,7 +84,7 @@ def rules_to_run(file_text: FileText, codes: FrozenSet[str], use_prefilter: bool
     it and Python's compiler accepts it (or TL000 is not selected)."""
     selected = [rules_by_code()[code] for code in sorted(codes) if code in rules_by_code() and code != ParseError.code]
     rule_classes = prefilter.runnable(file_text, selected) if use_prefilter else selected
-    if not rule_classes and (ParseError.code not in codes or prefilter.compiles(file_text.text)):
+    if not rule_classes and (ParseError.code not in codes or parsing.compiles(file_text.text)):
         return None
     return rule_classes
 
@@ -116,7 +114,8 @@ def _lint_parsed(
 ) -> List[Finding]:
     text = file_text.text
     try:
-        module = parsing.parse_module(text)
+        # A .py file may also be read through another file's imports: both get one parse (parsing.TREES).
+        module = parsing.TREES.parse(filename if filename.endswith(".py") else None, text)
     except cst.ParserSyntaxError as error:
         return [_syntax_error(text, filename, error)] if ParseError.code in codes else []
     except RecursionError:
@@ -138,29 +137,6 @@ def _lint_parsed(
         ctx.close()
     findings = noqa.apply(ctx.findings, text, filename, codes, config.ignore_noqa)
     return sorted(set(findings), key=Finding.sort_key)
-
-
-_BRACKETS = re.compile(r"[()\[\]{}]")
-_LONG_LINE = 2000
-_SAFE_DEPTH = 100
-_DEPTH_CHANGE = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}
-
-
-def _deeply_nested(text: str) -> bool:
-    """A cheap look for code that may be nested deeper than libcst's native parser survives.
-
-    libcst's parser crashes the process (not a Python exception) on a few thousand
-    nested brackets or chained operators, and takes seconds well before that; such
-    text is first checked by CPython's parser, which refuses it cleanly.
-    """
-    # (A regex for 2,000 characters without a line break backtracks at every character: splitting is linear.
-    # Pieces between "\n" are never shorter than the lines they hold, and str.split is 4 times faster than
-    # splitting at every kind of line break, which is left for the files that have a long piece.)
-    if max(map(len, text.split("\n"))) >= _LONG_LINE and max(map(len, sources.split_lines(text))) >= _LONG_LINE:
-        return True
-    # The deepest nesting is the largest running sum of +1 per opening and -1 per closing bracket.
-    brackets = _BRACKETS.findall(text)
-    return bool(brackets) and max(accumulate(map(_DEPTH_CHANGE.__getitem__, brackets))) > _SAFE_DEPTH
 
 
 def _python_refuses(text: str, filename: str) -> Optional[Finding]:

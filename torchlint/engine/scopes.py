@@ -13,12 +13,11 @@ after no import is a variable, not torch).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from torchlint.engine.walk import walk_visitor
+from torchlint.engine.walk import statement_structure, walk_visitor
 
 ScopeNode = (cst.Module, cst.FunctionDef, cst.Lambda, cst.ClassDef)
 # Exact types: libcst's node classes are abstract base classes, and `isinstance` on those is slow.
@@ -205,22 +204,8 @@ class _AttributeCollector(cst.CSTVisitor):
                 self.scope.attribute_methods[id(node.value)] = self.method
 
 
-# Statements and the blocks that hold them. Only `:=` binds a name inside an expression, so in a
-# file without one a scan need not enter expressions, which are most of a tree.
-_STATEMENT_STRUCTURE = frozenset({
-    cst.IndentedBlock, cst.SimpleStatementSuite, cst.SimpleStatementLine, cst.If, cst.Else, cst.For, cst.While,
-    cst.Try, cst.TryStar, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.With, cst.Match, cst.MatchCase,
-})
-
-
 def _scan_walk(root: cst.CSTNode, visitor, enter_expressions: bool, enter_definitions: bool = False) -> None:
-    walk_visitor(root, visitor, None if enter_expressions else _scanned_structure(type(root), enter_definitions))
-
-
-@lru_cache(maxsize=None)
-def _scanned_structure(root_type: type, enter_definitions: bool) -> FrozenSet[type]:
-    definitions = {cst.FunctionDef, cst.ClassDef} if enter_definitions else set()
-    return _STATEMENT_STRUCTURE | definitions | {root_type}
+    walk_visitor(root, visitor, None if enter_expressions else statement_structure(type(root), enter_definitions))
 
 
 class Scopes:
@@ -261,7 +246,7 @@ class Scopes:
     def _import_paths(self) -> Dict[str, Set[str]]:
         if self._imported is None:
             collector = _ImportedNames()
-            walk_visitor(self.module, collector, _scanned_structure(cst.Module, enter_definitions=True))
+            walk_visitor(self.module, collector, statement_structure(cst.Module, enter_definitions=True))
             self._imported = collector.paths
         return self._imported
 

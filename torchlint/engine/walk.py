@@ -28,6 +28,17 @@ _TOKEN_BASES = frozenset({
     cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp, cst.BaseAugOp, cst.Asynchronous,
 })
 TOKEN_TYPES = frozenset(node_type for node_type in NODE_TYPES if not _TOKEN_BASES.isdisjoint(node_type.__mro__))
+# Statements, simple (`x = 1`, `return`) and compound (`if`, `def`): exact types for `type(node) in STATEMENT_TYPES`.
+STATEMENT_TYPES = frozenset(
+    node_type for node_type in NODE_TYPES
+    if cst.BaseSmallStatement in node_type.__mro__ or cst.BaseCompoundStatement in node_type.__mro__
+)
+# Statements and the blocks that hold them. Only `:=` binds a name inside an expression, so a scan for bindings in
+# a file without one need not enter expressions, which are most of a tree (`statement_structure`).
+_STATEMENT_STRUCTURE = frozenset({
+    cst.IndentedBlock, cst.SimpleStatementSuite, cst.SimpleStatementLine, cst.If, cst.Else, cst.For, cst.While,
+    cst.Try, cst.TryStar, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.With, cst.Match, cst.MatchCase,
+})
 # Expression leaves: a third of a tree is `Name`s, and most rules look at them only from their parents.
 LEAF_TYPES = frozenset({cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.FormattedStringText, cst.Ellipsis})
 
@@ -60,18 +71,28 @@ def _entered_types(wanted: FrozenSet[type], enter_leaves: bool) -> FrozenSet[typ
     return NODE_TYPES - (TOKEN_TYPES if enter_leaves else TOKEN_TYPES | LEAF_TYPES).difference(wanted)
 
 
+@lru_cache(maxsize=None)
+def statement_structure(root_type: type, enter_definitions: bool = False) -> FrozenSet[type]:
+    """The node types whose children a walk over statements only descends into (`descend=`), from a root of
+    `root_type`; with `enter_definitions`, also the bodies of functions and classes."""
+    definitions = {cst.FunctionDef, cst.ClassDef} if enter_definitions else set()
+    return _STATEMENT_STRUCTURE | definitions | {root_type}
+
+
 def walk(
     root: cst.CSTNode,
     on_visit: Callable[[cst.CSTNode], bool],
     on_leave: Callable[[cst.CSTNode], None],
     wanted: Collection[type] = (),
     enter_leaves: bool = True,
+    descend: Optional[FrozenSet[type]] = None,
 ) -> None:
     """Call `on_visit` before a node's children and `on_leave` after them; False from `on_visit` skips the children.
 
-    Tokens and trivia are not entered, nor leaves (`LEAF_TYPES`) unless `enter_leaves`, except the types in `wanted`.
+    Tokens and trivia are not entered, nor leaves (`LEAF_TYPES`) unless `enter_leaves`, except the types in `wanted`;
+    with `descend`, only the children of nodes of those types are entered.
     """
-    _walk(root, {}, {}, entered_types(wanted, enter_leaves), None, on_visit, on_leave)
+    _walk(root, {}, {}, entered_types(wanted, enter_leaves), descend, on_visit, on_leave)
 
 
 def walk_visitor(root: cst.CSTNode, visitor, descend: Optional[FrozenSet[type]] = None) -> None:
