@@ -54,3 +54,50 @@ def test_nodes_built_after_a_parse_are_validated_again(text):
 def test_a_syntax_error_is_libcsts():
     with pytest.raises(cst.ParserSyntaxError):
         parsing.parse_module("def f(:\n")
+
+
+def counting_parses(monkeypatch):
+    parsed = []
+    real = parsing.parse_module
+    monkeypatch.setattr(parsing, "parse_module", lambda text: parsed.append(text) or real(text))
+    return parsed
+
+
+def test_a_file_linted_and_read_through_an_import_is_parsed_once(monkeypatch, tmp_path):
+    from conftest import make_config
+    from torchlint.engine.parallel import lint_files
+
+    (tmp_path / "model.py").write_text(
+        "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return x.softmax(1)\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch.nn as nn\nfrom model import Net\n\nmodel = Net()\nloss = nn.CrossEntropyLoss()(model(x), y)\n"
+    )
+    monkeypatch.chdir(tmp_path)  # names are reported relative to the working folder, as the command line gives them
+    monkeypatch.setattr(parsing, "TREES", parsing.ParsedTrees())
+    parsed = counting_parses(monkeypatch)
+    files = [(name, name) for name in ("train.py", "model.py")]
+    results = lint_files(files, make_config(), jobs=1)
+    assert [finding.code for finding in results[0].findings] == ["TL401"]  # model.py was read through the import
+    assert sorted(parsed) == sorted((tmp_path / name).read_text() for name in ("train.py", "model.py"))
+
+
+def test_a_kept_tree_serves_only_the_same_text(monkeypatch, tmp_path):
+    trees = parsing.ParsedTrees()
+    parsed = counting_parses(monkeypatch)
+    path = str(tmp_path / "a.py")
+    first = trees.parse(path, "x = 1\n")
+    assert trees.parse(path, "x = 1\n") is first
+    assert trees.parse(path, "x = 2\n") is not first
+    assert len(parsed) == 2
+    # A text of no file is never kept.
+    assert trees.parse(None, "x = 1\n") is not first
+
+
+def test_trees_are_kept_within_their_budget_least_recently_used_first(tmp_path):
+    trees = parsing.ParsedTrees(budget=20)
+    texts = {name: f"{name} = 1\n" for name in ("aaa", "bbb", "ccc")}  # 8 characters each
+    kept = {name: trees.parse(str(tmp_path / f"{name}.py"), text) for name, text in texts.items()}
+    assert trees.parse(str(tmp_path / "aaa.py"), texts["aaa"]) is not kept["aaa"]  # dropped for ccc
+    assert trees.parse(str(tmp_path / "ccc.py"), texts["ccc"]) is kept["ccc"]
+    assert trees.parse(str(tmp_path / "big.py"), "x = 1\n" * 10) is not trees.parse(str(tmp_path / "big.py"), "x = 1\n" * 10)

@@ -6,6 +6,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from conftest import FIXTURES
 from torchlint.engine.positions import Positions
+from torchlint.engine.reparse import Parsed
 from torchlint.engine.walk import walk
 
 TRICKY = {
@@ -28,9 +29,11 @@ TRICKY = {
 }
 
 
-def assert_same_positions(text: str, expect_whole_module_pass: bool = False) -> int:
+def assert_same_positions(text: str, expect_whole_module_pass: bool = False, with_layout: bool = False) -> int:
     module = cst.parse_module(text)
     expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    # With the layout a reparse keeps (engine/reparse.py), Python's parser reads one top-level statement at a time.
+    layout = Parsed(text, module).layout() if with_layout else None
     stack, visited = [], []
 
     def on_visit(node):
@@ -41,19 +44,23 @@ def assert_same_positions(text: str, expect_whole_module_pass: bool = False) -> 
 
     walk(module, on_visit, lambda node: stack.pop())
     # Deepest first, so that statements in classes and functions are generated before those holding them.
-    positions = Positions(module, text)
+    positions = Positions(module, text, layout)
     for node, node_stack in sorted(visited, key=lambda pair: -len(pair[1])):
         assert positions.range_of(node, node_stack) == expected[node], module.code_for_node(node)
     assert positions._whole is expect_whole_module_pass
+    # With a layout, the whole file is never handed to Python's parser.
+    assert not (layout is not None and positions._read_file)
     return len(visited)
 
 
+@pytest.mark.parametrize("with_layout", [False, True], ids=["file", "layout"])
 @pytest.mark.parametrize("name", sorted(TRICKY))
-def test_tricky_texts(name):
-    assert_same_positions(TRICKY[name])
+def test_tricky_texts(name, with_layout):
+    assert_same_positions(TRICKY[name], with_layout=with_layout)
 
 
-def test_every_fixture():
+@pytest.mark.parametrize("with_layout", [False, True], ids=["file", "layout"])
+def test_every_fixture(with_layout):
     checked = 0
     for path in sorted(FIXTURES.rglob("*.py")):
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -61,7 +68,7 @@ def test_every_fixture():
             cst.parse_module(text)
         except cst.ParserSyntaxError:
             continue  # the TL000 fixtures
-        checked += assert_same_positions(text)
+        checked += assert_same_positions(text, with_layout=with_layout)
     assert checked > 10000
 
 
@@ -122,7 +129,7 @@ def test_only_the_innermost_statement_of_nested_blocks_is_generated(monkeypatch)
     walk(module, on_visit, lambda node: stack.pop())
     generated = []
     original = Positions._generate
-    monkeypatch.setattr(Positions, "_generate", lambda self, statement, indents: generated.append(self.module.code_for_node(statement).strip()) or original(self, statement, indents))
+    monkeypatch.setattr(Positions, "_generate", lambda self, statement, indents, top: generated.append(self.module.code_for_node(statement).strip()) or original(self, statement, indents, top))
     rows = [Positions(module, text).range_of(node, node_stack).start.line for node, node_stack in targets]
     assert rows == [6, 9, 11, 13]
     assert generated == ["y = 1", "z = 2", "q = 3", "r = 4"]

@@ -126,3 +126,62 @@ def test_a_project_import_is_a_trigger_only_where_the_module_is_a_file(tmp_path)
 def test_every_trigger_is_a_trigger():
     for rule in all_rules():
         assert rule.triggers is None or isinstance(rule.triggers, Trigger), rule.code
+
+
+def fixture_texts():
+    for path in sorted(FIXTURES.rglob("*.py")):
+        yield pytest.param(path, id=str(path.relative_to(FIXTURES)))
+
+
+@pytest.mark.parametrize("path", list(fixture_texts()))
+def test_the_prefilter_and_the_call_filters_change_no_finding_of_any_fixture(path):
+    # Off, every rule also sees every call (`Rule.call_parts` is part of the prefilter): traps included, the findings
+    # of every fixture must be the same.
+    config = make_config(select=["ALL"])
+    text = path.read_text(encoding="utf-8")
+    without = runner.lint_text(text, str(path), config, use_prefilter=False)
+    assert runner.lint_text(text, str(path), config) == without
+
+
+@pytest.mark.parametrize("callee, names", [
+    ("loss.backward", ("backward", "loss")),
+    ("torch.utils.data.DataLoader", ("DataLoader", "data", "utils", "torch")),
+    ("images.cuda().float", ("float", "cuda", "images")),
+    ("self.layers[0].forward", ("forward", "layers", "self")),
+    ("nn.CrossEntropyLoss()", ("CrossEntropyLoss", "nn")),
+    ("(a or b)", ()),
+])
+def test_callee_names_are_the_names_written_in_the_callee(callee, names):
+    import libcst as cst
+
+    assert runner.callee_names(cst.parse_expression(callee)) == names
+
+
+class _SeesCalls(Rule):
+    """A rule that records every call it is shown: for the engine's call filter."""
+
+    code = "TL997"
+    name = "sees-calls"
+    call_parts = frozenset({"DataLoader"})
+    seen: list = []
+
+    def visit_Call(self, node):
+        _SeesCalls.seen.append(self.ctx.code(node.func))
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("from torch.utils.data import DataLoader\nDataLoader(ds)\nprint(ds)\n", ["DataLoader"]),
+    ("import torch\ntorch.utils.data.DataLoader(ds)\nlen(ds)\n", ["torch.utils.data.DataLoader"]),
+    # An alias is the name of an import whose path holds the part.
+    ("from torch.utils.data import DataLoader as DL\nDL(ds)\nlist(ds)\n", ["DL"]),
+    ("import torch.utils.data.dataloader as loading\nloading.DataLoader(ds)\n", ["loading.DataLoader"]),
+    ("from torch.utils.data import DataLoader\nmake(DataLoader)(ds)\n", []),
+])
+def test_a_rule_with_call_parts_is_shown_only_the_calls_that_can_be_its_own(monkeypatch, text, shown):
+    monkeypatch.setattr(runner, "rules_by_code", lambda: {"TL997": _SeesCalls})
+    monkeypatch.setattr(_SeesCalls, "seen", [])
+    runner.lint_text(text, "example.py", make_config(), codes=frozenset({"TL997"}))
+    assert _SeesCalls.seen == shown
+    monkeypatch.setattr(_SeesCalls, "seen", [])
+    runner.lint_text(text, "example.py", make_config(), codes=frozenset({"TL997"}), use_prefilter=False)
+    assert len(_SeesCalls.seen) == text.count("(")

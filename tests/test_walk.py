@@ -8,7 +8,7 @@ import libcst as cst
 import pytest
 
 from conftest import FIXTURES
-from torchlint.engine.walk import LEAF_TYPES, NODE_TYPES, TOKEN_TYPES, child_fields, walk
+from torchlint.engine.walk import LEAF_TYPES, NODE_TYPES, TOKEN_TYPES, child_fields, entered_types, walk, walked_fields
 
 
 def fields_named_in_source(node_type):
@@ -63,6 +63,10 @@ def test_the_walk_meets_every_node_in_libcsts_order():
         walk(module, lambda node: lean.append(node) or True, lambda node: None, enter_leaves=False)
         skipped = TOKEN_TYPES | LEAF_TYPES
         assert [type(node) for node in lean] == [type(node) for node in recorder.seen if type(node) not in skipped], path
+        # Without tokens: the fields that can hold only tokens are not even read (`walked_fields`), the rest is met.
+        plain = []
+        walk(module, lambda node: plain.append(node) or True, lambda node: None)
+        assert [type(node) for node in plain] == [type(node) for node in recorder.seen if type(node) not in TOKEN_TYPES], path
 
 
 def test_a_wanted_leaf_type_is_entered():
@@ -70,3 +74,11 @@ def test_a_wanted_leaf_type_is_entered():
     names = []
     walk(module, lambda node: names.append(node.value) if type(node) is cst.Name else True, lambda node: None, wanted={cst.Name}, enter_leaves=False)
     assert names == ["x", "f", "y"]
+
+
+def test_fields_that_hold_only_whitespace_and_punctuation_are_not_walked():
+    entered = entered_types()
+    assert walked_fields(cst.Call, entered) == ("func", "args")
+    assert walked_fields(cst.Arg, entered) == ("keyword", "value")
+    # A walk that wants a token type reads the fields that hold it.
+    assert "comma" in walked_fields(cst.Arg, entered_types({cst.Comma}))

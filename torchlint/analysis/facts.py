@@ -16,6 +16,7 @@ from torchlint.analysis import syntax
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.summaries import function_facts, imported_function
 from torchlint.analysis.values import Origin, Place, Values
+from torchlint.engine.context import last_parts
 from torchlint.engine.facts import recognizes
 from torchlint.engine.scopes import dotted_name
 from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
@@ -26,18 +27,21 @@ if TYPE_CHECKING:
 BACKWARD_FUNCTIONS = frozenset({"torch.autograd.backward", "torch.autograd.grad"})
 MULTIPROCESSING_SPAWN = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
 PROCESS_CLASSES = frozenset({"torch.multiprocessing.Process", "multiprocessing.Process"})
+_ITERATING_CALLS = frozenset({"iter", "list", "enumerate", "next", "tuple", "zip"})
+# Those of them that iterate their argument at once (`enumerate` and `zip` iterate when their result is).
+_ITERATING_BUILTINS = frozenset({"iter", "next", "list", "tuple"})
 
 
 def is_backward_call(call: cst.Call, ctx: "FileContext", stack=None) -> bool:
     return semantics.method_name(call) == "backward" or ctx.qualified_name_in(call.func, BACKWARD_FUNCTIONS, stack)
 
 
-@recognizes(cst.Call)
+@recognizes(cst.Call, last_parts(BACKWARD_FUNCTIONS) | {"backward"})
 def backward(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     return "backward" if is_backward_call(call, ctx) else None
 
 
-@recognizes(cst.Call)
+@recognizes(cst.Call, frozenset({"zero_grad", "zero_", "detach_"}))
 def clears_grad_by_call(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     name = semantics.method_name(call)
     if name == "zero_grad":
@@ -114,14 +118,14 @@ def clears_grad_by_assignment(node: cst.Assign, ctx: "FileContext") -> Optional[
     return None
 
 
-@recognizes(cst.Call)
+@recognizes(cst.Call, frozenset({"step"}))
 def optimizer_step(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     if semantics.method_name(call) == "step" and semantics.is_optimizer(semantics.receiver(call), ctx):
         return "optimizer-step"
     return None
 
 
-@recognizes(cst.Call)
+@recognizes(cst.Call, frozenset({"eval", "train"}))
 def sets_mode(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     name = semantics.method_name(call)
     if name == "eval" and not call.args:
@@ -135,7 +139,7 @@ def sets_mode(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     return None
 
 
-@recognizes(cst.Call)
+@recognizes(cst.Call, last_parts(MULTIPROCESSING_SPAWN) | {"start"} | _ITERATING_BUILTINS)
 def starts_processes(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     """`torch.multiprocessing.spawn(...)`, `Process(...).start()`, and iterating a DataLoader with workers."""
     if ctx.qualified_name_in(call.func, MULTIPROCESSING_SPAWN):
@@ -158,14 +162,13 @@ def _is_process(expr: Optional[cst.BaseExpression], ctx: "FileContext") -> bool:
     return expr is not None and semantics.built_from_in(expr, PROCESS_CLASSES, ctx)
 
 
-_ITERATING_CALLS = frozenset({"iter", "list", "enumerate", "next", "tuple", "zip"})
 
 
 def worker_loader_iterated_by_call(call: cst.Call, ctx: "FileContext") -> Optional[cst.Call]:
     """For `next(iter(loader))`, `list(loader)`: the DataLoader construction with workers it iterates."""
     if not ctx.may_name(semantics.DATALOADER):
         return None
-    if type(call.func) is cst.Name and call.func.value in ("iter", "next", "list", "tuple") and ctx.scopes.binding_scope(call.func.value, ctx.scope_nodes) is None:
+    if type(call.func) is cst.Name and call.func.value in _ITERATING_BUILTINS and ctx.scopes.binding_scope(call.func.value, ctx.scope_nodes) is None:
         for arg in call.args:
             found = worker_loader_in(arg.value, ctx)
             if found is not None:

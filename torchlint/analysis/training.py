@@ -40,6 +40,9 @@ GRAD_SCALERS = frozenset({
 })
 # Optimizer classes outside `torch.optim` whose step is a plain optimizer step.
 _OTHER_OPTIMIZERS = ("transformers.AdamW", "transformers.optimization.AdamW", "bitsandbytes.optim.", "apex.optimizers.")
+# A part every name `optimizer_class` accepts holds (`torch.optim.SGD`, `apex.optimizers.FusedAdam`): a rule acting on
+# optimizer constructions needs only the calls whose callee holds one (`Rule.call_parts`).
+OPTIMIZER_PARTS = frozenset({"optim", "optimizers", "AdamW"})
 
 
 # ------------------------------------------------------------------ vocabulary

@@ -11,6 +11,7 @@ from torchlint.analysis.file_kind import FileKind, source_file_kind
 from torchlint.engine.callgraph import CallGraph
 from torchlint.engine.file_text import FileText
 from torchlint.engine.positions import Positions
+from torchlint.engine.reparse import Layout
 from torchlint.engine.scopes import Scopes, dotted_name, scope_nodes_of
 from torchlint.finding import Edit, Finding, Fix, Location
 
@@ -23,6 +24,7 @@ class FileContext:
     def __init__(
         self, filename: str, text: str, module: cst.Module, config: "Config", with_callgraph: bool = True,
         file_text: Optional[FileText] = None, use_prefilter: bool = True, file_kind: Optional[FileKind] = None,
+        layout: Optional[Layout] = None,
     ):
         self.filename = filename
         self.text = text
@@ -49,6 +51,8 @@ class FileContext:
             self.callgraph = CallGraph(self.file_text.defined if use_prefilter else None)
         self.findings: List[Finding] = []
         self._positions = None
+        # Where the top-level statements lie in the text, when the parse worked it out (engine/reparse.py).
+        self._layout = layout
         self._qualified: Dict[Tuple[int, Optional[int]], Tuple[cst.CSTNode, Optional[str]]] = {}
         self._shared: Dict[type, object] = {}
 
@@ -90,7 +94,7 @@ class FileContext:
         An attribute chain ends with the last part of what it names (`nn.functional.softmax`);
         only a bare name can be an alias (`from torch.nn.functional import softmax as sm`).
         """
-        if type(node) is cst.Attribute and node.attr.value not in _last_parts(names):
+        if type(node) is cst.Attribute and node.attr.value not in last_parts(names):
             return False
         return self.may_name(names) and self.qualified_name(node, stack) in names
 
@@ -101,7 +105,7 @@ class FileContext:
         attribute chain that uses it (the reasoning of the rules' `words` triggers), so a file without any of
         the last parts never resolves to one of `names`. Part of the prefilter: off when it is.
         """
-        return not self.use_prefilter or not _last_parts(names).isdisjoint(self.file_text.words)
+        return not self.use_prefilter or not last_parts(names).isdisjoint(self.file_text.words)
 
     # ------------------------------------------------------------ the file
 
@@ -156,7 +160,7 @@ class FileContext:
     def _range(self, node: cst.CSTNode):
         # Positions cost code generation: paid only by files that report something, statement by statement.
         if self._positions is None:
-            self._positions = Positions(self.module, self.text)
+            self._positions = Positions(self.module, self.text, self._layout)
         return self._positions.range_of(node, self.stack)
 
     def location(self, node: cst.CSTNode):
@@ -182,5 +186,6 @@ class FileContext:
 
 
 @lru_cache(maxsize=None)
-def _last_parts(names: FrozenSet[str]) -> FrozenSet[str]:
+def last_parts(names: FrozenSet[str]) -> FrozenSet[str]:
+    """`{"load"}` for `{"torch.load", "torch.serialization.load"}`: what a use of one of `names` writes last."""
     return frozenset(name.rpartition(".")[2] for name in names)

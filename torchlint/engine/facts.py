@@ -10,7 +10,7 @@ registered with `recognizes`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Optional
 
 import libcst as cst
 
@@ -21,8 +21,12 @@ Recognizer = Callable[[cst.CSTNode, "FileContext"], Optional[str]]
 RECOGNIZERS: Dict[type, List[Recognizer]] = {}
 
 
-def recognizes(node_type: type) -> Callable[[Recognizer], Recognizer]:
+def recognizes(node_type: type, call_parts: Optional[FrozenSet[str]] = None) -> Callable[[Recognizer], Recognizer]:
+    """Register a recognizer of `node_type`; for calls, `call_parts` as a rule's (`Rule.call_parts`): the engine
+    then runs it only on calls whose callee holds one of those names."""
+
     def register(recognizer: Recognizer) -> Recognizer:
+        recognizer.call_parts = call_parts
         RECOGNIZERS.setdefault(node_type, []).append(recognizer)
         return recognizer
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import FrozenSet
+from typing import Dict, FrozenSet
 
 _WORD = re.compile(r"\w+")
+# For ASCII text, where `\w` is `[A-Za-z0-9_]`: every other character becomes a space, and `str.split` then gives
+# the words twice as fast as the regex.
+_ASCII_SEPARATORS = str.maketrans({chr(code): " " for code in range(128) if not (chr(code).isalnum() or chr(code) == "_")})
 # A dot, then whitespace, line continuations or comments (inside brackets), then the name.
 _ATTRIBUTE = re.compile(r"\.(?:[ \t\f\r\n\\]|#[^\r\n]*)*(\w+)")
 # `def`, then blanks or line continuations, then the name. Also after the end of a longer word (`undef x`): a
@@ -30,9 +33,13 @@ class FileText:
         self.text = text
         # Where the file is: the modules it imports are looked for next to it (`imported_modules`).
         self.filename = filename
+        # Answers other layers derive from this evidence, kept for the file (a trigger's look at the project around it).
+        self.memo: Dict[object, object] = {}
 
     @cached_property
     def words(self) -> FrozenSet[str]:
+        if self.text.isascii():
+            return frozenset(self.text.translate(_ASCII_SEPARATORS).split())
         return frozenset(_WORD.findall(self.text))
 
     @cached_property

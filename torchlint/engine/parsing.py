@@ -23,12 +23,13 @@ import warnings
 from collections import OrderedDict
 from contextlib import contextmanager
 from itertools import accumulate
-from typing import Iterator, Optional, Tuple
+from typing import Iterator, Optional
 
 import libcst as cst
 from libcst._nodes.base import CSTNode
 
 from torchlint import source as sources
+from torchlint.engine.reparse import Layout, Parsed, reparsed
 
 _VALIDATING_INIT = CSTNode.__dict__.get("__post_init__")
 
@@ -110,11 +111,15 @@ class ParsedTrees:
     benchmark sample, files import their neighbours: a budget of a tenth of the sample's
     source saves all but 2 of its 40 second parses).
     Trees are never changed by their users (libcst nodes are immutable).
+
+    A file asked for with another text than its kept tree's (an editor's edit, a round of
+    fixes) is parsed by reparsing only the top-level statements the change touched, where
+    that gives the tree a full parse would (torchlint/engine/reparse.py).
     """
 
     def __init__(self, budget: int = 500_000):
         self.budget = budget
-        self._trees: "OrderedDict[str, Tuple[str, cst.Module]]" = OrderedDict()
+        self._trees: "OrderedDict[str, Parsed]" = OrderedDict()
         self._size = 0
 
     def parse(self, path: Optional[str], text: str) -> cst.Module:
@@ -123,24 +128,32 @@ class ParsedTrees:
             return parse_module(text)
         key = os.path.abspath(path)
         found = self._trees.get(key)
-        if found is not None and found[0] == text:
+        if found is not None and found.text == text:
             self._trees.move_to_end(key)
-            return found[1]
-        module = parse_module(text)
-        self._keep(key, text, module)
-        return module
+            return found.module
+        parsed = reparsed(found, text, parse_module) if found is not None else None
+        if parsed is None:
+            parsed = Parsed(text, parse_module(text))
+        self._keep(key, parsed)
+        return parsed.module
 
-    def _keep(self, key: str, text: str, module: cst.Module) -> None:
+    def layout(self, path: Optional[str], module: cst.Module) -> Optional[Layout]:
+        """Where the top-level statements of `module`, the kept tree of the file at `path`, lie in its text, when a
+        reparse has worked it out (positions then need Python's parser on one statement, not the file)."""
+        found = self._trees.get(os.path.abspath(path)) if path is not None else None
+        return found.known_layout() if found is not None and found.module is module else None
+
+    def _keep(self, key: str, parsed: Parsed) -> None:
         replaced = self._trees.pop(key, None)
         if replaced is not None:
-            self._size -= len(replaced[0])
-        if len(text) > self.budget:
+            self._size -= len(replaced.text)
+        if len(parsed.text) > self.budget:
             return
-        self._trees[key] = (text, module)
-        self._size += len(text)
+        self._trees[key] = parsed
+        self._size += len(parsed.text)
         while self._size > self.budget:
-            _, (dropped, _) = self._trees.popitem(last=False)
-            self._size -= len(dropped)
+            _, dropped = self._trees.popitem(last=False)
+            self._size -= len(dropped.text)
 
 
 # One per process: the pool's workers each keep their own.

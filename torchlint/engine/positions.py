@@ -21,6 +21,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
+from torchlint.engine.reparse import Layout
 from torchlint.engine.walk import walk
 from torchlint.source import split_lines
 
@@ -31,7 +32,7 @@ class _Found(Exception):
 
 
 class Positions:
-    def __init__(self, module: cst.Module, text: str):
+    def __init__(self, module: cst.Module, text: str, layout: Optional[Layout] = None):
         self.module = module
         self.text = text
         self._ranges: Dict[cst.CSTNode, CodeRange] = {}
@@ -39,7 +40,12 @@ class Positions:
         self._whole = False
         self._lines: Optional[List[str]] = None
         # id of a statement in a module, class or function body -> its first line (decorators included)
-        self._first_lines: Optional[Dict[int, int]] = None
+        self._first_lines: Dict[int, int] = {}
+        self._read_file = False
+        # Where the top-level statements lie, when the parse knows (an edited file reparsed statement by statement,
+        # engine/reparse.py): Python's parser then reads only the top-level statement that holds a reported node.
+        self._layout = layout
+        self._read_statements: Set[int] = set()
 
     def range_of(self, node: cst.CSTNode, stack: Sequence[cst.CSTNode] = ()) -> CodeRange:
         """`node`'s range; `stack` holds the nodes being visited (outermost first), which probably enclose it."""
@@ -51,8 +57,9 @@ class Positions:
                 # Asked without the nodes around it (a report made after the walk): find them, which costs
                 # a walk to the node, far less than generating the whole module.
                 enclosing = self._stack_to(node)
+            top = enclosing[1] if len(enclosing) > 1 else node
             for statement, indents in self._units(node, enclosing):
-                if id(statement) not in self._done and self._generate(statement, indents):
+                if id(statement) not in self._done and self._generate(statement, indents, top):
                     found = self._ranges.get(node)
                     if found is not None:
                         return found
@@ -96,9 +103,10 @@ class Positions:
         if any(node is statement for statement in self.module.body):
             yield node, []
 
-    def _generate(self, statement: cst.CSTNode, indents: List[str]) -> bool:
-        """Generate `statement` alone, at its line; False when that cannot be done exactly."""
-        first_lines = self._statement_lines()
+    def _generate(self, statement: cst.CSTNode, indents: List[str], top: cst.CSTNode) -> bool:
+        """Generate `statement` (in the top-level statement `top`) alone, at its line; False when that cannot be
+        done exactly."""
+        first_lines = self._statement_lines(top)
         if id(statement) not in first_lines:
             return False
         # Comments and blank lines above a statement belong to it in libcst, not in Python's tree.
@@ -122,20 +130,36 @@ class Positions:
         self._done.add(id(statement))
         return True
 
-    def _statement_lines(self) -> Dict[int, int]:
-        if self._first_lines is None:
-            self._first_lines = {}
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # invalid escapes and the like: the linted file's business
-                    tree = ast.parse(self.text)
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                return self._first_lines
-            self._match(self.module.body, tree.body)
+    def _statement_lines(self, top: cst.CSTNode) -> Dict[int, int]:
+        """First lines of the statements, from Python's tree of the top-level statement `top` when the layout is
+        known, else of the file."""
+        index = self._top_index(top) if self._layout is not None else None
+        if index is not None:
+            if index not in self._read_statements:
+                self._read_statements.add(index)
+                first_start, ends = self._layout
+                start = ends[index - 1] if index else first_start
+                # The line breaks before it, as `split_lines` counts them (a lone CR is one too).
+                before = self.text.count("\n", 0, start) + self.text.count("\r", 0, start) - self.text.count("\r\n", 0, start)
+                tree = _python_tree(self.text[start:ends[index]])
+                if tree is not None:
+                    self._match([top], tree.body, before)
+        elif not self._read_file:
+            self._read_file = True
+            tree = _python_tree(self.text)
+            if tree is not None:
+                self._match(self.module.body, tree.body, 0)
         return self._first_lines
 
-    def _match(self, statements: Sequence[cst.CSTNode], python_statements: List[ast.stmt]) -> None:
-        """Note the first line of each of `statements` from Python's tree of the same body; stop at a mismatch."""
+    def _top_index(self, top: cst.CSTNode) -> Optional[int]:
+        for index, statement in enumerate(self.module.body):
+            if statement is top:
+                return index
+        return None
+
+    def _match(self, statements: Sequence[cst.CSTNode], python_statements: List[ast.stmt], before: int) -> None:
+        """Note the first line of each of `statements` from Python's tree of the same body, whose lines come after
+        `before` lines of the file; stop at a mismatch."""
         heads = iter(python_statements)
         for statement in statements:
             # A line `a = 1; b = 2` is one statement in libcst and two in Python's tree.
@@ -145,10 +169,10 @@ class Positions:
                 return
             head = group[0]
             decorators = getattr(head, "decorator_list", [])
-            self._first_lines[id(statement)] = min([head.lineno] + [decorator.lineno for decorator in decorators])
-            self._match_blocks(statement, head)
+            self._first_lines[id(statement)] = before + min([head.lineno] + [decorator.lineno for decorator in decorators])
+            self._match_blocks(statement, head, before)
 
-    def _match_blocks(self, statement: cst.CSTNode, head: ast.stmt) -> None:
+    def _match_blocks(self, statement: cst.CSTNode, head: ast.stmt, before: int) -> None:
         """Match the indented blocks of a compound statement with the bodies of Python's statement, in order."""
         blocks = _blocks(statement)
         bodies = _python_bodies(head)
@@ -157,9 +181,9 @@ class Positions:
         for block, body in zip(blocks, bodies):
             if isinstance(block, cst.If):  # `elif`: Python's tree holds it as the one statement of an `else`
                 if len(body) == 1 and isinstance(body[0], ast.If):
-                    self._match_blocks(block, body[0])
+                    self._match_blocks(block, body[0], before)
             elif isinstance(block, cst.IndentedBlock):
-                self._match(block.body, body)
+                self._match(block.body, body, before)
 
     def _module(self) -> None:
         if not self._whole:
@@ -167,6 +191,15 @@ class Positions:
             provider._gen_impl(self.module)
             self._ranges = provider._computed
             self._whole = True
+
+
+def _python_tree(text: str) -> Optional[ast.Module]:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escapes and the like: the linted file's business
+            return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
 
 
 def _blocks(statement: cst.CSTNode) -> List[cst.CSTNode]:

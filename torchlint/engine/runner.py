@@ -24,7 +24,7 @@ from torchlint.engine.context import FileContext
 from torchlint.engine.facts import RECOGNIZERS
 from torchlint.engine.file_text import FileText
 from torchlint.engine.scopes import SCOPE_TYPES, is_outermost_reference
-from torchlint.engine.walk import child_fields, entered_types
+from torchlint.engine.walk import entered_types, walked_fields
 from torchlint.finding import FileResult, Finding, Location
 from torchlint.rules import rules_by_code
 from torchlint.rules.base import Rule
@@ -115,13 +115,15 @@ def _lint_parsed(
     text = file_text.text
     try:
         # A .py file may also be read through another file's imports: both get one parse (parsing.TREES).
-        module = parsing.TREES.parse(filename if filename.endswith(".py") else None, text)
+        path = filename if filename.endswith(".py") else None
+        module = parsing.TREES.parse(path, text)
     except cst.ParserSyntaxError as error:
         return [_syntax_error(text, filename, error)] if ParseError.code in codes else []
     except RecursionError:
         return [parse_error(filename, "the file is nested too deeply to parse")] if ParseError.code in codes else []
     with_callgraph = any(rule.uses_callgraph for rule in rule_classes)
-    ctx = FileContext(filename, text, module, config, with_callgraph, file_text, use_prefilter, file_kind)
+    layout = parsing.TREES.layout(path, module)
+    ctx = FileContext(filename, text, module, config, with_callgraph, file_text, use_prefilter, file_kind, layout)
     rules = [rule_class(ctx) for rule_class in rule_classes]
     walker = _Walker(ctx, rules)
     try:
@@ -191,6 +193,11 @@ class _Walker:
         self.reference_parts = frozenset().union(*parts) if parts and None not in parts else None
         self.reference_heads = ctx.scopes.names_importing(self.reference_parts) if self.reference_parts else frozenset()
         self.recognizers = RECOGNIZERS if ctx.callgraph is not None else {}
+        # A call goes to the rules and recognizers whose `call_parts` its callee holds (to all of them with the
+        # prefilter off): those for each written callee shape (`callee_names`), worked out on first meeting it.
+        self.call_table: Optional[Dict[Tuple[str, ...], Tuple[list, list, list]]] = {} if ctx.use_prefilter else None
+        # `call_parts` -> the names the file's imports bind to a path holding one of them, on first need
+        self._call_heads: Dict[FrozenSet[str], FrozenSet[str]] = {}
 
     def walk(self, module: cst.Module) -> None:
         """`walk.walk` with the engine's bookkeeping and the rules' dispatch inlined: this runs for every node
@@ -199,6 +206,7 @@ class _Walker:
         stack, scope_nodes = ctx.stack, ctx.scope_nodes
         callgraph = ctx.callgraph
         visits, leaves, recognizers, references = self.visits, self.leaves, self.recognizers, self.references
+        call_table = self.call_table
         entered = entered_types(visits.keys() | leaves.keys(), enter_leaves=False)
         # A bare name is a reference to an import only if some import binds it: the other names are not entered.
         imported = ctx.scopes.imported_names() if references and cst.Name not in entered else frozenset()
@@ -213,8 +221,17 @@ class _Walker:
                 if node_type is cst.FunctionDef and callgraph is not None:
                     # Every function is in the call graph, also one that calls nothing and shows no fact.
                     callgraph.key_of(node, scope_nodes)
-            if node_type in recognizers:
-                for recognizer in recognizers[node_type]:
+            if node_type is cst.Call and call_table is not None:
+                written = callee_names(node.func)
+                for_call = call_table.get(written)
+                if for_call is None:
+                    for_call = call_table[written] = self.for_call(written)
+                node_visits, node_leaves, node_recognizers = for_call
+            else:
+                node_visits, node_leaves = visits.get(node_type), leaves.get(node_type)
+                node_recognizers = recognizers.get(node_type)
+            if node_recognizers:
+                for recognizer in node_recognizers:
                     fact = recognizer(node, ctx)
                     if fact:
                         callgraph.add_fact(fact, node, scope_nodes)
@@ -222,13 +239,13 @@ class _Walker:
                 callee = callgraph.callee_key(node, stack)
                 if callee:
                     callgraph.add_call(node, callee, stack, scope_nodes)
-            if node_type in visits:
-                self.dispatch(visits[node_type], node)
+            if node_visits:
+                self.dispatch(node_visits, node)
             if references and (node_type is cst.Name or node_type is cst.Attribute):
                 self.on_reference(node)
             names = fields.get(node_type)
             if names is None:
-                names = fields[node_type] = child_fields(node_type)
+                names = fields[node_type] = walked_fields(node_type, entered)
             for name in names:
                 value = getattr(node, name)
                 value_type = type(value)
@@ -241,8 +258,8 @@ class _Walker:
                             visit(child)
                 elif value_type is cst.Name and value.value in imported:
                     visit(value)
-            if node_type in leaves:
-                self.dispatch(leaves[node_type], node)
+            if node_leaves:
+                self.dispatch(node_leaves, node)
             stack.pop()
             if is_scope:
                 scope_nodes.pop()
@@ -251,6 +268,28 @@ class _Walker:
             visit(module)
         finally:
             visit = None  # a recursive closure refers to itself: unlinked, what it holds is freed at once
+
+    def for_call(self, callee: Tuple[str, ...]) -> Tuple[list, list, list]:
+        """The visit handlers, leave handlers and recognizers that want calls of `callee` (`callee_names`)."""
+        head = callee[-1] if callee else None
+        scopes = self.ctx.scopes
+
+        def wanted(parts: Optional[FrozenSet[str]]) -> bool:
+            return parts is None or not parts.isdisjoint(callee) or (
+                head is not None and scopes.is_imported_anywhere(head) and head in self._heads(parts)
+            )
+
+        return (
+            [handler for handler in self.visits.get(cst.Call, ()) if wanted(handler[0].call_parts)],
+            [handler for handler in self.leaves.get(cst.Call, ()) if wanted(handler[0].call_parts)],
+            [recognizer for recognizer in self.recognizers.get(cst.Call, ()) if wanted(recognizer.call_parts)],
+        )
+
+    def _heads(self, parts: FrozenSet[str]) -> FrozenSet[str]:
+        found = self._call_heads.get(parts)
+        if found is None:
+            found = self._call_heads[parts] = self.ctx.scopes.names_importing(parts)
+        return found
 
     def dispatch(self, handlers: list, node: cst.CSTNode) -> None:
         for rule, method in handlers:
@@ -300,6 +339,27 @@ class _Walker:
                 return True
             node = node.value
         return type(node) is cst.Name and (node.value in parts or node.value in self.reference_heads)
+
+
+def callee_names(func: cst.BaseExpression) -> Tuple[str, ...]:
+    """The names written in a callee, last first: `("backward", "loss")` for `loss.backward`, `("float", "images")`
+    for `images.cuda().float`, `("forward", "layers", "self")` for `self.layers[0].forward`; the first name of the
+    chain, when it is one, comes last."""
+    names = []
+    node = func
+    while True:
+        node_type = type(node)
+        if node_type is cst.Attribute:
+            names.append(node.attr.value)
+            node = node.value
+        elif node_type is cst.Call:
+            node = node.func
+        elif node_type is cst.Subscript:
+            node = node.value
+        else:
+            if node_type is cst.Name:
+                names.append(node.value)
+            return tuple(names)
 
 
 def _internal_error(ctx: FileContext, rule: Rule, error: Exception, node: Optional[cst.CSTNode]) -> Finding:

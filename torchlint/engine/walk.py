@@ -11,6 +11,7 @@ type, nor leaves such as names unless the caller needs them.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from functools import lru_cache
 from typing import Callable, Collection, Dict, FrozenSet, Optional, Tuple
 
@@ -59,6 +60,51 @@ def child_fields(node_type: type) -> Tuple[str, ...]:
         if type(constant) is str and constant in field_names and constant not in found:
             found.append(constant)
     return tuple(found)
+
+
+@lru_cache(maxsize=None)
+def _admitted(node_type: type) -> Dict[str, Optional[FrozenSet[type]]]:
+    """For each child field of `node_type`: the node types its annotation admits (None: not known, any)."""
+    annotations = {field.name: field.type for field in dataclasses.fields(node_type)}
+    admitted: Dict[str, Optional[FrozenSet[type]]] = {}
+    for name in child_fields(node_type):
+        classes = _annotated_classes(annotations[name]) if name in annotations else None
+        admitted[name] = None if classes is None else frozenset().union(*(_concrete(base) for base in classes))
+    return admitted
+
+
+def _annotated_classes(annotation) -> Optional[FrozenSet[type]]:
+    """The CSTNode classes (abstract ones included) an annotation names, through Union, Optional and Sequence."""
+    if typing.get_origin(annotation) is not None:
+        found = set()
+        for argument in typing.get_args(annotation):
+            classes = _annotated_classes(argument)
+            if classes is None:
+                return None
+            found |= classes
+        return frozenset(found)
+    if isinstance(annotation, type):
+        return frozenset({annotation}) if issubclass(annotation, cst.CSTNode) else frozenset()
+    return None  # a string or type variable left unresolved: anything
+
+
+@lru_cache(maxsize=None)
+def _concrete(base: type) -> FrozenSet[type]:
+    """The node types that are `base` or derive from it."""
+    return frozenset(node_type for node_type in NODE_TYPES if base in node_type.__mro__)
+
+
+@lru_cache(maxsize=1024)
+def walked_fields(node_type: type, entered: FrozenSet[type]) -> Tuple[str, ...]:
+    """The child fields (`child_fields`) of `node_type` that can hold a node of an `entered` type or a leaf, by
+    libcst's annotations: a third of all fields hold only whitespace and punctuation, which a walk would read and
+    skip at every node (tests/test_walk.py checks that walks visit the same nodes either way)."""
+    reachable = entered | LEAF_TYPES
+    admitted = _admitted(node_type)
+    return tuple(
+        name for name in child_fields(node_type)
+        if admitted[name] is None or not admitted[name].isdisjoint(reachable)
+    )
 
 
 def entered_types(wanted: Collection[type] = (), enter_leaves: bool = True) -> FrozenSet[type]:
@@ -153,7 +199,7 @@ def _walk(
         if (on_visit is None or on_visit(node) is not False) and (descend is None or node_type in descend):
             names = fields.get(node_type)
             if names is None:
-                names = fields[node_type] = child_fields(node_type)
+                names = fields[node_type] = walked_fields(node_type, entered)
             for name in names:
                 value = getattr(node, name)
                 value_type = type(value)

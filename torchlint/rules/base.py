@@ -50,6 +50,11 @@ class Rule:
     # For `visit_reference(node, qualified)`: parts (`Variable`, `amp`) of which every qualified name the rule acts on
     # holds one. The engine then resolves only the references whose written chain or import holds one. None: all.
     reference_parts: ClassVar[Optional[FrozenSet[str]]] = None
+    # For `visit_Call`/`leave_Call`: names of which the callee of every call the rule acts on holds one, as written
+    # (`backward` for `loss.backward()`, `load` for `torch.load(...)`; `last_parts` of the qualified names it asks
+    # about) or in the import its first name comes from (`DL` after `from torch.utils.data import DataLoader as DL`).
+    # The engine then calls them only for such calls. None: every call.
+    call_parts: ClassVar[Optional[FrozenSet[str]]] = None
 
     def __init__(self, ctx: "FileContext"):
         self.ctx = ctx

@@ -85,7 +85,11 @@ class _Functions(Trigger):
 
 class _ProjectImports(Trigger):
     def matches(self, text: FileText) -> bool:
-        return bool(text.filename) and PROJECT.imported_by(text.filename, text.imported_modules)
+        # Several rules ask; the file system is asked once per file.
+        found = text.memo.get(_ProjectImports)
+        if found is None:
+            found = text.memo[_ProjectImports] = bool(text.filename) and PROJECT.imported_by(text.filename, text.imported_modules)
+        return found
 
     def __repr__(self) -> str:
         return "project_imports()"

@@ -2,6 +2,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.finding import Edit, Fix, Location
+from torchlint.engine.context import last_parts
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 
@@ -33,6 +34,7 @@ class CheckpointWithoutUseReentrant(Rule):
     name = "checkpoint-without-use-reentrant"
     # Both functions live in `torch.utils.checkpoint`, and each part of a resolved name is written in the file.
     triggers = words("checkpoint")
+    call_parts = last_parts(CHECKPOINT_FUNCTIONS)
     fix_safety = "unsafe"
     message = (
         "`checkpoint` without `use_reentrant=`: torch warns on every call and runs the legacy reentrant "

@@ -37,6 +37,7 @@ class DataLoaderIteratorNextMethod(Rule):
     name = "dataloader-iterator-next-method"
     # The flagged call is `<receiver>.next()`, and the receiver leads to a DataLoader the file names.
     triggers = attributes("next") & words("DataLoader")
+    call_parts = frozenset({"next"})
     fix_safety = "safe"
     message = (
         "DataLoader iterators have no `.next()` method since torch 1.13: the call raises `AttributeError: "

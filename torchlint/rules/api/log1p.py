@@ -43,6 +43,7 @@ class Log1p(Rule):
     name = "log1p"
     # Only a call resolving to `torch.log` is flagged: its last part is written in the import or the attribute chain.
     triggers = words("log")
+    call_parts = frozenset({"log"})
     fix_safety = "unsafe"
     message = "`torch.log(1 + x)` loses precision for small `x` (1e-8 gives 0.0 in float32); write `torch.log1p(x)`"
     example = """

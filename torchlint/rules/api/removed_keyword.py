@@ -3,6 +3,7 @@ from typing import Optional
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.engine.context import last_parts
 from torchlint.finding import Fix
 from torchlint.rules.api._losses import LEGACY_KEYWORDS, LEGACY_REDUCTION_FUNCTIONS, LEGACY_REDUCTION_MODULES, legacy_reduction
 from torchlint.rules.base import Rule
@@ -46,6 +47,7 @@ class RemovedKeyword(Rule):
     name = "removed-keyword"
     # The flagged keyword is written in the file.
     triggers = words("retain_variables", "size_average", "reduce")
+    call_parts = last_parts(_BACKWARD_FUNCTIONS | _LEGACY_LOSSES) | {"backward"}
     fix_safety = "safe"
     message = (
         "`retain_variables=` is the old name of `retain_graph=` and no longer exists: `backward()` raises "

@@ -1,6 +1,7 @@
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.engine.context import last_parts
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import fragments
 
@@ -42,6 +43,7 @@ class SoftmaxImplicitDim(Rule):
     name = "softmax-implicit-dim"
     # The call is a softmax variant of torch.nn or torch.nn.functional, all spelled with "soft".
     triggers = fragments("soft")
+    call_parts = last_parts(FUNCTIONS | MODULES)
     message = (
         "softmax without `dim`: torch guesses dim 0 for 0-D, 1-D and 3-D input (for a (batch, time, vocabulary) "
         "tensor: across the batch), dim 1 otherwise, and warns `Implicit dimension choice ... has been deprecated`; "

@@ -69,6 +69,8 @@ class TorchvisionPretrained(Rule):
     name = "torchvision-pretrained"
     # A flagged builder resolves to a name under `torchvision.models`, so the file imports `torchvision` by name.
     triggers = words("torchvision")
+    # Every name it acts on resolves under `torchvision.models`.
+    call_parts = frozenset({"torchvision"})
     fix_safety = "safe"
     message = (
         "`pretrained=` is deprecated since torchvision 0.13 (it warns on each call and will be removed); "

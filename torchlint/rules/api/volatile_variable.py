@@ -3,6 +3,7 @@ from typing import Optional, Sequence
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.engine.context import last_parts
 from torchlint.finding import Edit, Fix, Location
 from torchlint.rules.api._names import import_edit, spell
 from torchlint.rules.base import Rule
@@ -46,6 +47,7 @@ class VolatileVariable(Rule):
     name = "volatile-variable"
     # The flagged call passes the keyword `volatile`.
     triggers = words("volatile")
+    call_parts = last_parts(VARIABLE)
     fix_safety = "safe or unsafe"
     message = (
         "`volatile=` has had no effect since torch 0.4 (torch warns `volatile was removed and now has no "

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from torchlint import semantics
-from torchlint.analysis.facts import is_backward_call
-from torchlint.analysis.training import is_clip_call
+from torchlint.analysis.facts import BACKWARD_FUNCTIONS, is_backward_call
+from torchlint.analysis.training import CLIP_NAMES, is_clip_call
+from torchlint.engine.context import last_parts
 from torchlint.engine.facts import recognizes
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 _FUNCTION_BOUNDARIES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 
 
-@recognizes(cst.Call)
+@recognizes(cst.Call, frozenset({"step"}))
 def optimizer_step_through_scaler(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     """`scaler.step(optimizer)`: AMP's GradScaler steps the optimizer it is given."""
     if semantics.method_name(call) != "step" or semantics.is_optimizer(semantics.receiver(call), ctx):
@@ -30,7 +31,7 @@ def optimizer_step_through_scaler(call: cst.Call, ctx: "FileContext") -> Optiona
     return "optimizer-step" if first is not None and semantics.is_optimizer(first.value, ctx) else None
 
 
-@recognizes(cst.Call)
+@recognizes(cst.Call, frozenset({"train"}))
 def may_set_train(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     """`model.train(is_training)`: a mode the code does not show, which may well be training."""
     if semantics.method_name(call) != "train":
@@ -41,7 +42,7 @@ def may_set_train(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     return None
 
 
-@recognizes(cst.Call)
+@recognizes(cst.Call, last_parts(BACKWARD_FUNCTIONS) | {"backward"})
 def backward_in_caller_grad_mode(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     """A backward call that runs whenever its function runs, in whatever grad mode the caller set.
 
@@ -59,13 +60,13 @@ def backward_in_caller_grad_mode(call: cst.Call, ctx: "FileContext") -> Optional
     return "backward-in-caller-grad-mode"
 
 
-@recognizes(cst.Call)
+@recognizes(cst.Call, CLIP_NAMES)
 def clips_grad(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     """`torch.nn.utils.clip_grad_norm_(...)`, `clip_grad_value_(...)`: rewrites the gradients in `.grad`."""
     return "clips-grad" if is_clip_call(call, ctx) else None
 
 
-@recognizes(cst.Call)
+@recognizes(cst.Call, frozenset({"unscale_"}))
 def unscales_grad(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     """`scaler.unscale_(optimizer)`: AMP's gradients divided back by the loss scale, in `.grad`."""
     return "unscales-grad" if semantics.method_name(call) == "unscale_" and call.args else None

@@ -8,6 +8,7 @@ from torchlint import semantics
 from torchlint.analysis.flow import Binding
 from torchlint.analysis.values import Place, Values
 from torchlint.analysis.facts import BACKWARD_FUNCTIONS, is_backward_call
+from torchlint.engine.context import last_parts
 from torchlint.rules.autograd._shared import grad_disabled_by_a_caller, is_loss_call, names_in
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
@@ -66,6 +67,7 @@ class BackwardUnderNoGrad(Rule):
     # Every report is at a backward call (`.backward()`, `torch.autograd.backward`/`grad`) in a region a
     # `no_grad`/`inference_mode`/`set_grad_enabled` disables, here or around a caller in the file.
     triggers = words("backward", "grad") & words("no_grad", "inference_mode", "set_grad_enabled")
+    call_parts = last_parts(BACKWARD_FUNCTIONS) | {"backward"}
     message = (
         "backward on a tensor computed with gradients disabled (`no_grad`, `inference_mode` or "
         "`set_grad_enabled(False)`): it has no grad_fn, so this raises `RuntimeError: element 0 of tensors does "

@@ -8,7 +8,8 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.analysis.flow import innermost_scope
 from torchlint.analysis.loops import loop_nodes
-from torchlint.analysis.facts import is_backward_call
+from torchlint.analysis.facts import BACKWARD_FUNCTIONS, is_backward_call
+from torchlint.engine.context import last_parts
 from torchlint.engine.scopes import dotted_name
 from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
 from torchlint.finding import Fix
@@ -90,6 +91,7 @@ class LossAccumulatedWithGraph(Rule):
     # functional losses named otherwise), a name like one (`my_criterion`, `loss_fn`, in any case), or a value
     # `.backward()` is called on.
     triggers = words("for", "while") & (words("backward", *LOSS_FUNCTIONS) | fragments("loss", "criterion"))
+    call_parts = last_parts(BACKWARD_FUNCTIONS) | {"backward", "append"}
     fix_safety = "unsafe"
     message = (
         "accumulating the loss tensor keeps every iteration's autograd graph reachable from the accumulator (in a "

@@ -5,7 +5,8 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from torchlint import semantics
-from torchlint.analysis.training import optimizer_class
+from torchlint.analysis.training import OPTIMIZER_PARTS, optimizer_class
+from torchlint.engine.context import last_parts
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import attributes
@@ -59,6 +60,7 @@ class MethodNotCalled(Rule):
     fix_safety = "unsafe"
     # Each shape names one of these methods after a dot.
     triggers = attributes(*_LEFT_UNDONE, "state_dict", *_PARAMETER_METHODS)
+    call_parts = last_parts(_TORCH_SAVE) | OPTIMIZER_PARTS
     message = "`{code}` only names the method and does nothing: {undone}; call it: `{code}()`"
     example = """
     model.eval  # expect: TL114:1

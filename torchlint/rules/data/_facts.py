@@ -19,7 +19,7 @@ def comprehension_iterates_worker_loader(node: cst.CompFor, ctx: "FileContext") 
     return "starts-workers" if worker_loader_in(node.iter, ctx) is not None else None
 
 
-@recognizes(cst.Call)
+@recognizes(cst.Call, frozenset({"set_epoch"}))
 def sets_sampler_epoch(node: cst.Call, ctx: "FileContext") -> Optional[str]:
     """`sampler.set_epoch(epoch)`, also `loader.sampler.set_epoch(epoch)`: reseeds a DistributedSampler's shuffle."""
     return "sets-epoch" if type(node.func) is cst.Attribute and node.func.attr.value == "set_epoch" else None

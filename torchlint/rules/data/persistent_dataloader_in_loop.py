@@ -3,6 +3,7 @@ from typing import Optional
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.engine.context import last_parts
 from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
@@ -38,6 +39,7 @@ class PersistentDataloaderInLoop(Rule):
     name = "persistent-dataloader-in-loop"
     # Only a call passing the `persistent_workers` keyword is ever reported.
     triggers = words("persistent_workers")
+    call_parts = last_parts(semantics.DATALOADER)
     message = (
         "`DataLoader(persistent_workers=True)` built inside a loop: every iteration starts new worker processes, "
         "so persistence is lost (observed: 6 workers started over 3 epochs, against 2 when built once); build the "

@@ -1,6 +1,7 @@
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.engine.context import last_parts
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 
@@ -25,6 +26,7 @@ class PersistentWorkersWithoutWorkers(Rule):
     name = "persistent-workers-without-workers"
     # Only a call passing the `persistent_workers` keyword is ever reported.
     triggers = words("persistent_workers")
+    call_parts = last_parts(semantics.DATALOADER)
     message = (
         "`persistent_workers=True` with no workers: DataLoader raises `ValueError: persistent_workers "
         "option needs num_workers > 0` at construction; set `num_workers > 0` or drop `persistent_workers`"

@@ -4,6 +4,7 @@ import libcst as cst
 
 from torchlint.engine.walk import walk_visitor
 from torchlint import semantics
+from torchlint.engine.context import last_parts
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 from torchlint.rules.data._dataset import construction, is_dataset_class, loader_argument
@@ -48,6 +49,7 @@ class RngObjectInDataset(Rule):
     uses_callgraph = True
     # Nothing is reported unless the file builds a DataLoader with workers: the rarest of the names the rule needs.
     triggers = words("DataLoader")
+    call_parts = last_parts(semantics.DATALOADER | GET_WORKER_INFO)
     message = (
         "RNG object created in `Dataset.__init__`: every DataLoader worker gets an identical copy and repeats the same "
         "stream every epoch (observed with 4 workers: 4 unique values of 16){extra}; draw from the global "

@@ -5,6 +5,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.engine.context import last_parts
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 from torchlint.rules.data._dataset import construction, holds_items, indexing_dataset, loader_argument, unwrapped
@@ -51,6 +52,7 @@ class SynchronousDataloader(Rule):
     uses_callgraph = True
     # Only DataLoader calls are reported (the training facts it also needs are far more common words).
     triggers = words("DataLoader")
+    call_parts = last_parts(semantics.DATALOADER)
     opt_in = True
     message = (
         "DataLoader without worker processes (`num_workers` absent or 0) in training code: every batch is loaded "

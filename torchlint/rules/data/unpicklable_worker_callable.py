@@ -5,6 +5,7 @@ import libcst as cst
 from torchlint.engine.walk import walk_visitor
 from torchlint import semantics
 from torchlint.analysis.file_kind import FileKind
+from torchlint.engine.context import last_parts
 from torchlint.engine.scopes import Scope
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
@@ -64,6 +65,7 @@ class UnpicklableWorkerCallable(Rule):
     name = "unpicklable-worker-callable"
     # Every report concerns an argument of a DataLoader call (or of the dataset it is given).
     triggers = words("DataLoader")
+    call_parts = last_parts(semantics.DATALOADER)
     message = (
         "{what} cannot be pickled to DataLoader workers: under the spawn and forkserver start methods (Windows, macOS, "
         "and Linux from Python 3.14) starting the workers fails with `Can't pickle`; define it as a module-level "

@@ -46,7 +46,8 @@ TENSOR_TYPES = {
 DEVICE_STRING = re.compile(r"(cpu|cuda|mps|xpu|xla|meta|hpu|npu|ipu|privateuseone)(:\d+)?")
 CUDA_STRING = re.compile(r"cuda(:\d+)?")
 _DEVICE_PREFIX = re.compile(r"(cpu|cuda|mps|xpu|npu|hpu)(:|$)")
-_CONVERSION_METHODS = frozenset(CAST_METHODS) | {"cuda", "cpu", "to", "type"}
+# The methods `conversion` reads: a rule acting on conversions only needs calls of these (`Rule.call_parts`).
+CONVERSION_METHODS = frozenset(CAST_METHODS) | {"cuda", "cpu", "to", "type"}
 _TO_KEYWORDS = ("device", "dtype", "non_blocking", "copy", "memory_format")
 
 
@@ -132,7 +133,7 @@ def names_device(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bo
 def conversion(call: cst.Call, ctx: "FileContext", stack=None) -> Optional[Conversion]:
     """Read `call` as a device move and/or dtype cast on a value; None when it is neither."""
     method = semantics.method_name(call)
-    if method not in _CONVERSION_METHODS or ctx.qualified_name(call.func, stack) is not None:
+    if method not in CONVERSION_METHODS or ctx.qualified_name(call.func, stack) is not None:
         return None  # not a method called on a value (`torch.cuda.x()`, `np.float(...)`)
     if any(arg.star for arg in call.args):
         return None

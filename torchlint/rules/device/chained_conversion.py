@@ -45,6 +45,7 @@ class ChainedConversion(Rule):
     # Every finding holds a call that only moves: `.cuda()`, `.cpu()` or `.to(...)` (`.type(torch.cuda.X)` also
     # casts, so it is never that call).
     triggers = attributes("cuda", "cpu", "to")
+    call_parts = _shared.CONVERSION_METHODS
     fix_safety = "safe or unsafe"
     message = "a device move and a dtype cast chained on one value: write one `.to(device, dtype)`"
     example = """

@@ -83,6 +83,7 @@ class FactoryThenMove(Rule):
     # Only a move (`.cuda()`, `.to()`, `.type()`) chained on a torch factory is reported, and the factory's name
     # (the last part of `torch.<factory>`) is written however torch is imported.
     triggers = words(*(factory.rsplit(".", 1)[-1] for factory in FACTORIES)) & attributes(*_MOVING_METHODS)
+    call_parts = _MOVING_METHODS
     fix_safety = "safe or unsafe"
     uses_callgraph = True
     message = (

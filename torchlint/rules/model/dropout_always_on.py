@@ -4,6 +4,7 @@ import libcst as cst
 
 from torchlint.analysis import syntax
 from torchlint.analysis.modules import ModuleClass, ModuleClasses, self_name, under_training_test
+from torchlint.engine.context import last_parts
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
 from torchlint.rules.device._shared import code_in_place, with_keywords
@@ -44,6 +45,7 @@ class DropoutAlwaysOn(Rule):
     code = "TL705"
     name = "dropout-always-on"
     triggers = IN_MODULE_CLASS & words(*_FUNCTIONS) & words("forward")
+    call_parts = last_parts(FUNCTIONAL_DROPOUTS)
     uses_callgraph = True
     fix_safety = "unsafe"
     message = (

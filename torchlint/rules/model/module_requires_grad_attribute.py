@@ -48,6 +48,7 @@ class ModuleRequiresGradAttribute(Rule):
     code = "TL706"
     name = "module-requires-grad-attribute"
     triggers = attributes("requires_grad")
+    call_parts = _MODULE_ONLY_METHODS
     fix_safety = "unsafe"
     message = (
         "`requires_grad` is a tensor attribute: set on a module it only adds a Python attribute, and every parameter "

@@ -4,6 +4,7 @@ import libcst as cst
 
 from torchlint.analysis import syntax
 from torchlint.analysis.modules import ModuleClass, ModuleClasses, is_self_attribute, self_name
+from torchlint.engine.context import last_parts
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
 from torchlint.rules.model._shared import IN_MODULE_CLASS
@@ -71,6 +72,7 @@ class TensorAttributeNotBuffer(Rule):
     code = "TL707"
     name = "tensor-attribute-not-buffer"
     triggers = IN_MODULE_CLASS & words("forward") & words(*(name.rpartition(".")[2] for name in TENSOR_FACTORIES))
+    call_parts = last_parts(_DEFAULT_DEVICE_SETTERS) | {"register_buffer"}
     uses_callgraph = True
     fix_safety = "unsafe"
     message = (

@@ -7,6 +7,7 @@ from torchlint.analysis.modules import (
     PARAMETER, REGISTERING_CONTAINERS, STATELESS_LAYERS, ModuleClass, ModuleClasses, is_loss_class, is_self_attribute,
 )
 from torchlint.analysis.values import Values
+from torchlint.engine.context import last_parts
 from torchlint.engine.scopes import dotted_name, scope_nodes_of
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
@@ -67,6 +68,7 @@ class UnregisteredSubmodules(Rule):
     code = "TL701"
     name = "unregistered-submodules"
     triggers = IN_MODULE_CLASS
+    call_parts = _REGISTERING_METHODS | _FILLING_METHODS | {"setattr"} | last_parts(REGISTERING_CONTAINERS)
     fix_safety = "unsafe"
     message = (
         "these layers sit in a plain Python container, which `nn.Module` does not register: `parameters()` misses "

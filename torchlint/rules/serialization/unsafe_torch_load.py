@@ -5,6 +5,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.finding import Edit, Fix
+from torchlint.engine.context import last_parts
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 
@@ -66,6 +67,7 @@ class UnsafeTorchLoad(Rule):
     name = "unsafe-torch-load"
     # Only `torch.load` calls are reported, and `load`, the last part of that name, is written however it is imported.
     triggers = words("load")
+    call_parts = last_parts(TORCH_LOAD | TORCH_SAVE)
     fix_safety = "unsafe"
     message = (
         "`torch.load(..., weights_only=False)` unpickles arbitrary objects: a malicious checkpoint runs its code on "

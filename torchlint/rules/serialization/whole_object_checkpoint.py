@@ -4,6 +4,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.values import Values
+from torchlint.engine.context import last_parts
 from torchlint.rules.base import Rule
 from torchlint.rules.device._shared import builds_module
 from torchlint.rules.serialization.unsafe_torch_load import SAFE_DEFAULT_SINCE, TORCH_LOAD, TORCH_SAVE
@@ -57,6 +58,8 @@ class WholeObjectCheckpoint(Rule):
     name = "whole-object-checkpoint"
     # Every finding is a whole-object save or a load of a file one writes: the file calls `torch.save`.
     triggers = words("save")
+    # `order` counts only these calls: what matters is whether a load comes after a save.
+    call_parts = last_parts(TORCH_LOAD | TORCH_SAVE)
     message = (
         "`torch.save` of a whole module or optimizer pickles its class: since torch 2.6, `torch.load`'s default "
         "`weights_only=True` refuses it (`UnpicklingError: Weights only load failed`); save its `state_dict()`"

@@ -1,0 +1,125 @@
+"""An edited file reparsed statement by statement gives the tree a full parse gives, or is parsed in full."""
+
+import random
+
+import libcst as cst
+import pytest
+
+from conftest import FIXTURES
+from torchlint.engine import parsing
+
+TOKENS = [
+    "x", " ", "\n", "(", ")", "[", "]", ":", ",", "#", "# note\n", '"', "'''", "\\", "\\\n", "    ", "\t", "@",
+    "else:\n", "    # indented\n", "def f():\n    pass\n", "if a:\n    b\n", "\n\n", "pass\n", "return\n", "lambda: 0",
+]
+
+
+def full_parse(text):
+    try:
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError:
+        return None
+
+
+def parsed_by(trees, path, text):
+    try:
+        return trees.parse(path, text)
+    except cst.ParserSyntaxError:
+        return None
+
+
+def assert_same_tree(trees, path, text):
+    expected = full_parse(text)
+    found = parsed_by(trees, path, text)
+    if expected is None:
+        assert found is None
+    else:
+        assert found is not None and found.deep_equals(expected)
+        assert found.code == expected.code  # the text itself, but for what libcst's own parse does not keep
+
+
+def edited(text: str, rng: random.Random) -> str:
+    at = rng.randrange(len(text) + 1)
+    kind = rng.random()
+    if kind < 0.45:
+        return text[:at] + rng.choice(TOKENS) + text[at:]
+    if kind < 0.8:
+        return text[:at] + text[at + rng.randint(1, 12):]
+    lines = text.splitlines(keepends=True)
+    row = rng.randrange(len(lines)) if lines else 0
+    if kind < 0.9:
+        lines.insert(row, lines[row] if lines else "x = 1\n")  # a line repeated, as a paste
+    else:
+        lines[row:row + 1] = ["    " + lines[row]] if lines else []
+    return "".join(lines)
+
+
+FIXTURE_FILES = [path for path in sorted(FIXTURES.rglob("*.py")) if full_parse(path.read_text(encoding="utf-8"))]
+
+
+@pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda path: str(path.relative_to(FIXTURES)))
+def test_edits_of_every_fixture_reparse_to_the_full_parse(path, tmp_path):
+    rng = random.Random(str(path.relative_to(FIXTURES)))
+    trees = parsing.ParsedTrees()
+    name = str(tmp_path / path.name)
+    text = path.read_text(encoding="utf-8")
+    trees.parse(name, text)
+    for _ in range(12):
+        changed = edited(text, rng)
+        assert_same_tree(trees, name, changed)
+        if full_parse(changed) is not None:
+            text = changed  # edits go on from a text that parses, as typing does between mistakes
+
+
+def test_most_edits_inside_a_long_file_are_reparsed_alone(monkeypatch, tmp_path):
+    # Without this, the test above could pass with every edit parsed in full.
+    parsed = []
+    real = parsing.parse_module
+    monkeypatch.setattr(parsing, "parse_module", lambda text: parsed.append(len(text)) or real(text))
+    text = (FIXTURES / "examples" / "train.py").read_text(encoding="utf-8")
+    text = text + "".join(f"\ndef helper_{index}(values):\n    return sum(values) / {index + 1}\n" for index in range(30))
+    trees = parsing.ParsedTrees()
+    name = str(tmp_path / "train.py")
+    trees.parse(name, text)
+    rng = random.Random(0)
+    edits = 0
+    for _ in range(40):
+        row = rng.randrange(20, 90)
+        lines = text.splitlines(keepends=True)
+        changed = "".join(lines[:row] + [lines[row].replace("values", "items")] + lines[row + 1:])
+        if changed == text:
+            continue
+        edits += 1
+        assert_same_tree(trees, name, changed)
+        text = changed
+    assert edits >= 10
+    small = [length for length in parsed[1:] if length < len(text) // 4]
+    assert len(small) >= edits * 0.8
+
+
+@pytest.mark.parametrize("before, after", [
+    # A clause at the start of the edit belongs to the statement before it.
+    ("import a\nif a:\n    b = 1\nc = 2\nd = 3\n", "import a\nif a:\n    b = 1\nelse:\n    c = 2\nd = 3\n"),
+    # An indented comment after a block goes to that block.
+    ("import a\ndef f():\n    pass\nc = 2\nd = 3\n", "import a\ndef f():\n    pass\n    # more\nc = 2\nd = 3\n"),
+    # A block the edit ends with takes the indented comment before the next statement.
+    ("import a\nb = 1\nc = 2\n    # note\nd = 3\ne = 4\n", "import a\nb = 1\ndef c():\n    pass\n    # note\nd = 3\ne = 4\n"),
+    # Windows line endings and tab indentation are the module's, kept.
+    ("import a\r\ndef f():\r\n\treturn 1\r\nb = 2\r\nc = 3\r\n", "import a\r\ndef f():\r\n\treturn 2\r\nb = 2\r\nc = 3\r\n"),
+    # The first block sets the indentation: an edit before it is parsed in full.
+    ("import a\nb = 1\ndef f():\n  pass\nc = 2\n", "import a\nb = 2\ndef f():\n  pass\nc = 2\n"),
+    # The header's comments and the footer: never reparsed alone.
+    ("# head\nimport a\ndef f():\n    pass\nb = 1\n# foot\n", "# head!\nimport a\ndef f():\n    pass\nb = 1\n# foot!\n"),
+    # No newline at the end.
+    ("import a\ndef f():\n    pass\nb = 1\nc = 2", "import a\ndef f():\n    pass\nb = 3\nc = 2"),
+    # A string opened by the edit runs into the statements after it.
+    ("import a\ndef f():\n    pass\nb = 1\nc = '''x'''\nd = 1\n", "import a\ndef f():\n    pass\nb = '''1\nc = '''x'''\nd = 1\n"),
+    # Statements deleted, and statements added.
+    ("import a\ndef f():\n    pass\nb = 1\nc = 2\nd = 3\n", "import a\ndef f():\n    pass\nd = 3\n"),
+    ("import a\ndef f():\n    pass\nb = 1\nd = 3\n", "import a\ndef f():\n    pass\nb = 1\nx = 1\ny = 2\n\n\nd = 3\n"),
+])
+def test_edits_that_depend_on_context_give_the_full_parse(before, after, tmp_path):
+    trees = parsing.ParsedTrees()
+    name = str(tmp_path / "edited.py")
+    trees.parse(name, before)
+    assert_same_tree(trees, name, after)

@@ -1,0 +1,165 @@
+"""Parse an edited text by reparsing only the top-level statements the edit touched.
+
+An editor lints the same file after every edit, and `--fix` lints it again after each
+round of fixes; most of the text is what the previous parse read. libcst has no
+incremental parser, but a module is a sequence of top-level statements, and where one
+ends Python's tokenizer is back where it started: no bracket or string open, at column
+0. So the statements the edit touched are parsed alone and put between the old tree's
+untouched statements.
+
+Alone is not quite alone: libcst decides some things from context, and each is checked
+so that the spliced tree is the one a full parse gives (tests/test_reparse.py compares
+them on edited fixtures), and a full parse is used whenever a check fails:
+
+- the module's indentation and line ending, which libcst reads from the first indented
+  block and the first line: the edit must come after both, and the touched statements
+  are parsed after a `def` block in those, which sets them the same way;
+- comment lines: after a block, libcst gives those indented further than the next
+  statement to the block, the others to the next statement as its leading lines. The
+  `def` before the touched statements must keep only its own text (an indented
+  comment at the start of the edit would have gone to the block before it), and a
+  statement after them holding the next untouched statement's leading lines must keep
+  them all (a block the edit ends with would have taken the indented ones);
+- the first statement, whose comments libcst counts as the module's header, and the
+  last, followed by the module's footer, are never reparsed alone;
+- a clause such as `else:` at the start of the edit would belong to the statement before
+  it: after a `def` it does not parse, and the full parse decides.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional, Tuple
+
+import libcst as cst
+
+# Where a module's top-level statements lie in its text: where the first starts (after the header's comments), and
+# where each ends (where the next starts, with its leading comments and blank lines).
+Layout = Tuple[int, List[int]]
+# The statement kinds whose body may be an indented block: the first such block sets the module's indentation.
+_BLOCK_HOLDERS = (cst.FunctionDef, cst.ClassDef, cst.If, cst.For, cst.While, cst.With, cst.Try, cst.TryStar, cst.Match)
+
+
+@dataclass
+class Parsed:
+    """A text and its tree, with where its top-level statements lie once an edit has needed it."""
+
+    text: str
+    module: cst.Module
+    # (where the first statement starts, where each statement ends) as offsets in `text`, or None when the
+    # statements' code does not add up to the text (no newline at its end): then every edit is parsed in full.
+    _layout: Optional[Layout] = field(default=None, repr=False)
+    _laid_out: bool = field(default=False, repr=False)
+
+    def layout(self) -> Optional[Layout]:
+        """The layout, worked out on first need (it costs a code generation of every statement)."""
+        if not self._laid_out:
+            self._layout, self._laid_out = _layout(self.text, self.module), True
+        return self._layout
+
+    def known_layout(self) -> Optional[Layout]:
+        """The layout when it has been worked out, without working it out."""
+        return self._layout
+
+
+def reparsed(old: Parsed, text: str, parse: Callable[[str], cst.Module]) -> Optional[Parsed]:
+    """`text` parsed by reparsing only the statements of `old` that differ, with `parse`; None when that cannot be
+    done safely (the caller then parses the whole text)."""
+    module = old.module
+    body = module.body
+    layout = old.layout() if len(body) >= 3 else None
+    if layout is None:
+        return None
+    first_start, ends = layout
+    start = _common_prefix(old.text, text)
+    unchanged_after = _common_suffix(old.text, text, min(len(old.text), len(text)) - start)
+    old_end = len(old.text) - unchanged_after
+    first = bisect_right(ends, start)
+    last = max(first, bisect_left(ends, old_end))
+    if first <= _first_block(module) or last >= len(body) - 1:
+        return None
+    region_start = ends[first - 1]
+    delta = len(text) - len(old.text)
+    region = text[region_start: ends[last] + delta]
+    newline, indent = module.default_newline, module.default_indent
+    head = f"def _():{newline}{indent}pass{newline}"
+    following = "".join(module.code_for_node(line) for line in body[last + 1].leading_lines)
+    tail = f"{following}pass{newline}"
+    try:
+        alone = parse(head + region + tail)
+    except (cst.ParserSyntaxError, RecursionError):
+        return None
+    statements = alone.body
+    if (
+        alone.header or alone.footer or len(statements) < 2
+        or alone.default_indent != indent or alone.default_newline != newline
+        or alone.code_for_node(statements[0]) != head or alone.code_for_node(statements[-1]) != tail
+    ):
+        return None
+    touched = statements[1:-1]
+    lengths = [len(alone.code_for_node(statement)) for statement in touched]
+    if sum(lengths) != len(region):
+        return None
+    new_ends = ends[:first]
+    offset = region_start
+    for length in lengths:
+        offset += length
+        new_ends.append(offset)
+    new_ends += [end + delta for end in ends[last + 1:]]
+    spliced = module.with_changes(body=(*body[:first], *touched, *body[last + 1:]))
+    return Parsed(text, spliced, (first_start, new_ends), True)
+
+
+def _layout(text: str, module: cst.Module) -> Optional[Layout]:
+    first_start = offset = sum(len(module.code_for_node(line)) for line in module.header)
+    ends = []
+    for statement in module.body:
+        offset += len(module.code_for_node(statement))
+        ends.append(offset)
+    footer = sum(len(module.code_for_node(line)) for line in module.footer)
+    return (first_start, ends) if offset + footer == len(text) else None
+
+
+def _first_block(module: cst.Module) -> int:
+    """The index of the first top-level statement holding an indented block (len(body) when none does)."""
+    for index, statement in enumerate(module.body):
+        if isinstance(statement, _BLOCK_HOLDERS) and _holds_block(statement):
+            return index
+    return len(module.body)
+
+
+def _holds_block(statement: cst.BaseCompoundStatement) -> bool:
+    # A one-line `if x: y` holds no indented block, but its `else:` part may.
+    node: Optional[cst.CSTNode] = statement
+    while node is not None:
+        if isinstance(getattr(node, "body", None), cst.IndentedBlock):
+            return True
+        node = getattr(node, "orelse", None)
+    handlers = getattr(statement, "handlers", ())
+    final = getattr(statement, "finalbody", None)
+    return any(isinstance(part.body, cst.IndentedBlock) for part in (*handlers, *([final] if final else [])))
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """The length of the longest common prefix, by halving (string comparisons run in C)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _common_suffix(a: str, b: str, limit: int) -> int:
+    """The length of the longest common suffix, at most `limit`."""
+    low, high = 0, max(limit, 0)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[len(a) - middle: len(a) - low] == b[len(b) - middle: len(b) - low]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
