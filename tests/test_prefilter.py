@@ -123,6 +123,18 @@ def test_a_project_import_is_a_trigger_only_where_the_module_is_a_file(tmp_path)
     assert not project_imports().matches(FileText(text))
 
 
+@pytest.mark.parametrize("imports", ["from . import data", "from .data import load", "from pkg import data", "from pkg.data import load"])
+def test_a_module_imported_from_its_package_is_a_project_import(tmp_path, imports):
+    from torchlint.rules.triggers import project_imports
+
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "data.py").write_text("")
+    # Without the package's __init__.py importing anything, only the module named after `import` is a project file.
+    assert project_imports().matches(FileText(f"{imports}\n", str(package / "main.py")))
+
+
 def test_every_trigger_is_a_trigger():
     for rule in all_rules():
         assert rule.triggers is None or isinstance(rule.triggers, Trigger), rule.code

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from typing import Optional
 
 
@@ -14,6 +13,9 @@ def replace_atomically(target: str, data: bytes, status: Optional[os.stat_result
     With `status` (the original file's), the new file keeps its permissions and, where
     allowed, its owner.
     """
+    # Imported here: with what it imports (random, shutil), some 5 ms that a lint writing nothing need not pay.
+    import tempfile
+
     folder, name = os.path.split(target)
     descriptor, temporary = tempfile.mkstemp(dir=folder or ".", prefix=f".{name}.", suffix=".torchlint-tmp")
     try:

@@ -21,8 +21,10 @@ _ATTRIBUTE = re.compile(r"\.(?:[ \t\f\r\n\\]|#[^\r\n]*)*(\w+)")
 # `def`, then blanks or line continuations, then the name. Also after the end of a longer word (`undef x`): a
 # superset, and without a `\b` in front the regex engine looks for the literal `def`, which is 20 times faster.
 _DEFINED = re.compile(r"def(?:[ \t\f]|\\(?:\r\n|\r|\n))+(\w+)")
-# `from pkg.mod import` and `import pkg.mod, other` at the start of a line (a superset: also inside strings).
-_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import\b", re.MULTILINE)
+# `from pkg.mod import a, b` (with what it imports: `from . import data` imports the module `.data`) and
+# `import pkg.mod, other` at the start of a line (a superset: also inside strings, and aliases count as names).
+_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import\b[ \t]*(\([^)]*\)|[^\r\n;#]*)", re.MULTILINE)
+_NAME = re.compile(r"\w+")
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w.]+(?:[ \t]*,[ \t]*[\w.]+)*)", re.MULTILINE)
 
 
@@ -57,7 +59,11 @@ class FileText:
     @cached_property
     def imported_modules(self) -> FrozenSet[str]:
         """The dotted module paths its import statements name (`.data` for `from .data import x`)."""
-        found = set(_FROM_IMPORT.findall(self.text))
+        found = set()
+        for module, imported in _FROM_IMPORT.findall(self.text):
+            found.add(module)
+            joiner = "" if module.endswith(".") else "."
+            found.update(module + joiner + name for name in _NAME.findall(imported) if name != "as")
         for names in _IMPORT.findall(self.text):
             found.update(name.strip() for name in names.split(","))
         return frozenset(found)

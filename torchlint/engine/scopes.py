@@ -218,6 +218,7 @@ class Scopes:
         # innermost scope node's id -> the chain seen from it: fixed by the tree, asked for at every name
         self._chains: Dict[int, List[Scope]] = {}
         self._imported: Optional[Dict[str, Set[str]]] = None
+        self._importing: Optional[Dict[str, Set[str]]] = None
 
     def imported_names(self) -> FrozenSet[str]:
         """The names any import of the module binds, in whatever scope.
@@ -234,10 +235,14 @@ class Scopes:
     def names_importing(self, parts: FrozenSet[str]) -> FrozenSet[str]:
         """The local names some import binds to a path with one of `parts` (`F` for `import torch.nn.functional as F`
         and the part `functional`)."""
-        return frozenset(
-            local for local, paths in self._import_paths().items()
-            if any(not parts.isdisjoint(path.split(".")) for path in paths)
-        )
+        if self._importing is None:
+            # part -> the local names imported from a path holding it: asked for many sets of parts per file.
+            self._importing = {}
+            for local, paths in self._import_paths().items():
+                for path in paths:
+                    for part in path.split("."):
+                        self._importing.setdefault(part, set()).add(local)
+        return frozenset().union(*(self._importing.get(part, ()) for part in parts))
 
     def names_imported_from(self, accepts) -> FrozenSet[str]:
         """The local names some import binds to a path that `accepts(path)` accepts."""

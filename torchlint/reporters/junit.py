@@ -12,11 +12,13 @@ file name's undecodable bytes) become U+FFFD.
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ElementTree
 from itertools import groupby
-from typing import List, Mapping
+from typing import TYPE_CHECKING, List, Mapping
 
 from torchlint.finding import Finding
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ElementTree
 
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
@@ -25,8 +27,10 @@ def _text(value: object) -> str:
     return _NOT_XML.sub("\ufffd", str(value))
 
 
-def _element(parent: ElementTree.Element, tag: str, **attributes: object) -> ElementTree.Element:
-    return ElementTree.SubElement(parent, tag, {key: _text(value) for key, value in attributes.items()})
+def _element(parent: "ElementTree.Element", tag: str, **attributes: object) -> "ElementTree.Element":
+    from xml.etree.ElementTree import SubElement
+
+    return SubElement(parent, tag, {key: _text(value) for key, value in attributes.items()})
 
 
 def _place(finding: Finding) -> str:
@@ -35,6 +39,9 @@ def _place(finding: Finding) -> str:
 
 
 def render(findings: List[Finding], sources: Mapping[str, str], colour: bool) -> str:
+    # Imported here: every run loads the reporters, few write XML.
+    import xml.etree.ElementTree as ElementTree
+
     root = ElementTree.Element("testsuites", {"name": "torchlint", "tests": str(max(len(findings), 1)),
                                               "failures": str(len(findings)), "errors": "0"})
     if not findings:

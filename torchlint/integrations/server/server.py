@@ -3,10 +3,12 @@
 Linting runs on one thread of its own, so the event loop keeps reading the client
 (cancellations, further edits) while a large document is linted, and the project
 index the engine keeps for imported files (`analysis/project.PROJECT`) is only ever
-used by one lint at a time. A change waits `DEBOUNCE_SECONDS` for the next one; a
-snapshot whose document changed again before its lint starts is dropped, and a
-result for a version that is no longer the document's is never published, so rapid
-edits cost one lint of the latest text, not one per keystroke.
+used by one lint at a time. A change after a quiet moment is linted at once; one that
+comes while the document's previous change still waits or is being linted waits
+`DEBOUNCE_SECONDS` for the next one. A snapshot whose document changed again before
+its lint starts is dropped, and a result for a version that is no longer the
+document's is never published, so rapid edits cost one lint of the latest text, not
+one per keystroke, and a single edit is not delayed.
 
 The server never answers bad input with a crash: a document that does not parse is
 its TL000 diagnostic, a malformed request gets an InvalidParams error (pygls alone
@@ -206,7 +208,8 @@ class TorchlintServer(LanguageServer):
 
     def _changed(self, key: str, delay: float) -> None:
         self._versions[key] = self._versions.get(key, 0) + 1
-        self._schedule(key, delay)
+        busy = key in self._timers or key in self._running
+        self._schedule(key, delay if busy else 0)
 
     def _saved(self, uri: str) -> None:
         self._file_changed(self._path_of(uri), created=False)

@@ -4,6 +4,7 @@ import libcst as cst
 
 from torchlint.analysis.loops import loop_nodes
 from torchlint.analysis.values import Values
+from torchlint.engine.scopes import dotted_name
 from torchlint.rules.autograd._shared import is_loss_module
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import fragments
@@ -63,9 +64,11 @@ class CriterionOverwritten(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         value = node.value
-        if len(node.targets) != 1 or type(value) is not cst.Call or not node.targets[0].target.deep_equals(value.func):
+        if len(node.targets) != 1 or type(value) is not cst.Call or type(value.func) not in (cst.Name, cst.Attribute):
             return
-        if type(value.func) not in (cst.Name, cst.Attribute):
+        # The names first: most assignments of a call assign another name than the callee's.
+        target = node.targets[0].target
+        if dotted_name(target) != dotted_name(value.func) or not target.deep_equals(value.func):
             return
         loops = loop_nodes(self.ctx.stack)
         if not loops or self._built_each_iteration(value.func, loops[0]):

@@ -145,12 +145,16 @@ class EvalWithoutNoGrad(Rule):
         func_type = type(node.func)
         if (func_type is not cst.Name and func_type is not cst.Attribute) or semantics.method_name(node) in ("eval", "train"):
             return
-        loops = self.loops.enclosing()
-        if not loops or self._grad_mode_is_set(self.ctx.stack):
-            return
         function = self.ctx.callgraph.current(self.ctx.scope_nodes, node).key
         definition = innermost_function(self.ctx.stack)
         name = definition.name.value if definition is not None else ""
+        # `finish` reports a forward only after an `.eval()` of its function (all of which are seen by now) or in a
+        # function named for evaluation: the others need not be kept.
+        if not self.evals.get(function) and not names_an_evaluation(name):
+            return
+        loops = self.loops.enclosing()
+        if not loops or self._grad_mode_is_set(self.ctx.stack):
+            return
         if name.startswith("test_") or (definition is not None and id(definition) in self.lightning_hooks):
             return
         in_model_method = definition is not None and self._is_model_method(definition)
