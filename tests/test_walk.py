@@ -8,7 +8,9 @@ import libcst as cst
 import pytest
 
 from conftest import FIXTURES
-from torchlint.engine.walk import LEAF_TYPES, NODE_TYPES, TOKEN_TYPES, child_fields, entered_types, walk, walked_fields
+from torchlint.engine.walk import (
+    LEAF_TYPES, NODE_TYPES, TOKEN_TYPES, child_fields, child_nodes, entered_types, walk, walked_fields,
+)
 
 
 def fields_named_in_source(node_type):
@@ -82,3 +84,12 @@ def test_fields_that_hold_only_whitespace_and_punctuation_are_not_walked():
     assert walked_fields(cst.Arg, entered) == ("keyword", "value")
     # A walk that wants a token type reads the fields that hold it.
     assert "comma" in walked_fields(cst.Arg, entered_types({cst.Comma}))
+
+
+def test_child_nodes_are_libcsts_children_less_tokens():
+    for _, module in parsed_fixtures():
+        def on_visit(node):
+            assert child_nodes(node) == [child for child in node.children if type(child) not in TOKEN_TYPES]
+            return True
+
+        walk(module, on_visit, lambda node: None)

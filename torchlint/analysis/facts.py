@@ -77,14 +77,11 @@ def project_import_names(ctx: "FileContext") -> frozenset:
     return ctx.shared(_ProjectCalls).heads
 
 
-@recognizes(cst.Call)
+@recognizes(cst.Call, call_heads=project_import_names)
 def calls_project_function(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     """A call of a function imported from a project file (`zero_grad(params)` after `from fp16_util import
     zero_grad`). What it does there is read only when a rule asks (`project_call_shows`): that parses the file."""
     head = syntax.head_name(call.func)
-    # Most calls are of locals, methods and builtins: only a name some import binds can lead to a project file.
-    if head is None or not ctx.scopes.is_imported_anywhere(head):
-        return None
     calls = ctx.shared(_ProjectCalls)
     if head not in calls.heads:
         return None

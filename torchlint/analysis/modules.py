@@ -268,10 +268,10 @@ def is_self_attribute(expr: cst.CSTNode, method: cst.FunctionDef) -> bool:
     )
 
 
-def under_training_test(ctx: "FileContext", method: cst.FunctionDef) -> bool:
-    """The node being visited sits in `method` under an `if` (or a conditional expression) whose test reads
-    `training` (`if self.training:`): code that runs in one mode only."""
-    stack = ctx.stack
+def under_training_test(ctx: "FileContext", method: cst.FunctionDef, stack: Optional[Sequence[cst.CSTNode]] = None) -> bool:
+    """The innermost point of `stack` (default: the node being visited) sits in `method` under an `if` (or a
+    conditional expression) whose test reads `training` (`if self.training:`): code that runs in one mode only."""
+    stack = ctx.stack if stack is None else stack
     for index in range(stack.index(method), len(stack) - 1):
         node, child = stack[index], stack[index + 1]
         if type(node) in (cst.If, cst.IfExp) and child is not node.test and "training" in ctx.code(node.test):

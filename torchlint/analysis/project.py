@@ -60,6 +60,8 @@ class Project:
         # (importing folder, import path) -> (module file, name in it), or None: most paths name installed packages
         self._paths: Dict[Tuple[str, str], Optional[Tuple[str, str]]] = {}
         self._folders = _Folders()
+        # importing file -> its folder (`_folder_of`)
+        self._importer_folders: Dict[Tuple[str, str], str] = {}
         # path -> digest of every project file read since `start_recording` (what the current lint depended on)
         self.consulted: Dict[str, bytes] = {}
 
@@ -90,11 +92,18 @@ class Project:
         return any(self.holds(importer, module) for module in modules)
 
     def _located(self, importer: str, dotted: str) -> Optional[Tuple[str, str]]:
-        # Not cached per importer: a relative name means another file once the working folder changes.
-        key = (os.path.dirname(os.path.abspath(importer)), dotted)
+        key = (self._folder_of(importer), dotted)
         found = self._paths.get(key, _UNKNOWN)
         if found is _UNKNOWN:
             found = self._paths[key] = self._folders.locate(key[0], dotted)
+        return found
+
+    def _folder_of(self, importer: str) -> str:
+        # Kept with the working folder: a relative name means another file once that changes.
+        key = (os.getcwd(), importer) if not os.path.isabs(importer) else ("", importer)
+        found = self._importer_folders.get(key)
+        if found is None:
+            found = self._importer_folders[key] = os.path.dirname(os.path.abspath(importer))
         return found
 
     def _load(self, path: str, config: "Config") -> Optional[ProjectModule]:

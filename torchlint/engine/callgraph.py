@@ -16,7 +16,6 @@ from typing import AbstractSet, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from torchlint.engine.scopes import scope_nodes_of
 
 MODULE = "<module>"
 _BUILTINS = frozenset(dir(builtins))
@@ -67,13 +66,14 @@ class CallGraph:
         `nodes` are the enclosing nodes, outermost first: a whole stack or only its
         scope nodes. A def's own decorators and defaults belong outside it.
         """
-        scope_nodes = scope_nodes_of(nodes)
         if node is None and nodes:
             node = nodes[-1]
-        for index in range(len(scope_nodes) - 1, -1, -1):
-            function = scope_nodes[index]
+        for index in range(len(nodes) - 1, -1, -1):
+            function = nodes[index]
             if type(function) is cst.FunctionDef and function is not node:
-                return self.functions[self.key_of(function, scope_nodes[: index + 1])]
+                # Asked at most nodes of a function: its key is known after the first time.
+                key = self._keys.get(id(function))
+                return self.functions[key if key is not None else self.key_of(function, nodes[: index + 1])]
         return self.functions[MODULE]
 
     def add_fact(self, name: str, node: cst.CSTNode, scope_nodes: Sequence[cst.CSTNode]) -> None:

@@ -21,12 +21,17 @@ Recognizer = Callable[[cst.CSTNode, "FileContext"], Optional[str]]
 RECOGNIZERS: Dict[type, List[Recognizer]] = {}
 
 
-def recognizes(node_type: type, call_parts: Optional[FrozenSet[str]] = None) -> Callable[[Recognizer], Recognizer]:
-    """Register a recognizer of `node_type`; for calls, `call_parts` as a rule's (`Rule.call_parts`): the engine
-    then runs it only on calls whose callee holds one of those names."""
+def recognizes(
+    node_type: type, call_parts: Optional[FrozenSet[str]] = None,
+    call_heads: Optional[Callable[["FileContext"], FrozenSet[str]]] = None,
+) -> Callable[[Recognizer], Recognizer]:
+    """Register a recognizer of `node_type`. For calls, `call_parts` as a rule's (`Rule.call_parts`): the engine then
+    runs it only on calls whose callee holds one of those names; or `call_heads`, asked once per file: the first names
+    of the callees it can recognize (`f` and `m.g` for the calls of what a file's imports bind)."""
 
     def register(recognizer: Recognizer) -> Recognizer:
         recognizer.call_parts = call_parts
+        recognizer.call_heads = call_heads
         RECOGNIZERS.setdefault(node_type, []).append(recognizer)
         return recognizer
 

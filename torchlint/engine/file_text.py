@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Dict, FrozenSet
+from typing import Dict, FrozenSet, Iterator
 
 _WORD = re.compile(r"\w+")
 # For ASCII text, where `\w` is `[A-Za-z0-9_]`: every other character becomes a space, and `str.split` then gives
@@ -23,9 +23,10 @@ _ATTRIBUTE = re.compile(r"\.(?:[ \t\f\r\n\\]|#[^\r\n]*)*(\w+)")
 _DEFINED = re.compile(r"def(?:[ \t\f]|\\(?:\r\n|\r|\n))+(\w+)")
 # `from pkg.mod import a, b` (with what it imports: `from . import data` imports the module `.data`) and
 # `import pkg.mod, other` at the start of a line (a superset: also inside strings, and aliases count as names).
-_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import\b[ \t]*(\([^)]*\)|[^\r\n;#]*)", re.MULTILINE)
-_NAME = re.compile(r"\w+")
-_IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w.]+(?:[ \t]*,[ \t]*[\w.]+)*)", re.MULTILINE)
+# The start of the line is checked after a match (`_statements`): a regex anchored at line starts is tried at
+# every position, one that begins with its keyword jumps from one occurrence of it to the next.
+_FROM_IMPORT = re.compile(r"from[ \t]+(\.*[\w.]*)[ \t]+import\b[ \t]*(\([^)]*\)|[^\r\n;#]*)")
+_IMPORT = re.compile(r"import[ \t]+([\w.]+(?:[ \t]*,[ \t]*[\w.]+)*)")
 
 
 class FileText:
@@ -60,10 +61,27 @@ class FileText:
     def imported_modules(self) -> FrozenSet[str]:
         """The dotted module paths its import statements name (`.data` for `from .data import x`)."""
         found = set()
-        for module, imported in _FROM_IMPORT.findall(self.text):
+        for match in _statements(_FROM_IMPORT, self.text):
+            module, imported = match.groups()
             found.add(module)
             joiner = "" if module.endswith(".") else "."
-            found.update(module + joiner + name for name in _NAME.findall(imported) if name != "as")
-        for names in _IMPORT.findall(self.text):
-            found.update(name.strip() for name in names.split(","))
+            found.update(module + joiner + name for name in _WORD.findall(imported) if name != "as")
+        for match in _statements(_IMPORT, self.text):
+            found.update(name.strip() for name in match.group(1).split(","))
         return frozenset(found)
+
+
+def _statements(pattern: "re.Pattern[str]", text: str) -> Iterator["re.Match[str]"]:
+    """The matches of `pattern` that start a line (after blanks only)."""
+    position = 0
+    while True:
+        match = pattern.search(text, position)
+        if match is None:
+            return
+        start = match.start()
+        line_start = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start)) + 1
+        if text[line_start:start].strip(" \t"):
+            position = start + 1  # inside a line: the keyword may start a statement further on
+            continue
+        yield match
+        position = match.end()

@@ -13,6 +13,10 @@ The trees are the same: tests/test_parsing.py compares them with libcst's own pa
 `parse_module` below (torchlint does not parse on other threads), and only while
 `CSTNode.__post_init__` does nothing but validate, which is checked once against
 the installed libcst: a libcst whose `__post_init__` does more is left alone.
+The switch is a flag read by a `__post_init__` installed once, when this module is
+imported, that validates unless a parse is under way: assigning `__post_init__`
+around every parse instead changed a class that some 250 node classes derive from,
+which makes Python drop what it had cached about their attributes, every file.
 """
 
 from __future__ import annotations
@@ -21,9 +25,8 @@ import os
 import re
 import warnings
 from collections import OrderedDict
-from contextlib import contextmanager
 from itertools import accumulate
-from typing import Iterator, Optional
+from typing import Optional
 
 import libcst as cst
 from libcst._nodes.base import CSTNode
@@ -42,25 +45,28 @@ def _only_validates(post_init) -> bool:
 SKIPS_VALIDATION = _only_validates(_VALIDATING_INIT)
 
 
-def _skip_validation(self) -> None:
-    pass
+_parsing = False
 
 
-@contextmanager
-def _validation_skipped() -> Iterator[None]:
-    CSTNode.__post_init__ = _skip_validation
-    try:
-        yield
-    finally:
-        CSTNode.__post_init__ = _VALIDATING_INIT
+def _validate_unless_parsing(self) -> None:
+    if not _parsing:
+        self._validate()
+
+
+if SKIPS_VALIDATION:
+    CSTNode.__post_init__ = _validate_unless_parsing
 
 
 def parse_module(text: str) -> cst.Module:
     """`libcst.parse_module(text)`, the same tree, built without re-checking what the parser guarantees."""
+    global _parsing
     if not SKIPS_VALIDATION:
         return cst.parse_module(text)
-    with _validation_skipped():
+    _parsing = True
+    try:
         return cst.parse_module(text)
+    finally:
+        _parsing = False
 
 
 _BRACKETS = re.compile(r"[()\[\]{}]")

@@ -82,11 +82,26 @@ def lint_text(
 def rules_to_run(file_text: FileText, codes: FrozenSet[str], use_prefilter: bool = True) -> Optional[List[Type[Rule]]]:
     """The rules among `codes` that can report in the file; None when it need not even be parsed: no rule runs on
     it and Python's compiler accepts it (or TL000 is not selected)."""
-    selected = [rules_by_code()[code] for code in sorted(codes) if code in rules_by_code() and code != ParseError.code]
-    rule_classes = prefilter.runnable(file_text, selected) if use_prefilter else selected
+    selected = _selected(codes)
+    rule_classes = prefilter.runnable(file_text, selected) if use_prefilter else list(selected)
     if not rule_classes and (ParseError.code not in codes or parsing.compiles(file_text.text)):
         return None
     return rule_classes
+
+
+def _selected(codes: FrozenSet[str]) -> Tuple[Type[Rule], ...]:
+    """The rule classes of `codes` in code order, worked out once per selection (a run has one, or one per
+    `per-file-ignores` pattern) and catalogue."""
+    by_code = rules_by_code()
+    found = _SELECTIONS.get(codes)
+    if found is None or found[0] is not by_code:
+        selected = tuple(by_code[code] for code in sorted(codes) if code in by_code and code != ParseError.code)
+        found = _SELECTIONS[codes] = (by_code, selected)
+    return found[1]
+
+
+# codes -> (the catalogue they were looked up in, their rule classes)
+_SELECTIONS: Dict[FrozenSet[str], Tuple[Dict[str, Type[Rule]], Tuple[Type[Rule], ...]]] = {}
 
 
 @contextmanager
@@ -196,8 +211,14 @@ class _Walker:
         # A call goes to the rules and recognizers whose `call_parts` its callee holds (to all of them with the
         # prefilter off): those for each written callee shape (`callee_names`), worked out on first meeting it.
         self.call_table: Optional[Dict[Tuple[str, ...], Tuple[list, list, list]]] = {} if ctx.use_prefilter else None
-        # `call_parts` -> the names the file's imports bind to a path holding one of them, on first need
-        self._call_heads: Dict[FrozenSet[str], FrozenSet[str]] = {}
+        self._call_items = (
+            [(handler, handler[0].call_parts, None) for handler in self.visits.get(cst.Call, ())],
+            [(handler, handler[0].call_parts, None) for handler in self.leaves.get(cst.Call, ())],
+            [
+                (recognizer, recognizer.call_parts, recognizer.call_heads(ctx) if recognizer.call_heads else None)
+                for recognizer in self.recognizers.get(cst.Call, ())
+            ] if ctx.use_prefilter else [],
+        )
 
     def walk(self, module: cst.Module) -> None:
         """`walk.walk` with the engine's bookkeeping and the rules' dispatch inlined: this runs for every node
@@ -210,12 +231,21 @@ class _Walker:
         entered = entered_types(visits.keys() | leaves.keys(), enter_leaves=False)
         # A bare name is a reference to an import only if some import binds it: the other names are not entered.
         imported = ctx.scopes.imported_names() if references and cst.Name not in entered else frozenset()
-        fields: Dict[type, Tuple[str, ...]] = {}
+        # node type -> what its nodes get: (visit handlers, leave handlers, recognizers, the fields to walk, whether it
+        # is a scope, whether a reference), worked out on first meeting the type: one lookup a node, not one a question.
+        plans: Dict[type, tuple] = {}
 
         def visit(node: cst.CSTNode) -> None:
             node_type = type(node)
+            plan = plans.get(node_type)
+            if plan is None:
+                plan = plans[node_type] = (
+                    visits.get(node_type), leaves.get(node_type), recognizers.get(node_type),
+                    walked_fields(node_type, entered), node_type in SCOPE_TYPES,
+                    bool(references) and (node_type is cst.Name or node_type is cst.Attribute),
+                )
+            node_visits, node_leaves, node_recognizers, names, is_scope, is_reference = plan
             stack.append(node)
-            is_scope = node_type in SCOPE_TYPES
             if is_scope:
                 scope_nodes.append(node)
                 if node_type is cst.FunctionDef and callgraph is not None:
@@ -227,9 +257,6 @@ class _Walker:
                 if for_call is None:
                     for_call = call_table[written] = self.for_call(written)
                 node_visits, node_leaves, node_recognizers = for_call
-            else:
-                node_visits, node_leaves = visits.get(node_type), leaves.get(node_type)
-                node_recognizers = recognizers.get(node_type)
             if node_recognizers:
                 for recognizer in node_recognizers:
                     fact = recognizer(node, ctx)
@@ -240,12 +267,16 @@ class _Walker:
                 if callee:
                     callgraph.add_call(node, callee, stack, scope_nodes)
             if node_visits:
-                self.dispatch(node_visits, node)
-            if references and (node_type is cst.Name or node_type is cst.Attribute):
+                for rule, method in node_visits:  # `dispatch`, inlined
+                    if not rule.crashed:
+                        try:
+                            method(node)
+                        except RecursionError:
+                            raise
+                        except Exception as error:
+                            self.crashed(rule, error, node)
+            if is_reference:
                 self.on_reference(node)
-            names = fields.get(node_type)
-            if names is None:
-                names = fields[node_type] = walked_fields(node_type, entered)
             for name in names:
                 value = getattr(node, name)
                 value_type = type(value)
@@ -270,26 +301,18 @@ class _Walker:
             visit = None  # a recursive closure refers to itself: unlinked, what it holds is freed at once
 
     def for_call(self, callee: Tuple[str, ...]) -> Tuple[list, list, list]:
-        """The visit handlers, leave handlers and recognizers that want calls of `callee` (`callee_names`)."""
+        """The visit handlers, leave handlers and recognizers that want calls of `callee` (`callee_names`): those
+        whose `call_parts` the callee's names or the import of its first name hold."""
+        names = frozenset(callee).union(self.ctx.scopes.import_parts(callee[-1])) if callee else frozenset()
         head = callee[-1] if callee else None
-        scopes = self.ctx.scopes
-
-        def wanted(parts: Optional[FrozenSet[str]]) -> bool:
-            return parts is None or not parts.isdisjoint(callee) or (
-                head is not None and scopes.is_imported_anywhere(head) and head in self._heads(parts)
-            )
-
-        return (
-            [handler for handler in self.visits.get(cst.Call, ()) if wanted(handler[0].call_parts)],
-            [handler for handler in self.leaves.get(cst.Call, ()) if wanted(handler[0].call_parts)],
-            [recognizer for recognizer in self.recognizers.get(cst.Call, ()) if wanted(recognizer.call_parts)],
+        visits, leaves, recognizers = (
+            [
+                item for item, parts, heads in pairs
+                if (heads is None or head in heads) and (parts is None or not parts.isdisjoint(names))
+            ]
+            for pairs in self._call_items
         )
-
-    def _heads(self, parts: FrozenSet[str]) -> FrozenSet[str]:
-        found = self._call_heads.get(parts)
-        if found is None:
-            found = self._call_heads[parts] = self.ctx.scopes.names_importing(parts)
-        return found
+        return visits, leaves, recognizers
 
     def dispatch(self, handlers: list, node: cst.CSTNode) -> None:
         for rule, method in handlers:

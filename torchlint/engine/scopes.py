@@ -219,6 +219,7 @@ class Scopes:
         self._chains: Dict[int, List[Scope]] = {}
         self._imported: Optional[Dict[str, Set[str]]] = None
         self._importing: Optional[Dict[str, Set[str]]] = None
+        self._parts_of: Dict[str, FrozenSet[str]] = {}
 
     def imported_names(self) -> FrozenSet[str]:
         """The names any import of the module binds, in whatever scope.
@@ -243,6 +244,16 @@ class Scopes:
                     for part in path.split("."):
                         self._importing.setdefault(part, set()).add(local)
         return frozenset().union(*(self._importing.get(part, ()) for part in parts))
+
+    def import_parts(self, name: str) -> FrozenSet[str]:
+        """The parts of the paths the module's imports bind `name` to (`{"torch", "nn", "functional"}` for `F` after
+        `import torch.nn.functional as F`), empty for a name no import binds."""
+        found = self._parts_of.get(name)
+        if found is None:
+            found = self._parts_of[name] = frozenset(
+                part for path in self._import_paths().get(name, ()) for part in path.split(".")
+            )
+        return found
 
     def names_imported_from(self, accepts) -> FrozenSet[str]:
         """The local names some import binds to a path that `accepts(path)` accepts."""

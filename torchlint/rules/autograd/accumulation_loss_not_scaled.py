@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.analysis.training import Moment, is_backward, optimizer_class, stepped_optimizer
 from torchlint.analysis.values import Values
+from torchlint.engine.walk import child_nodes
 from torchlint.rules.autograd._shared import IterationRule
 from torchlint.rules.triggers import words
 
@@ -177,5 +178,5 @@ def _modulus(test: cst.BaseExpression) -> Optional[cst.BaseExpression]:
         if type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo:
             return node.right
         if type(node) not in (cst.Call, cst.Lambda):
-            pending.extend(node.children)
+            pending.extend(child_nodes(node))
     return None

@@ -9,7 +9,7 @@ from torchlint.analysis.facts import project_call_shows
 from torchlint.analysis.loops import LOOPS, Loop
 from torchlint.analysis.training import optimizer_class, stepped_optimizer
 from torchlint.engine.scopes import dotted_name
-from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
+from torchlint.engine.walk import OwnScopeVisitor, child_nodes, walk_visitor
 from torchlint.rules.autograd._shared import IterationRule, names_in
 from torchlint.rules.triggers import project_imports, words
 
@@ -220,5 +220,5 @@ def _parameter_owners(expr: cst.BaseExpression, body: _LoopBody, depth: int) -> 
                     found |= _parameter_owners(value, body, depth - 1)
             continue
         if type(node) not in LOOPS:
-            pending.extend(node.children)
+            pending.extend(child_nodes(node))
     return found

@@ -8,6 +8,7 @@ from torchlint import semantics
 from torchlint.analysis.training import Moment, is_backward, optimizer_model, stepped_optimizer
 from torchlint.analysis.values import Values
 from torchlint.engine.scopes import dotted_name
+from torchlint.engine.walk import child_nodes
 from torchlint.rules.autograd._shared import IterationRule
 from torchlint.rules.triggers import words
 
@@ -179,7 +180,7 @@ def _graph_names(expr: cst.CSTNode) -> Iterator[str]:
             pending.extend(arg.value for arg in node.args)
             pending.append(node.func)
         elif type(node) not in (cst.Lambda, cst.FunctionDef):
-            pending.extend(node.children)
+            pending.extend(child_nodes(node))
 
 
 def _calls(expr: cst.CSTNode, model: str) -> bool:
@@ -193,5 +194,5 @@ def _calls(expr: cst.CSTNode, model: str) -> bool:
                 return True
             if semantics.method_name(node) in _CUTS:
                 continue
-        pending.extend(node.children)
+        pending.extend(child_nodes(node))
     return False

@@ -2,6 +2,7 @@
 
 from torchlint.rules.triggers import project_imports, words
 
-# A Module class names its torch base through `torch.nn` (so `nn` is written in the import or the chain) or
-# Lightning's `LightningModule`, or derives from a class of a project file this one imports.
-IN_MODULE_CLASS = words("nn", "LightningModule") | project_imports()
+# Every finding is in a class the file defines (so `class` is written), which names its torch base through
+# `torch.nn` (so `nn` is written in the import or the chain) or Lightning's `LightningModule`, or derives from a class
+# of a project file this one imports.
+IN_MODULE_CLASS = words("class") & (words("nn", "LightningModule") | project_imports())

@@ -93,8 +93,8 @@ class LayerBuiltInForward(Rule):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.classes = ModuleClasses.of(ctx)
-        # (construction, what it builds, module class, method)
-        self.built: List[Tuple[cst.Call, str, ModuleClass, cst.FunctionDef]] = []
+        # (call, module class, method, the nodes around the call) for the calls in the methods of Module classes
+        self.calls: List[Tuple[cst.Call, ModuleClass, cst.FunctionDef, Tuple[cst.CSTNode, ...]]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         found = self.classes.enclosing(self.ctx.stack)
@@ -103,36 +103,40 @@ class LayerBuiltInForward(Rule):
         module, method = found
         if any(decorator_name(decorator) not in _GRAD_MODE_DECORATORS for decorator in method.decorators):
             return  # `@singleton("projector")`, `@cached_property`: the layer is built once and kept
-        kind = self._kind(node)
-        if kind is None or self._kept_once(node, module, method) or (kind in _DROPOUTS and under_training_test(self.ctx, method)):
-            return
-        self.built.append((node, kind, module, method))
+        # What the call builds is asked in `finish`, of the calls in methods `forward` reaches: most calls of a
+        # model's methods are in `__init__`, where building layers is right.
+        self.calls.append((node, module, method, tuple(self.ctx.stack)))
 
     def finish(self) -> None:
-        for node, kind, module, method in self.built:
-            if id(method) in self.classes.forward_methods(module):
-                self.report(node, self._message(node, kind, method))
+        for node, module, method, stack in self.calls:
+            if id(method) not in self.classes.forward_methods(module):
+                continue
+            kind = self._kind(node, stack)
+            if kind is None or self._kept_once(node, module, method, stack):
+                continue
+            if kind in _DROPOUTS and under_training_test(self.ctx, method, stack):
+                continue
+            self.report(node, self._message(node, kind, method))
 
-    def _kind(self, call: cst.Call) -> Optional[str]:
+    def _kind(self, call: cst.Call, stack: Tuple[cst.CSTNode, ...]) -> Optional[str]:
         """The qualified name of the stateful layer or the parameter `call` builds, "class" for a Module class of the
         project with state, else None."""
-        if self.ctx.qualified_name_in(call.func, PARAMETER):
+        if self.ctx.qualified_name_in(call.func, PARAMETER, stack):
             return "torch.nn.Parameter"
-        built = self.classes.builds_module(call, self.ctx.stack)
+        built = self.classes.builds_module(call, stack)
         if built is None or built in _NOT_REPORTED or is_loss_class(built):
             return None
-        if built == "class" and not self._class_has_state(call):
+        if built == "class" and not self._class_has_state(call, stack):
             return None
         return built
 
-    def _class_has_state(self, call: cst.Call) -> bool:
-        return any(_has_state(module) for module in _classes_built(call, self.ctx.stack, self.ctx, frozenset()))
+    def _class_has_state(self, call: cst.Call, stack: Tuple[cst.CSTNode, ...]) -> bool:
+        return any(_has_state(module) for module in _classes_built(call, stack, self.ctx, frozenset()))
 
-    def _kept_once(self, call: cst.Call, module: ModuleClass, method: cst.FunctionDef) -> bool:
+    def _kept_once(self, call: cst.Call, module: ModuleClass, method: cst.FunctionDef, stack: Tuple[cst.CSTNode, ...]) -> bool:
         """The layer is assigned to an attribute of the module (`self.proj = nn.Linear(...)`, or through a local
         name the method then assigns), where it is registered, under an `if` in the method or in a helper of
         `forward` (`make_weights` resizing a table): made on first use, or when it must change, and kept."""
-        stack = self.ctx.stack
         statement = stack[-2] if len(stack) > 1 else None
         if type(statement) is not cst.Assign or statement.value is not call or len(statement.targets) != 1:
             return False
