@@ -4,6 +4,8 @@
     python benchmarks/training_corpus.py --path             # print only the corpus folder
     python benchmarks/training_corpus.py --mirror-root DIR  # look for the git mirrors in DIR
     python benchmarks/training_corpus.py openai/CLIP        # only these repositories
+    python benchmarks/training_corpus.py --repos-file benchmarks/holdout-repos.txt --into benchmarks/.cache/holdout
+                                                            # another list, in its own folder
 
 Next to the pinned wheels of benchmarks/corpus.py (library code), this corpus holds user
 code: beginner, tutorial, course and research scripts and notebooks, for precision and
@@ -56,6 +58,7 @@ _SKIPPED = re.compile(r"^#\s*(?P<repo>[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Z
 class Repo:
     name: str  # owner/name
     sha: str
+    root: Path = CORPUS  # the folder holding one folder per repository
 
     @property
     def slug(self) -> str:
@@ -63,14 +66,14 @@ class Repo:
 
     @property
     def folder(self) -> Path:
-        return CORPUS / self.slug
+        return self.root / self.slug
 
     def is_complete(self) -> bool:
         marker = self.folder / COMPLETE
         return marker.is_file() and marker.read_text().split()[:1] == [self.sha]
 
 
-def read_repos(path: Path = REPOS_FILE) -> List[Repo]:
+def read_repos(path: Path = REPOS_FILE, root: Path = CORPUS) -> List[Repo]:
     """`owner/name <sha>` lines; blank lines and `#` comments (skipped repositories) are ignored."""
     repos = []
     for number, raw in enumerate(path.read_text().splitlines(), 1):
@@ -80,7 +83,7 @@ def read_repos(path: Path = REPOS_FILE) -> List[Repo]:
         match = _LINE.match(line)
         if match is None:
             raise SystemExit(f"{path}:{number}: expected 'owner/name <40-hex sha>', got {raw!r}")
-        repos.append(Repo(match["repo"], match["sha"]))
+        repos.append(Repo(match["repo"], match["sha"], root))
     return repos
 
 
@@ -246,13 +249,15 @@ def main(argv=None) -> int:
                         help=f"where the git mirrors are (default {MIRROR_ROOT})")
     parser.add_argument("--repos-file", type=Path, default=REPOS_FILE, metavar="FILE",
                         help="the recorded repositories and shas (default benchmarks/training-repos.txt)")
+    parser.add_argument("--into", type=Path, default=CORPUS, metavar="DIR",
+                        help=f"the folder to extract into (default {CORPUS}); keep another list out of the corpus folder")
     parser.add_argument("repos", nargs="*", help="only these owner/name repositories (default: all)")
     args = parser.parse_args(argv)
-    recorded = read_repos(args.repos_file)
+    recorded = read_repos(args.repos_file, args.into.resolve())
     repos = by_name(recorded, args.repos) if args.repos else recorded
     missing = ensure(repos, args.mirror_root)
     if args.path:
-        print(CORPUS)
+        print(args.into.resolve())
         return 1 if missing else 0
     absent = {repo for repo, _ in missing}
     header = f"{'repository':<48} {'.py':>6} {'lines':>9} {'.ipynb':>7} {'raw lines':>10} {'code lines':>11}"
@@ -270,7 +275,7 @@ def main(argv=None) -> int:
         totals = [a + b for a, b in zip(totals, row)]
         print(f"{repo.name:<48} {row[0]:>6} {row[1]:>9} {row[2]:>7} {row[3]:>10} {row[4]:>11}")
     label = f"total ({len(repos) - len(absent)} repos)"
-    print(f"{label:<48} {totals[0]:>6} {totals[1]:>9} {totals[2]:>7} {totals[3]:>10} {totals[4]:>11}   in {CORPUS}")
+    print(f"{label:<48} {totals[0]:>6} {totals[1]:>9} {totals[2]:>7} {totals[3]:>10} {totals[4]:>11}   in {args.into.resolve()}")
     if unreadable_total:
         print(f"{unreadable_total} .ipynb file(s) are not readable JSON notebooks (counted 0 code lines)")
     if not args.repos:
