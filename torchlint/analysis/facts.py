@@ -32,8 +32,15 @@ _ITERATING_CALLS = frozenset({"iter", "list", "enumerate", "next", "tuple", "zip
 _ITERATING_BUILTINS = frozenset({"iter", "next", "list", "tuple"})
 
 
+# Distributed autograd's backward keeps the gradients in its context (`dist_autograd.get_gradients`) and never writes
+# `.grad`: nothing accumulates between iterations and no optimizer reads `.grad`, so it is no backward to the rules.
+DISTRIBUTED_BACKWARD = frozenset({"torch.distributed.autograd.backward"})
+
+
 def is_backward_call(call: cst.Call, ctx: "FileContext", stack=None) -> bool:
-    return semantics.method_name(call) == "backward" or ctx.qualified_name_in(call.func, BACKWARD_FUNCTIONS, stack)
+    if semantics.method_name(call) == "backward":
+        return not ctx.qualified_name_in(call.func, DISTRIBUTED_BACKWARD, stack)
+    return ctx.qualified_name_in(call.func, BACKWARD_FUNCTIONS, stack)
 
 
 @recognizes(cst.Call, last_parts(BACKWARD_FUNCTIONS) | {"backward"})

@@ -2,6 +2,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.engine.context import last_parts
+from torchlint.engine.walk import walk
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import fragments
 
@@ -20,7 +21,9 @@ class SoftmaxImplicitDim(Rule):
     `nn.Softmax()`, `nn.LogSoftmax()` and `nn.Softmin()` built without it (also with
     `dim=None`, which means the same).
 
-    Not flagged: any explicit `dim`, by keyword or position; calls passing `*args` or
+    Not flagged: any explicit `dim`, by keyword or position; a softmax module kept in an
+    attribute its class never reads (`self.softmax = nn.LogSoftmax()` and nothing calls
+    `self.softmax`): built and never called, it guesses nothing and does not warn; calls passing `*args` or
     `**kwargs`; `torch.softmax(x)`, `x.softmax()` and `torch.log_softmax(x)` without `dim`,
     which raise `TypeError: softmax() missing 1 required positional arguments: "dim"` at once:
     nothing runs silently there.
@@ -71,7 +74,34 @@ class SoftmaxImplicitDim(Rule):
             dim = semantics.keyword(node, "dim") or semantics.positional(node, 1)
         elif self.ctx.qualified_name_in(node.func, MODULES):
             dim = semantics.keyword(node, "dim") or semantics.positional(node, 0)
+            if dim is None and _never_called(node, self.ctx.stack):
+                return
         else:
             return
         if dim is None or semantics.literal(dim.value, default=0) is None:
             self.report(node)
+
+
+def _never_called(call: cst.Call, stack) -> bool:
+    """`self.softmax = nn.LogSoftmax()` in a class that never reads `self.softmax`: a softmax module only guesses
+    (and warns) when it is called, and one kept in an attribute nothing reads never is."""
+    parent = stack[-2] if len(stack) > 1 else None
+    if type(parent) is not cst.Assign or parent.value is not call:
+        return False
+    targets = [target.target for target in parent.targets]
+    if not all(type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == "self" for target in targets):
+        return False
+    owner = next((node for node in reversed(stack) if type(node) is cst.ClassDef), None)
+    if owner is None:
+        return False
+    names = {target.attr.value for target in targets}
+    assigned = {id(target) for target in targets}
+    read = []
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        if type(node) is cst.Attribute and node.attr.value in names and id(node) not in assigned:
+            read.append(node)
+        return not read
+
+    walk(owner, on_visit, lambda node: None)
+    return not read

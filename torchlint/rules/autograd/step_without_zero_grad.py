@@ -25,7 +25,11 @@ class StepWithoutZeroGrad(Rule):
 
     Not flagged: an optimizer built in the loop body over tensors also built there
     (`x = latents.detach().clone().requires_grad_()`, then `opt = torch.optim.SGD([x])`):
-    each iteration steps a new leaf whose `.grad` starts at `None`.
+    each iteration steps a new leaf whose `.grad` starts at `None`. Distributed autograd
+    (`dist_autograd.backward(context_id, [loss])` in a `with dist_autograd.context()`
+    block, stepped by a `DistributedOptimizer`): it keeps each context's gradients in the
+    context and never writes `.grad`, so nothing accumulates; no rule counts it as a
+    backward.
 
     ## Why is this bad?
     `backward()` adds into `.grad`; nothing resets it. After k steps each gradient is k

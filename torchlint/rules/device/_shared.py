@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Dict, Optional, Sequence, Tuple
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 from torchlint import semantics
 from torchlint.analysis.file_kind import FileKind
-from torchlint.analysis.loops import loop_nodes
+from torchlint.analysis.loops import FUNCTION_BOUNDARIES, loop_nodes
 from torchlint.analysis.values import Values, method_of
 from torchlint.engine.scopes import scope_nodes_of
+from torchlint.engine.walk import statement_structure, walk, walk_visitor
 from torchlint.finding import Edit
 
 if TYPE_CHECKING:
@@ -403,16 +404,80 @@ def name_words(name: str) -> frozenset:
     return frozenset(word.lower() for part in name.split("_") for word in _CAMEL_HUMP.split(part) if word)
 
 
-def in_a_loop(ctx: "FileContext", stack: Sequence[cst.CSTNode]) -> bool:
-    """The innermost point of `stack` is in the body of a loop of its own function. Not in a test file, whose
-    loops run the test once per parameter (`for device in devices:`), not once per step."""
-    return ctx.file_kind is not FileKind.TEST and bool(loop_nodes(stack))
+def in_a_step_loop(ctx: "FileContext", stack: Sequence[cst.CSTNode]) -> bool:
+    """The innermost point of `stack` is in the body of a loop of its own function that repeats per step: the
+    innermost loop holding it, unless that loop holds a loop that runs backward, itself or in a function of the file
+    it calls (`for epoch in ...: noise = ...; train(epoch)`): what such a loop does besides its inner training loop
+    runs once per epoch. Not in a test file, whose loops run the test once per parameter (`for device in devices:`)."""
+    if ctx.file_kind is FileKind.TEST:
+        return False
+    loops = loop_nodes(stack)
+    return bool(loops) and not ctx.shared(_EpochLoops).holds_a_training_loop(loops[0], stack)
+
+
+class _EpochLoops:
+    """Which loops hold a loop that runs backward, themselves or through the file's functions they call (`ctx.shared`)."""
+
+    def __init__(self, ctx: "FileContext"):
+        self.ctx = ctx
+        self._known: Dict[int, bool] = {}
+
+    def holds_a_training_loop(self, loop: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> bool:
+        found = self._known.get(id(loop))
+        if found is None:
+            function = self.ctx.callgraph.current(stack)
+            backward = {id(node) for node in function.facts.get("backward", ())}
+            found = self._known[id(loop)] = bool(backward) and _loop_holding(loop.body, backward) or any(
+                _calls_a_training_loop(self.ctx, site.callee)
+                for site in function.calls
+                if any(node is loop for node in site.stack)
+            )
+        return found
+
+
+_STATEMENTS_OF_A_BODY = statement_structure(cst.IndentedBlock) | {cst.SimpleStatementSuite}
+
+
+def _loop_holding(body: cst.CSTNode, wanted: Optional[AbstractSet[int]] = None) -> bool:
+    """A `for` or `while` among the statements of `body` (functions and classes defined there not counted) that
+    holds one of the nodes `wanted` (by id); any loop when `wanted` is None."""
+    loops = []
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        if type(node) is cst.For or type(node) is cst.While:
+            loops.append(node)
+            return False
+        return True
+
+    walk(body, on_visit, lambda node: None, descend=_STATEMENTS_OF_A_BODY)
+    return any(wanted is None or _holds(loop, wanted) for loop in loops)
+
+
+def _holds(root: cst.CSTNode, wanted: AbstractSet[int]) -> bool:
+    found = []
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        if id(node) in wanted:
+            found.append(node)
+        return not found and type(node) not in FUNCTION_BOUNDARIES
+
+    walk(root, on_visit, lambda node: None)
+    return bool(found)
+
+
+def _calls_a_training_loop(ctx: "FileContext", callee: str) -> bool:
+    """The file's function `callee` runs backward and holds a loop (`train(epoch)`, looping over the batches)."""
+    function = ctx.callgraph.functions.get(callee)
+    return (
+        function is not None and type(function.node) is cst.FunctionDef
+        and bool(ctx.callgraph.facts_of(callee, "backward")) and _loop_holding(function.node.body)
+    )
 
 
 def per_step_function(ctx: "FileContext", stack: Sequence[cst.CSTNode], depth: int = 0) -> bool:
     """The innermost point of `stack` is in a function that runs once per training step: a `forward`, a
     `*_step`, a function named for training (that holds no loop of its own), or one called from a loop
-    (`in_a_loop`) or from such a function in the same file. Functions nested in one of those run with it."""
+    (`in_a_step_loop`) or from such a function in the same file. Functions nested in one of those run with it."""
     for index in range(len(stack) - 2, -1, -1):
         function = stack[index]
         if type(function) is not cst.FunctionDef:
@@ -425,6 +490,60 @@ def per_step_function(ctx: "FileContext", stack: Sequence[cst.CSTNode], depth: i
         if depth < _CALLER_DEPTH:
             key = ctx.callgraph.key_of(function, scope_nodes_of(stack[: index + 1]))
             for site in ctx.callgraph.call_sites(key):
-                if in_a_loop(ctx, site.stack) or per_step_function(ctx, site.stack, depth + 1):
+                if in_a_step_loop(ctx, site.stack) or per_step_function(ctx, site.stack, depth + 1):
                     return True
     return False
+
+
+def in_a_cuda_branch(stack: Sequence[cst.CSTNode], availability: bool = True) -> bool:
+    """The innermost point of `stack` is in a branch taken only when the program asks for CUDA (`if args.cuda:`,
+    `if device.type == "cuda":`, `x.cuda() if use_gpu else x`): without a GPU it does not run. With
+    `availability`, a test of whether CUDA is there counts too (`if torch.cuda.is_available():`); without, only a
+    test of what the program chose does (CUDA may be there while the program chose the CPU)."""
+    for parent, child in zip(stack, stack[1:]):
+        if (type(parent) is cst.If or type(parent) is cst.IfExp) and child is not parent.test:
+            asks = _asks_for_cuda(parent.test, availability)
+            if asks is not None and asks == (child is parent.body):
+                return True
+    return False
+
+
+def _asks_for_cuda(test: cst.BaseExpression, availability: bool = True) -> Optional[bool]:
+    """True for a condition that holds when CUDA is wanted (`args.cuda`, `backend == "cuda"`), False for one
+    that holds when it is not (`not use_gpu`, `device.type != "cuda"`), None when it says nothing about CUDA.
+    Without `availability`, calls (`torch.cuda.is_available()`, `torch.cuda.device_count() > 1`) say nothing."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _asks_for_cuda(test.expression, availability)
+        return None if inner is None else not inner
+    if isinstance(test, cst.BooleanOperation):
+        sides = {_asks_for_cuda(test.left, availability), _asks_for_cuda(test.right, availability)} - {None}
+        return True if True in sides else (False if sides else None)
+    if not availability and (
+        type(test) is cst.Call
+        or type(test) is cst.Comparison and (type(test.left) is cst.Call or any(type(target.comparator) is cst.Call for target in test.comparisons))
+    ):
+        return None
+    finder = _CudaMention()
+    walk_visitor(test, finder)
+    if not finder.found:
+        return None
+    negated = (cst.NotEqual, cst.IsNot, cst.NotIn)
+    return not (isinstance(test, cst.Comparison) and any(isinstance(target.operator, negated) for target in test.comparisons))
+
+
+class _CudaMention(cst.CSTVisitor):
+    def __init__(self):
+        self.found = False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        lowered = node.value.lower()
+        self.found = self.found or "cuda" in lowered or "gpu" in lowered
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        self.found = self.found or is_cuda_string(node)
+
+
+def is_cuda_string(expr: cst.BaseExpression) -> bool:
+    """`"cuda"` or `"cuda:N"` written as a string."""
+    value = semantics.literal(expr, None) if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)) else None
+    return isinstance(value, str) and bool(CUDA_STRING.fullmatch(value))

@@ -124,10 +124,10 @@ class CudaWithoutFallback(Rule):
                 self._add(node)
         elif semantics.method_name(node) == "to":
             device = semantics.positional(node, 0)
-            if device is not None and _is_cuda_string(device.value):
+            if device is not None and _shared.is_cuda_string(device.value):
                 self._add(device.value)
         for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value in DEVICE_KEYWORDS and _is_cuda_string(arg.value):
+            if arg.keyword is not None and arg.keyword.value in DEVICE_KEYWORDS and _shared.is_cuda_string(arg.value):
                 self._add(arg.value)
 
     def _check_module_call(self, node: cst.Call, name: str) -> None:
@@ -146,7 +146,7 @@ class CudaWithoutFallback(Rule):
             self._note_index(_shared.call_argument(node, 0, "device"))
         elif name == "torch.device":
             device = _shared.call_argument(node, 0, "type")
-            if device is not None and _is_cuda_string(device):
+            if device is not None and _shared.is_cuda_string(device):
                 self._note_index(device)
                 self._note_index(_shared.call_argument(node, 1, "index"))
                 self.device_values.add(id(node))
@@ -154,7 +154,7 @@ class CudaWithoutFallback(Rule):
         elif name == "torch.set_default_device":
             # The `device=` keyword form is found with the other device keywords.
             device = semantics.positional(node, 0)
-            if device is not None and _is_cuda_string(device.value):
+            if device is not None and _shared.is_cuda_string(device.value):
                 self._add(device.value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -163,7 +163,7 @@ class CudaWithoutFallback(Rule):
             # Visited before its value: a site found in the value can tell it is a module-level setting.
             self.module_values[id(node.value)] = (node.value, names)
         # `device = "cuda"`: the one place a script usually picks its device.
-        if _is_cuda_string(node.value) and any(_names_a_device(self.ctx, target.target) for target in node.targets):
+        if _shared.is_cuda_string(node.value) and any(_names_a_device(self.ctx, target.target) for target in node.targets):
             self._add(node.value)
 
     def visit_Import(self, node: cst.Import) -> None:
@@ -210,11 +210,7 @@ class CudaWithoutFallback(Rule):
         for parent, child in zip(stack, stack[1:]):
             if isinstance(parent, cst.Param) and child is parent.default:
                 return True
-            if isinstance(parent, (cst.If, cst.IfExp)) and child is not parent.test:
-                asks = _asks_for_cuda(parent.test)
-                if asks is not None and asks == (child is parent.body):
-                    return True
-        return False
+        return _shared.in_a_cuda_branch(stack)
 
     def finish(self) -> None:
         # Written for CUDA machines only: an availability check or a CUDA-only API or library, two or more GPUs
@@ -247,40 +243,6 @@ class CudaWithoutFallback(Rule):
         finder = _CudaExtensions(setup)
         walk_visitor(setup.module, finder)
         return any(_same_module(built, path) for built in finder.names for path in self.imports)
-
-
-def _is_cuda_string(expr: cst.BaseExpression) -> bool:
-    value = semantics.literal(expr, None) if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)) else None
-    return isinstance(value, str) and bool(_shared.CUDA_STRING.fullmatch(value))
-
-
-def _asks_for_cuda(test: cst.BaseExpression) -> Optional[bool]:
-    """True for a condition that holds when CUDA is wanted (`args.cuda`, `backend == "cuda"`), False for one
-    that holds when it is not (`not use_gpu`, `device.type != "cuda"`), None when it says nothing about CUDA."""
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        inner = _asks_for_cuda(test.expression)
-        return None if inner is None else not inner
-    if isinstance(test, cst.BooleanOperation):
-        sides = {_asks_for_cuda(test.left), _asks_for_cuda(test.right)} - {None}
-        return True if True in sides else (False if sides else None)
-    finder = _CudaMention()
-    walk_visitor(test, finder)
-    if not finder.found:
-        return None
-    negated = (cst.NotEqual, cst.IsNot, cst.NotIn)
-    return not (isinstance(test, cst.Comparison) and any(isinstance(target.operator, negated) for target in test.comparisons))
-
-
-class _CudaMention(cst.CSTVisitor):
-    def __init__(self):
-        self.found = False
-
-    def visit_Name(self, node: cst.Name) -> None:
-        lowered = node.value.lower()
-        self.found = self.found or "cuda" in lowered or "gpu" in lowered
-
-    def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        self.found = self.found or _is_cuda_string(node)
 
 
 def _names_a_device(ctx, target: cst.BaseExpression) -> bool:

@@ -43,7 +43,10 @@ class FactoryThenMove(Rule):
 
     Not flagged: a factory-then-move that runs once: at module level outside a loop
     (a notebook cell, a demo), in a setup function called once (`__init__`, `main`,
-    a `train()` before its loop); comprehensions (`[torch.zeros(n).cuda() for _ in
+    a `train()` before its loop), or in a loop that holds the training loop (a loop
+    running backward, written inside it or in a function of the file it calls:
+    `for epoch in ...: train(epoch)`), besides that inner loop: initial states or a
+    sample drawn once per epoch; comprehensions (`[torch.zeros(n).cuda() for _ in
     range(k)]` builds a list once); state made on first use under `if len(state) == 0:`,
     `if not state:`, `if x is None:` or `if key not in cache:` (an optimizer's `step()`
     initialising its buffers); loops in test files (`test_*.py`, `tests/`),
@@ -54,7 +57,8 @@ class FactoryThenMove(Rule):
 
     Given up for that precision: one-off copies, which the rule used to flag
     everywhere; per-step code it cannot see from the file: a function only passed
-    as a callback (`Engine(update_fn)`), a method called on another object
+    as a callback (`Engine(update_fn)`), a step loop that also holds a backward in
+    an inner loop (read as an epoch loop), a method called on another object
     (`model.init_hidden()` from the loop), a function called from another file.
 
     ## Fix safety
@@ -137,7 +141,7 @@ class FactoryThenMove(Rule):
         for call, fix, stack in self.moves:
             if _lazily_initialised(stack):
                 continue
-            if _shared.in_a_loop(self.ctx, stack) or _shared.per_step_function(self.ctx, stack):
+            if _shared.in_a_step_loop(self.ctx, stack) or _shared.per_step_function(self.ctx, stack):
                 self.report(call, fix=fix)
 
     def _unwrapped(self, expr: cst.Call) -> Tuple[Optional[cst.Call], Tuple[cst.Call, ...]]:

@@ -58,7 +58,10 @@ class MixedDeviceStyles(Rule):
     implementing `.cuda()` for its own tensors); `.cuda(index)` with a device the
     program computed (`.cuda(rank)`, `.cuda(device_index)`), which follows a choice
     made elsewhere, as `.to(device)` does, and is usually reached only once that
-    choice is a CUDA device; Python's own functions (`print(a, b)`); a `.to("cuda")` or
+    choice is a CUDA device; a `.cuda()` in a branch taken only when the program asks
+    for CUDA (`if device.type == "cuda": model = nn.DataParallel(model).cuda()`), which
+    never runs where the chosen device is the CPU (a branch on `torch.cuda.is_available()`
+    still counts: CUDA may be there while the program chose the CPU); Python's own functions (`print(a, b)`); a `.to("cuda")` or
     `.to(torch.device("cuda:0"))`, which hard-codes CUDA just as `.cuda()` does, and a
     module moved in place by such a statement before it is called on `.cuda()` inputs (the
     latest in-place move that runs whenever the call does decides the module's device).
@@ -131,7 +134,7 @@ class MixedDeviceStyles(Rule):
                 return
             if read.device_node is not None and self._device_of_a_value(read.device_node):
                 self.input_devices.append((read, tuple(self.ctx.stack)))
-            elif not _shared.computed_cuda_device(read):
+            elif not _shared.computed_cuda_device(read) and not _shared.in_a_cuda_branch(self.ctx.stack, availability=False):
                 self.cuda_calls.append((read, tuple(self.ctx.stack)))
         elif node.func.attr.value == "to":
             hard_coded = self._names_cuda(read.device_node)

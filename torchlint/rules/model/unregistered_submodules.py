@@ -41,7 +41,10 @@ class UnregisteredSubmodules(Rule):
     layers)`, `nn.Sequential(*self.layers)`) or an attribute the class assigns such a
     container elsewhere; classes that register by hand (`add_module`,
     `register_module`, `register_parameter`, `setattr(self, ...)` anywhere in the
-    class); attributes of classes that are not Modules.
+    class); attributes of classes that are not Modules; elements that are the module's
+    own attributes (`self.blocks = [self.b1, self.b2]`): assigning `self.b1` a layer
+    registered it, and the list only aliases it (wrapping it in `nn.ModuleList` would
+    add a second copy of each key to `state_dict()`).
 
     Given up for that precision: layers built by a function torchlint cannot follow
     (a parameter such as `norm_layer(dim)`, a function of an installed library), and
@@ -240,6 +243,9 @@ class UnregisteredSubmodules(Rule):
 
     def _layer_kind(self, element: cst.BaseExpression, stack: tuple) -> Optional[str]:
         """"module" or "parameter" for an element that is a layer with state or a parameter, else None."""
+        if type(element) is cst.Attribute and type(element.value) is cst.Name and element.value.value == "self":
+            # `self.b1`: a layer held by an attribute was registered when it was assigned; the list only aliases it.
+            return None
         calls = [element] if type(element) is cst.Call else [
             origin.node for origin in Values.of(self.ctx).origins(element, stack)
             if type(origin.node) is cst.Call and origin.place.context is self.ctx and not origin.applied

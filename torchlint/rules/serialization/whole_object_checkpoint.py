@@ -14,6 +14,10 @@ from torchlint.rules.triggers import words
 _MAX_NESTING = 2
 
 
+# The functions that allow-list classes for `weights_only=True` loads (torch >= 2.5).
+ALLOW_LISTING = frozenset({"safe_globals", "add_safe_globals"})
+
+
 class WholeObjectCheckpoint(Rule):
     """
     ## What it does
@@ -33,7 +37,11 @@ class WholeObjectCheckpoint(Rule):
     support torch before 2.6, where `weights_only=False` was the default and TL501 reports
     the load. The save is reported whatever the version: the file it writes does not load
     under the default of the torch releases since 2.6.
-    Given up: a load in another file than the save, and paths built differently in two
+    Not flagged either: files that allow-list classes for weights-only loading
+    (`torch.serialization.add_safe_globals([...])`, `with torch.serialization.safe_globals([...]):`),
+    whose loads of whole modules succeed when the list names their classes.
+    Given up: a load in another file than the save, a save whose loads in another file
+    allow-list its classes (still flagged), and paths built differently in two
     functions (`os.path.join(out, "best.pth")` twice): the rule cannot tell they are the
     same file.
 
@@ -91,8 +99,13 @@ class WholeObjectCheckpoint(Rule):
         self.saves: Dict[Hashable, List[Tuple[int, Optional[cst.BaseExpression]]]] = {}
         self.loads: List[Tuple[Hashable, int, cst.Call]] = []
         self.order = 0
+        # `torch.serialization.add_safe_globals([Net, ...])` or `with safe_globals([...]):` in the file: code written
+        # for the weights-only default, whose loads of whole objects name the classes they accept (and succeed).
+        self.allow_lists = not ctx.file_text.words.isdisjoint(ALLOW_LISTING)
 
     def visit_Call(self, node: cst.Call) -> None:
+        if self.allow_lists:
+            return
         name = self.ctx.qualified_name(node.func)
         self.order += 1
         if name in TORCH_SAVE:
