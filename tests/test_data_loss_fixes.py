@@ -156,6 +156,13 @@ def test_torch_load_fix_is_not_offered_where_it_could_be_wrong(code):
     assert fixed("import torch\n" + code, "TL501", torch_version="2.1") is None
 
 
+@pytest.mark.parametrize("version", ["0.4", "1.12"])
+def test_weights_only_is_not_added_for_torch_without_the_keyword(version):
+    # torch.load has taken weights_only since 1.13: the keyword would raise TypeError on what the project supports.
+    assert fixed('import torch\ntorch.load("m.pt")\n', "TL501", torch_version=version) is None
+    assert fixed('import torch\ntorch.load("m.pt")\n', "TL501", torch_version="1.13") is not None
+
+
 FAMILY_FIXTURES = sorted(
     path for family in ("data", "loss", "serialization") for path in (FIXTURES / family).glob("*.py")
 )

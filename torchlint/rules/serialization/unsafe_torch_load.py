@@ -12,6 +12,8 @@ from torchlint.rules.triggers import words
 TORCH_LOAD = frozenset({"torch.load", "torch.serialization.load"})
 TORCH_SAVE = frozenset({"torch.save", "torch.serialization.save"})
 SAFE_DEFAULT_SINCE = (2, 6)
+# `torch.load` has taken `weights_only` since torch 1.13 (its documentation); before, passing it raises TypeError.
+WEIGHTS_ONLY_SINCE = (1, 13)
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 _DELIBERATE_TEST = re.compile(r"weights_only|trust|safe", re.IGNORECASE)
 
@@ -51,7 +53,9 @@ class UnsafeTorchLoad(Rule):
     ## Fix safety
     Unsafe: `weights_only=True` refuses checkpoints that pickle whole modules,
     optimizers' custom classes or numpy arrays, which then need
-    `add_safe_globals`. The fix is not offered when a `pickle_module` is given
+    `add_safe_globals`. The fix is not offered when the project supports torch before
+    1.13, whose `torch.load` has no `weights_only` (the keyword would raise `TypeError`
+    there), nor when a `pickle_module` is given
     (torch refuses the two together), and where `weights_only=False` looks like the point of the code: in
     a branch whose condition is about `weights_only` or trust (`if not
     weights_only:`, `if trusted:`), or in an `except` handler that falls back after
@@ -165,7 +169,7 @@ class UnsafeTorchLoad(Rule):
         return False
 
     def _add_keyword(self, node: cst.Call) -> Optional[Fix]:
-        if not node.args:
+        if not node.args or self.ctx.config.torch_version < WEIGHTS_ONLY_SINCE:
             return None
         _, end = self.ctx.location(node.args[-1].value)
         return Fix.unsafe("Pass `weights_only=True`", Edit(", weights_only=True", end, end))
