@@ -53,6 +53,25 @@ def test_editing_an_imported_file_relints_its_importer(tmp_path, monkeypatch):
     assert main(arguments) == 0
 
 
+def test_a_file_next_to_the_linted_one_is_a_dependency_of_its_cached_result(tmp_path, monkeypatch):
+    """TL502 reads the files next to a whole-object save for an allow-listed load: they are recorded like imports."""
+    from torchlint.cli import main
+
+    (tmp_path / "train.py").write_text(
+        "import torch\nimport torch.nn as nn\n\nmodel = nn.Linear(4, 2)\ntorch.save(model, 'model.pth')\n"
+    )
+    (tmp_path / "infer.py").write_text("import torch\n\nmodel = torch.load('model.pth', weights_only=False)\n")
+    monkeypatch.chdir(tmp_path)
+    arguments = ["check", "--select", "TL502", "--output-format", "concise", "train.py"]
+    assert main(arguments) == 1
+    (tmp_path / "infer.py").write_text(
+        "import torch\nimport torch.nn as nn\n\nwith torch.serialization.safe_globals([nn.Linear]):\n"
+        "    model = torch.load('model.pth')\n"
+    )
+    assert main(arguments) == 0  # the cached finding of train.py is stale: infer.py changed
+    assert main(arguments) == 0
+
+
 def test_a_notebook_on_standard_input_is_linted_as_a_notebook(tmp_path, monkeypatch, capsys):
     import io
     import json

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 _MAX_MODULES = 64
 _UNKNOWN = object()
 _MAX_BYTES = 1_000_000
+_MAX_NEIGHBOURS = 100
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,27 @@ class Project:
     def imported_by(self, importer: str, modules) -> bool:
         """One of the module paths a file imports (`FileText.imported_modules`) is a file of the project."""
         return any(self.holds(importer, module) for module in modules)
+
+    def neighbours_hold(self, importer: str, words: Tuple[bytes, ...]) -> bool:
+        """Another `.py` file in the importer's folder holds one of `words` as written: for a verdict that depends
+        on what the files next to it do (a script that loads what the linted one saves). Each file read is recorded
+        (`consulted`), so a cached result is checked against it; at most `_MAX_NEIGHBOURS` files are read."""
+        folder = self._folder_of(importer)
+        own = os.path.abspath(importer)
+        for name in self._folders.python_files(folder)[:_MAX_NEIGHBOURS]:
+            path = os.path.join(folder, name)
+            if path == own:
+                continue
+            try:
+                data = sources.read_bytes(path)
+            except OSError:
+                continue
+            if len(data) > _MAX_BYTES:
+                continue
+            self.consulted[path] = sources.content_digest(data)
+            if any(word in data for word in words):
+                return True
+        return False
 
     def _located(self, importer: str, dotted: str) -> Optional[Tuple[str, str]]:
         key = (self._folder_of(importer), dotted)
@@ -192,6 +214,10 @@ class _Folders:
 
     def _is_file(self, folder: str, name: str) -> bool:
         return self._listing(folder).get(name) is False
+
+    def python_files(self, folder: str) -> List[str]:
+        """The names of the `.py` files in `folder`, sorted."""
+        return sorted(name for name, is_folder in self._listing(folder).items() if not is_folder and name.endswith(".py"))
 
     def _listing(self, folder: str) -> Dict[str, bool]:
         found = self._entries.get(folder)

@@ -3,6 +3,7 @@ from typing import Dict, Hashable, List, Optional, Sequence, Tuple
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.project import PROJECT
 from torchlint.analysis.values import Values
 from torchlint.engine.context import last_parts
 from torchlint.rules.base import Rule
@@ -39,9 +40,10 @@ class WholeObjectCheckpoint(Rule):
     under the default of the torch releases since 2.6.
     Not flagged either: files that allow-list classes for weights-only loading
     (`torch.serialization.add_safe_globals([...])`, `with torch.serialization.safe_globals([...]):`),
-    whose loads of whole modules succeed when the list names their classes.
-    Given up: a load in another file than the save, a save whose loads in another file
-    allow-list its classes (still flagged), and paths built differently in two
+    whose loads of whole modules succeed when the list names their classes, and saves in a
+    file next to one that does (the script that loads what a training script saves).
+    Given up: a load in another file than the save, a save in a folder where some file
+    allow-lists classes that may not be the saved one's, and paths built differently in two
     functions (`os.path.join(out, "best.pth")` twice): the rule cannot tell they are the
     same file.
 
@@ -102,6 +104,7 @@ class WholeObjectCheckpoint(Rule):
         # `torch.serialization.add_safe_globals([Net, ...])` or `with safe_globals([...]):` in the file: code written
         # for the weights-only default, whose loads of whole objects name the classes they accept (and succeed).
         self.allow_lists = not ctx.file_text.words.isdisjoint(ALLOW_LISTING)
+        self.nearby_allow_lists: Optional[bool] = None
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.allow_lists:
@@ -113,7 +116,7 @@ class WholeObjectCheckpoint(Rule):
             if saved is None:
                 return
             whole = self._whole_object(saved.value, self.ctx.stack, 0)
-            if whole:
+            if whole and not self._loaded_allow_listed_nearby():
                 self.report(node)
             target = semantics.keyword(node, "f") or semantics.positional(node, 1)
             if target is not None:
@@ -132,6 +135,13 @@ class WholeObjectCheckpoint(Rule):
             if saved is not None:
                 shown = self.ctx.code(saved)
                 self.report(load, self.load_message.format(saved=shown if len(shown) <= 40 and "\n" not in shown else "..."))
+
+    def _loaded_allow_listed_nearby(self) -> bool:
+        """A file next to this one allow-lists classes for weights-only loads: the script that loads what this one
+        saves (`main.py` trains and saves, `infer.py` loads under `safe_globals([Net, ...])`)."""
+        if self.nearby_allow_lists is None:
+            self.nearby_allow_lists = PROJECT.neighbours_hold(self.ctx.filename, tuple(word.encode() for word in ALLOW_LISTING))
+        return self.nearby_allow_lists
 
     def _whole_object(self, expr: cst.BaseExpression, stack: Sequence[cst.CSTNode], nesting: int) -> bool:
         for origin in Values.of(self.ctx).origins(expr, stack):
