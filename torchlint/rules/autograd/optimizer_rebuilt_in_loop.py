@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import List, Set, Tuple
+from typing import FrozenSet, List, Set, Tuple
 
 import libcst as cst
 
@@ -15,6 +15,7 @@ from torchlint.rules.triggers import project_imports, words
 
 # Calls that put a model back to a known state: a loop doing one of them starts each run afresh.
 _RESETS = frozenset({"load_state_dict", "reset_parameters", "apply", "init_weights", "_init_weights"})
+_MOVES = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16"})
 _CONDITIONAL = frozenset({cst.If, cst.Try, cst.TryStar, cst.Match})
 
 
@@ -29,7 +30,8 @@ class OptimizerRebuiltInLoop(IterationRule):
     Not flagged: an optimizer built once before the loop; loops that also rebuild or reset
     the model whose parameters the optimizer gets (cross-validation folds, hyper-parameter
     trials: `model = Net()`, `model.load_state_dict(initial)`, `model.apply(init)` in the
-    loop); optimizers over tensors made in the loop (a new latent per sample); a
+    loop), or move it to a device or dtype the iteration chooses (`for device in ["cpu",
+    "cuda"]: model.to(device)`: the old optimizer's state would sit on the previous device); optimizers over tensors made in the loop (a new latent per sample); a
     construction under an `if` in the loop (rebuilt once, after unfreezing a backbone);
     `param_groups` learning-rate changes; a plain `SGD` without momentum rebuilt when no
     scheduler is built on it (it keeps no state, so a new one steps the same).
@@ -143,6 +145,8 @@ class OptimizerRebuiltInLoop(IterationRule):
         """The parameters are not a model's that outlives the iteration: the loop rebuilds or resets the model, or
         the optimizer gets tensors (or parameters of something) the loop makes."""
         body = _LoopBody()
+        if type(loop.node) is cst.For:
+            body.visit_For(loop.node)
         walk_visitor(loop.node.body, body)
         params = semantics.positional(construction, 0) or semantics.keyword(construction, "params")
         if params is None:
@@ -150,7 +154,14 @@ class OptimizerRebuiltInLoop(IterationRule):
         models = _parameter_owners(params.value, body, 3)
         if not models:
             return True
-        return any(model in body.assigned or model.split(".")[0] in body.assigned or model in body.reset for model in models)
+        # A model moved to a device (or dtype) the iteration chose (`for device in ["cpu", "cuda"]: model.to(device)`):
+        # the old optimizer's state sits on the previous device, and a new optimizer is what the move needs.
+        moved = {owner for owner, names in body.moves if not names.isdisjoint(body.assigned)}
+        return any(
+            model in body.assigned or model.split(".")[0] in body.assigned or model in body.reset
+            or any(model == owner or model.startswith(owner + ".") for owner in moved)  # moving `model` moves `model.fc`
+            for model in models
+        )
 
 
 def _stateless(construction: cst.Call, ctx) -> bool:
@@ -168,6 +179,8 @@ class _LoopBody(OwnScopeVisitor):
         self.assigned: Set[str] = set()
         self.values: dict = {}
         self.reset: Set[str] = set()
+        # (receiver, the names its arguments read) of each `.to(...)`/`.cuda(...)`-style move
+        self.moves: List[Tuple[str, FrozenSet[str]]] = []
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -194,10 +207,17 @@ class _LoopBody(OwnScopeVisitor):
             self.values.setdefault(name, []).append(value)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if semantics.method_name(node) in _RESETS:
+        method = semantics.method_name(node)
+        if method in _RESETS or method in _MOVES:
             owner = dotted_name(semantics.receiver(node))
-            if owner is not None:
+            if owner is None:
+                return
+            if method in _RESETS:
                 self.reset.add(owner)
+            else:
+                # the names the arguments read, whole and by their heads (`args.device`, `args`)
+                read = (name for arg in node.args for name in names_in(arg.value))
+                self.moves.append((owner, frozenset(part for name in read for part in (name, name.split(".")[0]))))
 
 
 def _parameter_owners(expr: cst.BaseExpression, body: _LoopBody, depth: int) -> Set[str]:

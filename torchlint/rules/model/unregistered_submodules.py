@@ -27,7 +27,8 @@ class UnregisteredSubmodules(Rule):
     [nn.Linear(4, 4), nn.Linear(4, 4)]`, `self.heads = {"a": nn.Linear(4, 2)}`), a
     comprehension (`[Block(dim) for _ in range(depth)]`), `list(...)`/`tuple(...)` of
     one, a list multiplied (`[nn.Linear(4, 4)] * 3`), or an empty list or dict filled
-    in the class (`self.blocks = []` then `self.blocks.append(nn.Conv2d(...))`), also
+    in the class (`self.blocks = []` then `self.blocks.append(nn.Conv2d(...))`,
+    `self.blocks += [...]` or `self.blocks = self.blocks + [...]`), also
     through a local variable (`layers = [...]; self.layers = layers`). A layer is a
     torch layer or container, a model builder's result, or an instance of a Module class
     of the file or of a project file (`from model import Block`); the class itself may
@@ -133,6 +134,17 @@ class UnregisteredSubmodules(Rule):
                 if name is not None:
                     self.filled.setdefault((id(module.node), name), []).append((node.value, tuple(self.ctx.stack)))
 
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        """`self.layers += [Layer(...)]` fills the list as `append` does."""
+        if type(node.operator) is not cst.AddAssign or type(node.value) not in (cst.List, cst.Tuple, cst.ListComp):
+            return
+        found = self.classes.enclosing(self.ctx.stack)
+        if found is None or not is_self_attribute(node.target, found[1]):
+            return
+        held = self._held(node.value, found[0], tuple(self.ctx.stack), self.ctx.code(node.target))
+        if held is not None:
+            self.filled.setdefault((id(found[0].node), self.ctx.code(node.target)), []).extend(held[0])
+
     def visit_Call(self, node: cst.Call) -> None:
         method = syntax.method_name(node)
         registers = method in _REGISTERING_METHODS or (type(node.func) is cst.Name and node.func.value == "setattr")
@@ -213,6 +225,17 @@ class UnregisteredSubmodules(Rule):
             elements = [(value.elt, stack)]
         elif value_type is cst.DictComp:
             elements = [(value.value, stack)]
+        elif value_type is cst.BinaryOperation and type(value.operator) is cst.Add and depth < 2:
+            # `self.layers = self.layers + [Layer(...)]`: the list added; the attribute's own elements were found at
+            # the assignments that gave them.
+            sides = [
+                self._held(side, module, stack, written, depth + 1)
+                for side in (value.left, value.right)
+                if not (type(side) is cst.Attribute and self.ctx.code(side) == written)
+            ]
+            if not sides or any(side is None for side in sides):
+                return None
+            return [element for side in sides for element in side[0]], None
         elif value_type is cst.BinaryOperation and type(value.operator) is cst.Multiply:
             container = value.left if type(value.left) is cst.List else value.right
             return self._held(container, module, stack, written, depth) if type(container) is cst.List else None
@@ -246,9 +269,11 @@ class UnregisteredSubmodules(Rule):
         if type(element) is cst.Attribute and type(element.value) is cst.Name and element.value.value == "self":
             # `self.b1`: a layer held by an attribute was registered when it was assigned; the list only aliases it.
             return None
-        calls = [element] if type(element) is cst.Call else [
+        # The element itself, and what it comes from (`Layer(...).to(device)` is the layer: `.to` returns self).
+        calls = ([element] if type(element) is cst.Call else []) + [
             origin.node for origin in Values.of(self.ctx).origins(element, stack)
-            if type(origin.node) is cst.Call and origin.place.context is self.ctx and not origin.applied
+            if type(origin.node) is cst.Call and origin.node is not element and origin.place.context is self.ctx
+            and not origin.applied
         ]
         for call in calls:
             if self.ctx.qualified_name_in(call.func, PARAMETER, stack):
