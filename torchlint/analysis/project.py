@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
 
 from torchlint import source as sources
 from torchlint.engine import parsing
@@ -92,9 +92,9 @@ class Project:
         """One of the module paths a file imports (`FileText.imported_modules`) is a file of the project."""
         return any(self.holds(importer, module) for module in modules)
 
-    def neighbours_hold(self, importer: str, words: Tuple[bytes, ...]) -> bool:
-        """Another `.py` file in the importer's folder holds one of `words` as written: for a verdict that depends
-        on what the files next to it do (a script that loads what the linted one saves). Each file read is recorded
+    def neighbours_hold(self, importer: str, accepts: Callable[[bytes], bool]) -> bool:
+        """Another `.py` file in the importer's folder has bytes that `accepts`: for a verdict that depends on what
+        the files next to it do (a script that loads what the linted one saves). Each file read is recorded
         (`consulted`), so a cached result is checked against it; at most `_MAX_NEIGHBOURS` files are read."""
         folder = self._folder_of(importer)
         own = os.path.abspath(importer)
@@ -109,7 +109,7 @@ class Project:
             if len(data) > _MAX_BYTES:
                 continue
             self.consulted[path] = sources.content_digest(data)
-            if any(word in data for word in words):
+            if accepts(data):
                 return True
         return False
 

@@ -1,4 +1,5 @@
-from typing import Dict, Hashable, List, Optional, Sequence, Tuple
+import re
+from typing import Dict, Hashable, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -16,7 +17,7 @@ _MAX_NESTING = 2
 
 
 # The functions that allow-list classes for `weights_only=True` loads (torch >= 2.5).
-ALLOW_LISTING = frozenset({"safe_globals", "add_safe_globals"})
+ALLOW_LISTING = frozenset({"torch.serialization.safe_globals", "torch.serialization.add_safe_globals"})
 
 
 class WholeObjectCheckpoint(Rule):
@@ -38,12 +39,13 @@ class WholeObjectCheckpoint(Rule):
     support torch before 2.6, where `weights_only=False` was the default and TL501 reports
     the load. The save is reported whatever the version: the file it writes does not load
     under the default of the torch releases since 2.6.
-    Not flagged either: files that allow-list classes for weights-only loading
-    (`torch.serialization.add_safe_globals([...])`, `with torch.serialization.safe_globals([...]):`),
-    whose loads of whole modules succeed when the list names their classes, and saves in a
-    file next to one that does (the script that loads what a training script saves).
-    Given up: a load in another file than the save, a save in a folder where some file
-    allow-lists classes that may not be the saved one's, and paths built differently in two
+    Not flagged either: saves and loads of objects whose classes the file allow-lists for
+    weights-only loading (`torch.serialization.add_safe_globals([Net, ...])`, `with
+    torch.serialization.safe_globals([Net, ...]):`), which then load; and a save whose
+    classes a file next to it allow-lists (the script that loads what a training script
+    saves: a `.py` file in the same folder that calls `safe_globals` and names each class).
+    Given up: a load in another file than the save, a save whose classes are allow-listed
+    by a file in another folder (still flagged), and paths built differently in two
     functions (`os.path.join(out, "best.pth")` twice): the rule cannot tell they are the
     same file.
 
@@ -69,7 +71,7 @@ class WholeObjectCheckpoint(Rule):
     # Every finding is a whole-object save or a load of a file one writes: the file calls `torch.save`.
     triggers = words("save")
     # `order` counts only these calls: what matters is whether a load comes after a save.
-    call_parts = last_parts(TORCH_LOAD | TORCH_SAVE)
+    call_parts = last_parts(TORCH_LOAD | TORCH_SAVE | ALLOW_LISTING)
     message = (
         "`torch.save` of a whole module or optimizer pickles its class: since torch 2.6, `torch.load`'s default "
         "`weights_only=True` refuses it (`UnpicklingError: Weights only load failed`); save its `state_dict()`"
@@ -100,27 +102,32 @@ class WholeObjectCheckpoint(Rule):
         # Per file key, each save in source order: (order, the saved expression if it is a whole object, else None).
         self.saves: Dict[Hashable, List[Tuple[int, Optional[cst.BaseExpression]]]] = {}
         self.loads: List[Tuple[Hashable, int, cst.Call]] = []
+        # Each whole-object save, with the names of the classes it pickles (`Net`, `Sequential`).
+        self.whole_saves: List[Tuple[cst.Call, List[str]]] = []
+        self.saved_classes: Dict[int, List[str]] = {}  # id(saved expression) -> the classes it pickles
+        # The classes the file allow-lists for weights-only loads (`add_safe_globals([Net, nn.Linear])`): code
+        # written for the weights-only default, whose loads of those classes succeed.
+        self.allowed: Set[str] = set()
         self.order = 0
-        # `torch.serialization.add_safe_globals([Net, ...])` or `with safe_globals([...]):` in the file: code written
-        # for the weights-only default, whose loads of whole objects name the classes they accept (and succeed).
-        self.allow_lists = not ctx.file_text.words.isdisjoint(ALLOW_LISTING)
-        self.nearby_allow_lists: Optional[bool] = None
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.allow_lists:
-            return
         name = self.ctx.qualified_name(node.func)
         self.order += 1
-        if name in TORCH_SAVE:
+        if name in ALLOW_LISTING:
+            listed = semantics.keyword(node, "safe_globals") or semantics.positional(node, 0)
+            if listed is not None and type(listed.value) in (cst.List, cst.Tuple):
+                self.allowed.update(filter(None, (_class_name(element.value) for element in listed.value.elements)))
+        elif name in TORCH_SAVE:
             saved = semantics.keyword(node, "obj") or semantics.positional(node, 0)
             if saved is None:
                 return
-            whole = self._whole_object(saved.value, self.ctx.stack, 0)
-            if whole and not self._loaded_allow_listed_nearby():
-                self.report(node)
+            classes = self._whole_objects(saved.value, self.ctx.stack, 0)
+            if classes:
+                self.whole_saves.append((node, classes))
+                self.saved_classes[id(saved.value)] = classes
             target = semantics.keyword(node, "f") or semantics.positional(node, 1)
             if target is not None:
-                self.saves.setdefault(self._file_key(target.value), []).append((self.order, saved.value if whole else None))
+                self.saves.setdefault(self._file_key(target.value), []).append((self.order, saved.value if classes else None))
         elif name in TORCH_LOAD and self.ctx.config.torch_version >= SAFE_DEFAULT_SINCE and not semantics.has_star_kwargs(node):
             weights_only = semantics.keyword(node, "weights_only")
             if weights_only is not None and semantics.literal(weights_only.value) is not True:
@@ -130,32 +137,30 @@ class WholeObjectCheckpoint(Rule):
                 self.loads.append((self._file_key(source.value), self.order, node))
 
     def finish(self) -> None:
+        for save, classes in self.whole_saves:
+            if not self.allowed.issuperset(classes) and not _allow_listed_nearby(self.ctx.filename, classes):
+                self.report(save)
         for key, order, load in self.loads:
             saved = _saved_before(self.saves.get(key, []), order)
-            if saved is not None:
+            if saved is not None and not self.allowed.issuperset(self.saved_classes[id(saved)]):
                 shown = self.ctx.code(saved)
                 self.report(load, self.load_message.format(saved=shown if len(shown) <= 40 and "\n" not in shown else "..."))
 
-    def _loaded_allow_listed_nearby(self) -> bool:
-        """A file next to this one allow-lists classes for weights-only loads: the script that loads what this one
-        saves (`main.py` trains and saves, `infer.py` loads under `safe_globals([Net, ...])`)."""
-        if self.nearby_allow_lists is None:
-            self.nearby_allow_lists = PROJECT.neighbours_hold(self.ctx.filename, tuple(word.encode() for word in ALLOW_LISTING))
-        return self.nearby_allow_lists
-
-    def _whole_object(self, expr: cst.BaseExpression, stack: Sequence[cst.CSTNode], nesting: int) -> bool:
+    def _whole_objects(self, expr: cst.BaseExpression, stack: Sequence[cst.CSTNode], nesting: int) -> List[str]:
+        """The classes, by the names the code builds them with (`Net`, `Sequential`, `Adam`), of the whole modules and
+        optimizers `expr` may be or hold; [] when it is none."""
+        found: List[str] = []
         for origin in Values.of(self.ctx).origins(expr, stack):
             node, there = origin.node, origin.place.stack
             if origin.opaque or origin.applied:
                 continue
             if type(node) is cst.Call and (builds_module(self.ctx, node, there) or _builds_optimizer(self.ctx, node, there)):
-                return True
-            if type(node) is cst.Dict and nesting < _MAX_NESTING and any(
-                isinstance(element, cst.DictElement) and self._whole_object(element.value, there, nesting + 1)
-                for element in node.elements
-            ):
-                return True
-        return False
+                found.append(_class_name(node.func) or "?")
+            elif type(node) is cst.Dict and nesting < _MAX_NESTING:
+                for element in node.elements:
+                    if isinstance(element, cst.DictElement):
+                        found += self._whole_objects(element.value, there, nesting + 1)
+        return found
 
     def _file_key(self, file: cst.BaseExpression) -> Hashable:
         """The same key for two expressions that name the same file: a path string, a module-level variable, or
@@ -179,6 +184,20 @@ def _saved_before(saves: List[Tuple[int, Optional[cst.BaseExpression]]], order: 
     if before:
         return before[-1]
     return next((saved for _, saved in saves if saved is not None), None)
+
+
+def _class_name(expr: cst.BaseExpression) -> Optional[str]:
+    """`Net` for `Net` or `models.Net`."""
+    return semantics.terminal_name(expr)
+
+
+def _allow_listed_nearby(filename: str, classes: List[str]) -> bool:
+    """A file next to this one allow-lists every one of `classes` for weights-only loads: the script that loads
+    what this one saves (`main.py` trains and saves a `Net`, `infer.py` loads under `safe_globals([Net, ...])`)."""
+    names = [re.compile(rb"\b" + re.escape(name.encode()) + rb"\b") for name in classes]
+    return PROJECT.neighbours_hold(
+        filename, lambda data: b"safe_globals" in data and all(name.search(data) for name in names)
+    )
 
 
 def _builds_optimizer(ctx, call: cst.Call, stack) -> bool:
