@@ -100,11 +100,11 @@ def test_tl201_moves_to_the_device_of_another_value(before, after):
 
 @pytest.mark.parametrize("before, after, applicability", [
     ("x = x.float().cuda()", 'x = x.to("cuda", torch.float32)', "safe"),
-    ("x = x.half().to(device, non_blocking=True)", "x = x.to(device, torch.float16, non_blocking=True)", "safe"),
+    ("x = x.half().to(device, copy=True)", "x = x.to(device, torch.float16, copy=True)", "safe"),
     ("x = x.to(torch.bfloat16).to(device=device)", "x = x.to(device, torch.bfloat16)", "safe"),
     ("x = x.type(torch.FloatTensor).cuda(1)", 'x = x.to("cuda:1", torch.float32)', "safe"),
     ("y = y.to(device).long()", "y = y.to(device, torch.int64)", "unsafe"),
-    ("y = y.cpu().double()", 'y = y.to("cpu", torch.float64)', "unsafe"),
+    ("y = y.cuda(1).double()", 'y = y.to("cuda:1", torch.float64)', "unsafe"),
     ("y = (y.cuda()).to(dtype)", 'y = y.to("cuda", dtype)', "unsafe"),
     ("y = y.to(dev).to(dev)", "y = y.to(dev)", "safe"),
     # A run of repeated moves is one finding, fixed in one round (check_fix asserts exactly one finding).
@@ -113,6 +113,19 @@ def test_tl201_moves_to_the_device_of_another_value(before, after):
 ])
 def test_tl202_merges_into_one_to(before, after, applicability):
     check_fix("TL202", f"import torch\n{before}\n", f"import torch\n{after}\n", applicability)
+
+
+@pytest.mark.parametrize("source", [
+    "x = x.half().to(device, non_blocking=True)",  # a non-blocking copy converts on the GPU either way
+    "x = x.to(device, non_blocking=True).float()",
+    "x = x.cuda(None, True).float()",
+    "y = y.cpu().double()",  # a copy to the host lands in the source dtype and converts there either way
+    "y = y.byte().cpu()",  # cast on the GPU, a quarter of the bytes copied: one call would copy them all
+    "y = y.float().to('cpu')",
+    "y = y.float().to(torch.device('cpu'))",
+])
+def test_tl202_leaves_chains_whose_merge_does_the_same_work_or_more(source):
+    assert not lint(f"import torch\n{source}\n", select=["TL202"])
 
 
 def test_tl202_keeps_the_torch_alias():

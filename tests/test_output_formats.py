@@ -16,7 +16,7 @@ FIXABLE = (
     "import torch\n"
     "x = torch.zeros(3).to(torch.device('cpu'))\n"
     "for step in range(2):\n"
-    "    y = x.float().to('cpu')\n"
+    "    y = x.float().to(x.device)\n"
 )
 
 

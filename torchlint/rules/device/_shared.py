@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, AbstractSet, Dict, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -411,8 +411,20 @@ def in_a_step_loop(ctx: "FileContext", stack: Sequence[cst.CSTNode]) -> bool:
     runs once per epoch. Not in a test file, whose loops run the test once per parameter (`for device in devices:`)."""
     if ctx.file_kind is FileKind.TEST:
         return False
-    loops = loop_nodes(stack)
+    loops = loop_nodes(stack) or _while_tested(stack)
     return bool(loops) and not ctx.shared(_EpochLoops).holds_a_training_loop(loops[0], stack)
+
+
+def _while_tested(stack: Sequence[cst.CSTNode]) -> List[cst.CSTNode]:
+    """The `while` whose test holds the innermost point of `stack` (`while has_unfinished(...):`, evaluated before
+    every iteration), within its function, else []."""
+    for index in range(len(stack) - 2, -1, -1):
+        node = stack[index]
+        if type(node) in FUNCTION_BOUNDARIES:
+            break
+        if type(node) is cst.While and stack[index + 1] is node.test:
+            return [node]
+    return []
 
 
 class _EpochLoops:
@@ -476,8 +488,9 @@ def _calls_a_training_loop(ctx: "FileContext", callee: str) -> bool:
 
 def per_step_function(ctx: "FileContext", stack: Sequence[cst.CSTNode], depth: int = 0) -> bool:
     """The innermost point of `stack` is in a function that runs once per training step: a `forward`, a
-    `*_step`, a function named for training (that holds no loop of its own), or one called from a loop
-    (`in_a_step_loop`) or from such a function in the same file. Functions nested in one of those run with it."""
+    `*_step`, a function named for training (that holds no loop of its own), one without a loop of its own called
+    from a loop (`in_a_step_loop`), or one called from such a function in the same file. Functions nested in one of
+    those run with it."""
     for index in range(len(stack) - 2, -1, -1):
         function = stack[index]
         if type(function) is not cst.FunctionDef:
@@ -485,12 +498,15 @@ def per_step_function(ctx: "FileContext", stack: Sequence[cst.CSTNode], depth: i
         words = name_words(function.name.value)
         if words & _STEP_WORDS:
             return True
-        if words & _TRAIN_WORDS and not Values.of(ctx).flow(function).loop_ends:
+        loops = bool(Values.of(ctx).flow(function).loop_ends)
+        if words & _TRAIN_WORDS and not loops:
             return True
         if depth < _CALLER_DEPTH:
             key = ctx.callgraph.key_of(function, scope_nodes_of(stack[: index + 1]))
             for site in ctx.callgraph.call_sites(key):
-                if in_a_step_loop(ctx, site.stack) or per_step_function(ctx, site.stack, depth + 1):
+                # A function with a loop of its own, called from a loop, is a driver run once per item (`for weight in
+                # weights: export(weight)`, `for epoch ...: train_one_epoch()`): its loops repeat, its setup does not.
+                if (not loops and in_a_step_loop(ctx, site.stack)) or per_step_function(ctx, site.stack, depth + 1):
                     return True
     return False
 

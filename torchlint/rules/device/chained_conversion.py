@@ -2,6 +2,7 @@ from typing import List, Optional
 
 import libcst as cst
 
+from torchlint import semantics
 from torchlint.finding import Edit, Fix
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import attributes
@@ -26,7 +27,17 @@ class ChainedConversion(Rule):
 
     Not flagged: `.cpu().numpy()`, `.detach().cpu()`, `.to(memory_format=...)`, and
     two casts in a row: `.half().float()` rounds through float16, which one cast
-    would not, so it is not the same as a single conversion.
+    would not, so it is not the same as a single conversion. Nor a cast chained with a
+    move to the CPU (`x.cpu().float()`, `x.byte().cpu()`), nor with a move passing
+    `non_blocking=True`: torch's CUDA copy converts on the CPU when it blocks and on the
+    GPU when it does not, so for those one `.to(device, dtype)` does the same work as
+    the two calls (a copy to the host in the source dtype, then a conversion there; a
+    staging buffer on the GPU), or more (`x.byte().cpu()` converts on the GPU and copies
+    a quarter of the bytes).
+
+    Given up for that precision: a module chained the same way (`model.to(device).half()`
+    converts its parameters one by one; the rule cannot always tell a module from a
+    tensor and reports it).
 
     ## Fix safety
     Cast-then-move (`x.float().cuda()` -> `x.to("cuda", torch.float32)`) is safe: the
@@ -126,6 +137,11 @@ class ChainedConversion(Rule):
 
     def _move_and_cast(self, inner: _shared.Conversion, outer: _shared.Conversion) -> None:
         cast_first = inner.casts
+        move = outer if cast_first else inner
+        if _to_host(move) or _may_not_block(move):
+            # One `.to(device, dtype)` converts on the CPU when blocking and on the GPU when not (torch's CUDA copy):
+            # the same work as the two calls, or more, for a copy to the host or one that does not block.
+            return
         if cast_first:
             message = (
                 f"`.{_label(inner.call)}` then `.{_label(outer.call)}`: two conversion calls where one `.to(device, dtype)` "
@@ -149,6 +165,22 @@ class ChainedConversion(Rule):
         edit = _shared.tail_edit(self.ctx, inner.call, outer.call, content)
         description = f"Merge into `.{content}`"
         return Fix.safe(description, edit) if safe else Fix.unsafe(description, edit)
+
+
+def _to_host(move: _shared.Conversion) -> bool:
+    """`.cpu()`, `.to("cpu")`, `.to(torch.device("cpu"))`."""
+    node = move.device_node
+    if node is not None and type(node) is cst.Call and node.args:
+        node = node.args[0].value
+    return move.device == '"cpu"' or (node is not None and semantics.literal(node, None) == "cpu")
+
+
+def _may_not_block(move: _shared.Conversion) -> bool:
+    """The move passes `non_blocking=` anything but False."""
+    flag = semantics.keyword(move.call, "non_blocking")
+    if flag is None and move.call.func.attr.value == "cuda":
+        flag = semantics.positional(move.call, 1)  # cuda(device=None, non_blocking=False)
+    return flag is not None and semantics.literal(flag.value, None) is not False
 
 
 def _label(call: cst.Call) -> str:

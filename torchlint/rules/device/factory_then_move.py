@@ -31,8 +31,8 @@ class FactoryThenMove(Rule):
     step: in the body of a loop, or in a function run once per step. Those are a
     `forward`, a `*_step` (`training_step`) or a function whose name says step,
     forward or iteration; a function named for training (`train`, `train_batch`)
-    unless it holds the loop over the steps itself; a function called from a loop of
-    the same file, or from one of those functions (`reparameterize` called from
+    unless it holds the loop over the steps itself; a function of the same file with no
+    loop of its own called from a loop, or any function called from one of those functions (`reparameterize` called from
     `forward`); and functions nested in one of them.
 
     ## Why is this bad?
@@ -58,7 +58,9 @@ class FactoryThenMove(Rule):
     Given up for that precision: one-off copies, which the rule used to flag
     everywhere; per-step code it cannot see from the file: a function only passed
     as a callback (`Engine(update_fn)`), a step loop that also holds a backward in
-    an inner loop (read as an epoch loop), a method called on another object
+    an inner loop (read as an epoch loop), the setup of a function with a loop of its
+    own called from a step loop (read as a driver run once per item, like `for weight
+    in weights: export(weight)`), a method called on another object
     (`model.init_hidden()` from the loop), a function called from another file.
 
     ## Fix safety
