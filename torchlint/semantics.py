@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, FrozenSet, Optional, Sequence
 import libcst as cst
 
 from torchlint.analysis.values import Values
+from torchlint.engine.walk import walk
 
 # The syntax helpers every rule uses, kept importable from here with the torch vocabulary.
 from torchlint.analysis.syntax import (  # noqa: F401
@@ -67,6 +68,38 @@ def _is_dynamic_grad_mode(expr: cst.BaseExpression, ctx: "FileContext", stack) -
     return isinstance(expr, cst.Call) and ctx.qualified_name_in(expr.func, SET_GRAD_ENABLED, stack)
 
 
+def _project_decorator_grad_mode(expr: cst.BaseExpression, ctx: "FileContext", stack) -> Optional[bool]:
+    """False for a decorator the project defines (in the file or a project file) around torch's grad-disabling ones
+    (yolov5's `@smart_inference_mode()`: `torch.inference_mode()(fn)`, or `torch.no_grad()` on older torch), when
+    nothing in it names a grad-enabling one or `set_grad_enabled`; else None."""
+    target = expr.func if type(expr) is cst.Call else expr
+    if type(target) not in (cst.Name, cst.Attribute):
+        return None
+    for origin in Values.of(ctx).origins(target, stack):
+        if type(origin.node) is cst.FunctionDef and not origin.opaque:
+            return origin.place.context.shared(_GradDecorators).mode(origin.node, origin.place.stack)
+    return None
+
+
+class _GradDecorators:
+    """Per file (`ctx.shared`): the grad mode each of its functions applies as a decorator, read once."""
+
+    def __init__(self, ctx: "FileContext"):
+        self.ctx = ctx
+        self._modes = {}
+
+    def mode(self, function: cst.FunctionDef, around: Sequence[cst.CSTNode]) -> Optional[bool]:
+        if id(function) not in self._modes:
+            stack = tuple(around) + (function,)
+            names = []
+            walk(function.body, lambda node: names.append(node) or True, lambda node: None)
+            named = [node for node in names if type(node) in (cst.Name, cst.Attribute)]
+            disabling = any(self.ctx.qualified_name_in(node, GRAD_DISABLING, stack) for node in named)
+            enabling = any(self.ctx.qualified_name_in(node, GRAD_ENABLING | SET_GRAD_ENABLED, stack) for node in named)
+            self._modes[id(function)] = False if disabling and not enabling else None
+        return self._modes[id(function)]
+
+
 def grad_enabled_at(stack: Sequence[cst.CSTNode], ctx: "FileContext") -> Optional[bool]:
     """Grad mode at the innermost point of `stack` as far as the code shows: False, True, or None if unknown.
 
@@ -87,6 +120,8 @@ def grad_enabled_at(stack: Sequence[cst.CSTNode], ctx: "FileContext") -> Optiona
             if node_type is cst.FunctionDef and index + 1 < len(stack) and stack[index + 1] is node.body:
                 for decorator in node.decorators:
                     mode = grad_mode_of(decorator.decorator, ctx, stack[:index])
+                    if mode is None:
+                        mode = _project_decorator_grad_mode(decorator.decorator, ctx, stack[:index])
                     if mode is not None:
                         return mode
             return None
