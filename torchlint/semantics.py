@@ -91,9 +91,14 @@ class _GradDecorators:
     def mode(self, function: cst.FunctionDef, around: Sequence[cst.CSTNode]) -> Optional[bool]:
         if id(function) not in self._modes:
             stack = tuple(around) + (function,)
-            names = []
-            walk(function.body, lambda node: names.append(node) or True, lambda node: None)
-            named = [node for node in names if type(node) in (cst.Name, cst.Attribute)]
+            named = []
+
+            def on_visit(node: cst.CSTNode) -> bool:
+                if type(node) is cst.Name or type(node) is cst.Attribute:
+                    named.append(node)
+                return True
+
+            walk(function.body, on_visit, lambda node: None)
             disabling = any(self.ctx.qualified_name_in(node, GRAD_DISABLING, stack) for node in named)
             enabling = any(self.ctx.qualified_name_in(node, GRAD_ENABLING | SET_GRAD_ENABLED, stack) for node in named)
             self._modes[id(function)] = False if disabling and not enabling else None

@@ -23,8 +23,8 @@ class SoftmaxImplicitDim(Rule):
 
     Not flagged: any explicit `dim`, by keyword or position; a softmax module kept in an
     attribute its class never reads (`self.softmax = nn.LogSoftmax()` and nothing calls
-    `self.softmax`): built and never called, it guesses nothing and does not warn; calls passing `*args` or
-    `**kwargs`; `torch.softmax(x)`, `x.softmax()` and `torch.log_softmax(x)` without `dim`,
+    `self.softmax`): built and never called, it guesses nothing and does not warn; calls
+    passing `*args` or `**kwargs`; `torch.softmax(x)`, `x.softmax()` and `torch.log_softmax(x)` without `dim`,
     which raise `TypeError: softmax() missing 1 required positional arguments: "dim"` at once:
     nothing runs silently there.
 

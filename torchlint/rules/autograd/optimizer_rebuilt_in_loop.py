@@ -15,6 +15,7 @@ from torchlint.rules.triggers import project_imports, words
 
 # Calls that put a model back to a known state: a loop doing one of them starts each run afresh.
 _RESETS = frozenset({"load_state_dict", "reset_parameters", "apply", "init_weights", "_init_weights"})
+# Calls that move or convert a model in place: done with what the iteration chose, the model is new to an optimizer.
 _MOVES = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16"})
 _CONDITIONAL = frozenset({cst.If, cst.Try, cst.TryStar, cst.Match})
 
@@ -31,7 +32,8 @@ class OptimizerRebuiltInLoop(IterationRule):
     the model whose parameters the optimizer gets (cross-validation folds, hyper-parameter
     trials: `model = Net()`, `model.load_state_dict(initial)`, `model.apply(init)` in the
     loop), or move it to a device or dtype the iteration chooses (`for device in ["cpu",
-    "cuda"]: model.to(device)`: the old optimizer's state would sit on the previous device); optimizers over tensors made in the loop (a new latent per sample); a
+    "cuda"]: model.to(device)`: the old optimizer's state would sit on the previous
+    device); optimizers over tensors made in the loop (a new latent per sample); a
     construction under an `if` in the loop (rebuilt once, after unfreezing a backbone);
     `param_groups` learning-rate changes; a plain `SGD` without momentum rebuilt when no
     scheduler is built on it (it keeps no state, so a new one steps the same).

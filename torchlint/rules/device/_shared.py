@@ -450,9 +450,9 @@ class _EpochLoops:
 _STATEMENTS_OF_A_BODY = statement_structure(cst.IndentedBlock) | {cst.SimpleStatementSuite}
 
 
-def _loop_holding(body: cst.CSTNode, wanted: Optional[AbstractSet[int]] = None) -> bool:
+def _loop_holding(body: cst.CSTNode, wanted: AbstractSet[int]) -> bool:
     """A `for` or `while` among the statements of `body` (functions and classes defined there not counted) that
-    holds one of the nodes `wanted` (by id); any loop when `wanted` is None."""
+    holds one of the nodes `wanted` (by id)."""
     loops = []
 
     def on_visit(node: cst.CSTNode) -> bool:
@@ -462,7 +462,7 @@ def _loop_holding(body: cst.CSTNode, wanted: Optional[AbstractSet[int]] = None) 
         return True
 
     walk(body, on_visit, lambda node: None, descend=_STATEMENTS_OF_A_BODY)
-    return any(wanted is None or _holds(loop, wanted) for loop in loops)
+    return any(_holds(loop, wanted) for loop in loops)
 
 
 def _holds(root: cst.CSTNode, wanted: AbstractSet[int]) -> bool:
@@ -482,7 +482,7 @@ def _calls_a_training_loop(ctx: "FileContext", callee: str) -> bool:
     function = ctx.callgraph.functions.get(callee)
     return (
         function is not None and type(function.node) is cst.FunctionDef
-        and bool(ctx.callgraph.facts_of(callee, "backward")) and _loop_holding(function.node.body)
+        and bool(ctx.callgraph.facts_of(callee, "backward")) and bool(Values.of(ctx).flow(function.node).loop_ends)
     )
 
 

@@ -116,7 +116,7 @@ class WholeObjectCheckpoint(Rule):
         if name in ALLOW_LISTING:
             listed = semantics.keyword(node, "safe_globals") or semantics.positional(node, 0)
             if listed is not None and type(listed.value) in (cst.List, cst.Tuple):
-                self.allowed.update(filter(None, (_class_name(element.value) for element in listed.value.elements)))
+                self.allowed.update(filter(None, (semantics.terminal_name(element.value) for element in listed.value.elements)))
         elif name in TORCH_SAVE:
             saved = semantics.keyword(node, "obj") or semantics.positional(node, 0)
             if saved is None:
@@ -155,7 +155,7 @@ class WholeObjectCheckpoint(Rule):
             if origin.opaque or origin.applied:
                 continue
             if type(node) is cst.Call and (builds_module(self.ctx, node, there) or _builds_optimizer(self.ctx, node, there)):
-                found.append(_class_name(node.func) or "?")
+                found.append(semantics.terminal_name(node.func) or "?")
             elif type(node) is cst.Dict and nesting < _MAX_NESTING:
                 for element in node.elements:
                     if isinstance(element, cst.DictElement):
@@ -184,11 +184,6 @@ def _saved_before(saves: List[Tuple[int, Optional[cst.BaseExpression]]], order: 
     if before:
         return before[-1]
     return next((saved for _, saved in saves if saved is not None), None)
-
-
-def _class_name(expr: cst.BaseExpression) -> Optional[str]:
-    """`Net` for `Net` or `models.Net`."""
-    return semantics.terminal_name(expr)
 
 
 def _allow_listed_nearby(filename: str, classes: List[str]) -> bool:
