@@ -117,7 +117,7 @@ def project_call_shows(call: cst.CSTNode, ctx: "FileContext", fact: str) -> bool
 @recognizes(cst.Assign)
 def clears_grad_by_assignment(node: cst.Assign, ctx: "FileContext") -> Optional[str]:
     for target in node.targets:
-        if isinstance(target.target, cst.Attribute) and target.target.attr.value == "grad":
+        if type(target.target) is cst.Attribute and target.target.attr.value == "grad":
             return "clears-grad"
     return None
 

@@ -53,7 +53,8 @@ def source_file_kind(filename: str, text: str, module: cst.Module) -> FileKind:
     stem = name.rpartition(".")[0] or name
     if stem.startswith("test_") or stem.endswith("_test") or stem == "conftest" or not _TEST_FOLDERS.isdisjoint(folders):
         return FileKind.TEST
-    if _PERCENT_CELL.search(text):
+    # The pattern is tried at every position of the text: a plain search for `%%` rules out most files first.
+    if "%%" in text and _PERCENT_CELL.search(text):
         return FileKind.NOTEBOOK
     if text.startswith("#!") or stem == "__main__" or not stem.isidentifier() or _has_main_guard(module):
         return FileKind.SCRIPT

@@ -22,7 +22,7 @@ followed; an exception in a `try` body makes its bindings conditional.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import libcst as cst
 
@@ -43,13 +43,13 @@ _NESTED_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 _COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp})
 
 
-@dataclass(frozen=True)
-class Binding:
+class Binding(NamedTuple):
     """One binding of a name: `value` is the assigned expression, or None when the value is not known
     (a parameter, a loop target, `+=`, `with ... as`, `except ... as`, `del`).
 
     `element` is the index path for unpacking: `a, (b, c) = pair` binds `b` to `pair[1][0]`. `definition` is the
-    `def`, `class` or import statement for names bound by one.
+    `def`, `class` or import statement for names bound by one. (A named tuple: a scan makes one for every binding of
+    its scope, and a frozen dataclass costs several times more to make.)
     """
 
     name: str

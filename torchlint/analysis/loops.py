@@ -9,7 +9,7 @@ in source order, so rules ask what a loop trains and in which order things happe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -17,6 +17,7 @@ from torchlint.analysis import syntax
 from torchlint.engine.scopes import dotted_name
 
 if TYPE_CHECKING:
+    from torchlint.engine.callgraph import FunctionFacts
     from torchlint.engine.context import FileContext
 
 # Sets of exact types, tested with `type(node) in ...`: these helpers scan the stack at every visit, and
@@ -37,12 +38,6 @@ def loop_nodes(stack: Sequence[cst.CSTNode]) -> List[cst.CSTNode]:
     return found
 
 
-def facts_at(node: cst.CSTNode, ctx: "FileContext") -> FrozenSet[str]:
-    """The call-graph facts the engine noted for `node`; call it from `node`'s visit (recognizers run just before)."""
-    facts = ctx.callgraph.current(ctx.scope_nodes, node).facts
-    return frozenset(name for name, nodes in facts.items() if nodes and nodes[-1] is node)
-
-
 def is_accumulating_backward(call: cst.CSTNode) -> bool:
     """`.backward()` or `torch.autograd.backward(...)`: they add into `.grad`; `torch.autograd.grad` returns instead."""
     if not isinstance(call, cst.Call):
@@ -52,9 +47,9 @@ def is_accumulating_backward(call: cst.CSTNode) -> bool:
 
 
 
-@dataclass(frozen=True)
-class Event:
-    """A call or assignment inside a loop body, in source order."""
+class Event(NamedTuple):
+    """A call or assignment inside a loop body, in source order (a tuple: one is made for every observed node, and
+    a frozen dataclass costs several times more to make)."""
 
     seq: int
     node: cst.CSTNode
@@ -100,6 +95,8 @@ class LoopIndex:
         self.loops: Dict[int, Loop] = {}
         self.seq = 0
         self._last: Optional[Event] = None
+        # id of a scope node -> the facts of the function whose code it is (`CallGraph.current`, one per scope).
+        self._functions: Dict[int, "FunctionFacts"] = {}
 
     def observe(self, node: cst.CSTNode) -> Event:
         """Record the visited node; its `seq` orders it against every other observed node."""
@@ -108,13 +105,23 @@ class LoopIndex:
         ctx = self.ctx
         self.seq += 1
         callee = ctx.callgraph.callee_key(node, ctx.stack) if type(node) is cst.Call else None
-        facts = facts_at(node, ctx)
+        facts = self._facts_at(node)
         event = Event(self.seq, node, facts, callee, _arms(ctx.stack) if facts or callee else ())
         if event.facts or callee:
             for loop in self.enclosing():
                 loop.events.append(event)
         self._last = event
         return event
+
+    def _facts_at(self, node: cst.CSTNode) -> FrozenSet[str]:
+        """The call-graph facts the engine noted for the visited `node` (recognizers run just before the rules)."""
+        scope_nodes = self.ctx.scope_nodes
+        function = self._functions.get(id(scope_nodes[-1]))
+        if function is None:
+            function = self._functions[id(scope_nodes[-1])] = self.ctx.callgraph.current(scope_nodes, node)
+        facts = function.facts
+        # Asked for every call and assignment observed: in a function without facts, without looking.
+        return frozenset([name for name, nodes in facts.items() if nodes and nodes[-1] is node]) if facts else frozenset()
 
     def enclosing(self, stack: Optional[Sequence[cst.CSTNode]] = None) -> List[Loop]:
         """The loops whose body holds the innermost point of `stack`, innermost first."""

@@ -180,14 +180,15 @@ class ModuleClasses:
     def enclosing(self, stack: Sequence[cst.CSTNode]) -> Optional[Tuple[ModuleClass, cst.FunctionDef]]:
         """The Module class and its method (a def directly in the class body) whose code holds the innermost point
         of `stack`, also inside functions nested in the method."""
-        scopes = scope_nodes_of(stack[:-1]) if stack and type(stack[-1]) in SCOPE_TYPES else scope_nodes_of(stack)
-        if not scopes:
-            return None
-        # Asked for most nodes of a file: the answer depends only on the innermost scope.
-        key = id(scopes[-1])
-        if key not in self._enclosing:
-            self._enclosing[key] = self._enclosing_method(scopes)
-        return self._enclosing[key]
+        # Asked for most nodes of a file: the answer depends only on the innermost scope around the point (a scope
+        # node last on `stack` is not in its own code), a few nodes up from it.
+        for index in range(len(stack) - 2, -1, -1):
+            if type(stack[index]) in SCOPE_TYPES:
+                key = id(stack[index])
+                if key not in self._enclosing:
+                    self._enclosing[key] = self._enclosing_method(scope_nodes_of(stack[: index + 1]))
+                return self._enclosing[key]
+        return None
 
     def _enclosing_method(self, scopes: Sequence[cst.CSTNode]) -> Optional[Tuple[ModuleClass, cst.FunctionDef]]:
         for index in range(len(scopes) - 2, -1, -1):

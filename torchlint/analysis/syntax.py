@@ -92,9 +92,9 @@ def receiver(call: cst.Call) -> Optional[cst.BaseExpression]:
 
 def terminal_name(expr: cst.BaseExpression) -> Optional[str]:
     """`opt` for `opt`, `self.opt`, `trainer.opt`."""
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         return expr.value
-    if isinstance(expr, cst.Attribute):
+    if type(expr) is cst.Attribute:
         return expr.attr.value
     return None
 

@@ -28,8 +28,7 @@ reach as today's rules had it: one function's body and what it calls directly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -63,8 +62,9 @@ _CONSTANT_NAMES = frozenset({"None", "True", "False"})
 _MISSING = syntax.MISSING
 
 
-@dataclass(frozen=True)
-class Place:
+# Place and Origin are named tuples: the value model makes them at every step it follows, and a frozen dataclass
+# costs several times more to make.
+class Place(NamedTuple):
     """Where an expression is evaluated: the file (its context: another project file for a followed import), the
     scope nodes enclosing it (outermost first) and its statement."""
 
@@ -78,8 +78,7 @@ class Place:
         return self.scopes if self.statement is None else self.scopes + (self.statement,)
 
 
-@dataclass(frozen=True)
-class Origin:
+class Origin(NamedTuple):
     """An expression a value may come from, and where it is evaluated.
 
     `applied`: the value is the output of the module this origin is built from (`node` is then the call that

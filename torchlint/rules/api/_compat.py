@@ -15,7 +15,7 @@ from typing import Callable, Dict, List, Sequence, Set
 import libcst as cst
 
 from torchlint.engine.scopes import ScopeNode, import_bindings
-from torchlint.engine.walk import walk, walk_visitor
+from torchlint.engine.walk import statement_structure, walk, walk_visitor
 
 # Names that announce a torch version test: `torch.__version__`, `Version(...)`, `pytorch_after(1, 11)`,
 # `is_torch_greater_or_equal_than_2_0`, `_TORCH_GREATER_EQUAL_2_1`, `is_torch_version(">=", "2.0")`.
@@ -129,5 +129,6 @@ def compat_imports(scope_node: cst.CSTNode, imported: Imported) -> Dict[str, Set
     def on_leave(node: cst.CSTNode) -> None:
         stack.pop()
 
-    walk(scope_node, on_visit, on_leave)
+    # Imports are statements, and so is all that makes a compatibility branch around one: expressions are not entered.
+    walk(scope_node, on_visit, on_leave, descend=statement_structure(type(scope_node)))
     return found

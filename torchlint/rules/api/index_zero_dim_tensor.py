@@ -138,7 +138,16 @@ def _indexes_zero(node: cst.Subscript) -> bool:
     if len(node.slice) != 1 or type(node.slice[0].slice) is not cst.Index:
         return False
     index = node.slice[0].slice.value
-    return type(index) is cst.Integer and index.evaluated_value == 0
+    return type(index) is cst.Integer and _is_zero(index.value)
+
+
+def _is_zero(integer: str) -> bool:
+    """An integer literal (`0`, `00`, `0x0`, `0_0`) is zero when it has no digit but zeros after its base prefix:
+    what its `evaluated_value` says, without the compile that costs."""
+    digits = integer.lower()
+    if digits.startswith(("0x", "0o", "0b")):
+        digits = digits[2:]
+    return set(digits) <= {"0", "_"}
 
 
 def _number(expr: cst.BaseExpression) -> bool:

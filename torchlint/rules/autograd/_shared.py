@@ -8,7 +8,8 @@ from its visitor methods); nothing walks the tree again.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Set
+from functools import lru_cache
+from typing import TYPE_CHECKING, List, Optional, Sequence, Set
 
 import libcst as cst
 
@@ -41,6 +42,8 @@ def uses_autograd_grad(function_key: str, ctx: "FileContext") -> bool:
     return function is not None and any(not is_accumulating_backward(node) for node in function.facts.get("backward", ()))
 
 
+# Asked of the function around every call some rules visit: a few names per file, each many times.
+@lru_cache(maxsize=4096)
 def names_an_evaluation(name: str) -> bool:
     words = [word for word in name.lower().split("_") if word]
     return any(word in _EVALUATION_WORDS or word.startswith("infer") for word in words)
@@ -59,31 +62,37 @@ def innermost_function(stack: Sequence[cst.CSTNode]) -> Optional[cst.FunctionDef
     return None
 
 
-def names_in(expr: Optional[cst.CSTNode]) -> Iterator[str]:
+def names_in(expr: Optional[cst.CSTNode]) -> List[str]:
     """Variables (`loss`) and attribute chains (`self.total`) an expression reads."""
+    found: List[str] = []
+    _add_names(expr, found)
+    return found
+
+
+def _add_names(expr: Optional[cst.CSTNode], found: List[str]) -> None:
+    # Asked of most assignments' values: exact types (`isinstance` on libcst's abstract node classes is slow), and
+    # one list filled down the recursion rather than a generator at each level.
     if expr is None:
         return
     dotted = dotted_name(expr)
     if dotted is not None:
-        yield dotted
+        found.append(dotted)
         return
-    if isinstance(expr, cst.Call):
-        yield from names_in(semantics.receiver(expr))
+    expr_type = type(expr)
+    if expr_type is cst.Call:
+        _add_names(semantics.receiver(expr), found)
         for arg in expr.args:
-            yield from names_in(arg.value)
-    elif isinstance(expr, cst.BinaryOperation):
-        yield from names_in(expr.left)
-        yield from names_in(expr.right)
-    elif isinstance(expr, cst.UnaryOperation):
-        yield from names_in(expr.expression)
-    elif isinstance(expr, (cst.Subscript, cst.Attribute)):
-        yield from names_in(expr.value)
-    elif isinstance(expr, (cst.Tuple, cst.List)):
+            _add_names(arg.value, found)
+    elif expr_type is cst.BinaryOperation:
+        _add_names(expr.left, found)
+        _add_names(expr.right, found)
+    elif expr_type is cst.UnaryOperation:
+        _add_names(expr.expression, found)
+    elif expr_type is cst.Subscript or expr_type is cst.Attribute:
+        _add_names(expr.value, found)
+    elif expr_type is cst.Tuple or expr_type is cst.List or expr_type is cst.Dict:
         for element in expr.elements:
-            yield from names_in(element.value)
-    elif isinstance(expr, cst.Dict):
-        for element in expr.elements:
-            yield from names_in(element.value)
+            _add_names(element.value, found)
 
 
 def grad_disabled_by_a_caller(function_key: str, ctx: "FileContext") -> Optional[cst.Call]:

@@ -125,6 +125,8 @@ class EvalWithoutNoGrad(Rule):
         # function key -> its eval() calls so far
         self.evals: Dict[str, List[_Eval]] = {}
         self.lightning_hooks: Set[int] = set()
+        # id of a scope node -> `_function_of` its calls
+        self.functions: Dict[int, Tuple[str, Optional[cst.FunctionDef]]] = {}
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.models.observe_class(node)
@@ -140,13 +142,12 @@ class EvalWithoutNoGrad(Rule):
         event = self.loops.observe(node)
         self.models.observe_call(node)
         if "sets-eval" in event.facts:
-            function = self.ctx.callgraph.current(self.ctx.scope_nodes, node).key
+            function = self._function_of(node)[0]
             self.evals.setdefault(function, []).append(_Eval(event.seq, {id(loop) for loop in loop_nodes(self.ctx.stack)}))
         func_type = type(node.func)
         if (func_type is not cst.Name and func_type is not cst.Attribute) or semantics.method_name(node) in ("eval", "train"):
             return
-        function = self.ctx.callgraph.current(self.ctx.scope_nodes, node).key
-        definition = innermost_function(self.ctx.stack)
+        function, definition = self._function_of(node)
         name = definition.name.value if definition is not None else ""
         # `finish` reports a forward only after an `.eval()` of its function (all of which are seen by now) or in a
         # function named for evaluation: the others need not be kept.
@@ -159,6 +160,17 @@ class EvalWithoutNoGrad(Rule):
             return
         in_model_method = definition is not None and self._is_model_method(definition)
         self.forwards.append(_Forward(node, function, name, in_model_method, event.seq, loops, tuple(self.ctx.stack)))
+
+    def _function_of(self, call: cst.Call) -> Tuple[str, Optional[cst.FunctionDef]]:
+        """The call-graph key and the def of the function whose code holds the visited `call`: the same for every
+        call of one scope, and asked at most calls."""
+        scope_nodes = self.ctx.scope_nodes
+        found = self.functions.get(id(scope_nodes[-1]))
+        if found is None:
+            found = self.functions[id(scope_nodes[-1])] = (
+                self.ctx.callgraph.current(scope_nodes, call).key, innermost_function(self.ctx.stack),
+            )
+        return found
 
     def _is_model_method(self, definition: cst.FunctionDef) -> bool:
         """`definition` (the innermost function) is defined directly in a model class."""

@@ -119,8 +119,13 @@ class LossAccumulatedWithGraph(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        # (scope id, variable) -> its latest value so far, and whether it was computed with gradients disabled.
-        self.latest: Dict[Tuple[int, str], Tuple[cst.BaseExpression, bool]] = {}
+        # (scope id, variable) -> its latest value so far, and the stack at that assignment (where the grad mode it was
+        # computed in is asked, when an accumulation adds the variable).
+        self.latest: Dict[Tuple[int, str], Tuple[cst.BaseExpression, Tuple[cst.CSTNode, ...]]] = {}
+        # Every assignment to a variable: (scope id, variable), value, the stack at it. What the values read and which
+        # assignments start a variable afresh (`reads`, `resets`) is worked out in `finish`, for the scopes that
+        # accumulate: most files accumulate nothing, and the others in a few functions.
+        self.assignments: List[Tuple[Tuple[int, str], cst.BaseExpression, Tuple[cst.CSTNode, ...]]] = []
         # (scope id, accumulator) -> for each assignment that starts it afresh, the loops around it.
         self.resets: Dict[Tuple[int, str], List[Set[int]]] = {}
         # scope id -> variables read by a backward call's tensor.
@@ -136,7 +141,9 @@ class LossAccumulatedWithGraph(Rule):
     # ------------------------------------------------------------ bookkeeping
 
     def _scope(self) -> int:
-        return id(innermost_scope(self.ctx.stack))
+        # The visited node (an assignment, call, loop or return) is no scope itself: its scope is the innermost one the
+        # walker keeps (`innermost_scope` of the stack, without going up it).
+        return id(self.ctx.scope_nodes[-1])
 
     def leave_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -147,16 +154,22 @@ class LossAccumulatedWithGraph(Rule):
             self._assigned(node.target, node.value)
 
     def _assigned(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        scope = self._scope()
         name = dotted_name(target)
         if name is None:
             return
-        key = (scope, name)
-        self.latest[key] = (value, semantics.grad_enabled_at(self.ctx.stack, self.ctx) is False)
-        reads = set(names_in(value))
-        self.reads.setdefault(key, set()).update(reads)
-        if name not in reads:  # `acc = acc + loss` accumulates; anything else starts afresh
-            self.resets.setdefault(key, []).append({id(loop) for loop in loop_nodes(self.ctx.stack)})
+        key = (self._scope(), name)
+        stack = tuple(self.ctx.stack)
+        self.latest[key] = (value, stack)
+        self.assignments.append((key, value, stack))
+
+    def _note_assignments(self, scopes: Set[int]) -> None:
+        """`reads` and `resets` of the variables of `scopes`, from their assignments."""
+        for key, value, stack in self.assignments:
+            if key[0] in scopes:
+                reads = set(names_in(value))
+                self.reads.setdefault(key, set()).update(reads)
+                if key[1] not in reads:  # `acc = acc + loss` accumulates; anything else starts afresh
+                    self.resets.setdefault(key, []).append({id(loop) for loop in loop_nodes(stack)})
 
     def visit_For(self, node: cst.For) -> None:
         for name in names_in(node.target):
@@ -176,7 +189,7 @@ class LossAccumulatedWithGraph(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         value = node.value
-        if len(node.targets) != 1 or not isinstance(value, cst.BinaryOperation) or not isinstance(value.operator, cst.Add):
+        if len(node.targets) != 1 or type(value) is not cst.BinaryOperation or type(value.operator) is not cst.Add:
             return
         accumulator = dotted_name(node.targets[0].target)
         if accumulator is None:
@@ -244,14 +257,15 @@ class LossAccumulatedWithGraph(Rule):
         latest = self.latest.get((self._scope(), name))
         if latest is None:
             return None
-        value, without_grad = latest
-        if without_grad or _detached(value):
+        value, stack = latest
+        if _detached(value) or semantics.grad_enabled_at(stack, self.ctx) is False:
             return False
         return True if is_loss_value(value, self.ctx) else None
 
     # ------------------------------------------------------------ decision
 
     def finish(self) -> None:
+        self._note_assignments({accumulation.scope for accumulation in self.accumulations})
         for accumulation in self.accumulations:
             scope = accumulation.scope
             if accumulation.is_loss is None:

@@ -89,6 +89,8 @@ class NonLeafRequiresGrad(Rule):
     name = "non-leaf-requires-grad"
     # Only a factory call given `requires_grad=True` as a keyword is reported.
     triggers = words("requires_grad")
+    # ... and only where a conversion method is called on it.
+    call_parts = frozenset(CONVERSIONS)
     fix_safety = "safe or unsafe"
     message = (
         "converting a `requires_grad=True` factory result gives a non-leaf copy whenever the device or dtype "

@@ -88,7 +88,7 @@ class StepWithoutZeroGrad(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         self.loops.observe(node)
-        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+        if len(node.targets) != 1 or type(node.targets[0].target) is not cst.Name:
             return
         name = node.targets[0].target.value
         for loop in self.loops.enclosing():

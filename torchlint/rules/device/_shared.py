@@ -561,5 +561,5 @@ class _CudaMention(cst.CSTVisitor):
 
 def is_cuda_string(expr: cst.BaseExpression) -> bool:
     """`"cuda"` or `"cuda:N"` written as a string."""
-    value = semantics.literal(expr, None) if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)) else None
+    value = semantics.literal(expr, None) if type(expr) in (cst.SimpleString, cst.ConcatenatedString) else None
     return isinstance(value, str) and bool(CUDA_STRING.fullmatch(value))

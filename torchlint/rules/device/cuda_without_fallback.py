@@ -158,8 +158,9 @@ class CudaWithoutFallback(Rule):
                 self._add(device.value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        names = tuple(target.target.value for target in node.targets if isinstance(target.target, cst.Name))
-        if len(names) == len(node.targets) and self.ctx.enclosing(cst.FunctionDef, cst.ClassDef, cst.Lambda) is None:
+        names = tuple(target.target.value for target in node.targets if type(target.target) is cst.Name)
+        # At module level: no function, class or lambda among the scopes around the statement.
+        if len(names) == len(node.targets) and len(self.ctx.scope_nodes) == 1:
             # Visited before its value: a site found in the value can tell it is a module-level setting.
             self.module_values[id(node.value)] = (node.value, names)
         # `device = "cuda"`: the one place a script usually picks its device.

@@ -1,4 +1,4 @@
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import libcst as cst
 
@@ -19,6 +19,15 @@ FACTORIES = frozenset(
 )
 # The methods that can move a tensor to a device (`.type(torch.cuda.FloatTensor)` too).
 _MOVING_METHODS = frozenset({"cuda", "cpu", "to", "type"})
+
+
+class _Factory(NamedTuple):
+    """The factory call a move follows, the `Variable(...)` wrappers around it (outermost first) and its qualified
+    name."""
+
+    call: cst.Call
+    wrappers: Tuple[cst.Call, ...]
+    name: str
 
 
 class FactoryThenMove(Rule):
@@ -115,8 +124,9 @@ class FactoryThenMove(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        # Each move of a new factory result: the call, its fix, and the stack at it.
-        self.moves: List[Tuple[cst.Call, Optional[Fix], Tuple[cst.CSTNode, ...]]] = []
+        # Each move of a new factory result, with what its fix needs and the stack at it. The fix is made in `finish`,
+        # for the moves reported only: it costs the position of the call in the file.
+        self.moves: List[Tuple[cst.Call, _Factory, _shared.Conversion, bool, Tuple[cst.CSTNode, ...]]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -137,14 +147,14 @@ class FactoryThenMove(Rule):
         # With a non-literal requires_grad the fix could turn a non-leaf into a leaf; so could dropping the move
         # after `Variable(t, requires_grad=True)`.
         fixable = requires_grad is False and all(len(wrapper.args) == 1 for wrapper in wrappers)
-        self.moves.append((node, self._fix(factory, wrappers, name, move, fixable), tuple(self.ctx.stack)))
+        self.moves.append((node, _Factory(factory, wrappers, name), move, fixable, tuple(self.ctx.stack)))
 
     def finish(self) -> None:
-        for call, fix, stack in self.moves:
+        for call, factory, move, fixable, stack in self.moves:
             if _lazily_initialised(stack):
                 continue
             if _shared.in_a_step_loop(self.ctx, stack) or _shared.per_step_function(self.ctx, stack):
-                self.report(call, fix=fix)
+                self.report(call, fix=self._fix(factory, move, fixable, stack))
 
     def _unwrapped(self, expr: cst.Call) -> Tuple[Optional[cst.Call], Tuple[cst.Call, ...]]:
         """The call inside `Variable(...)` wrappers (they return their argument), and the wrappers, outermost first."""
@@ -157,45 +167,44 @@ class FactoryThenMove(Rule):
             expr = data.value
         return expr, tuple(wrappers)
 
-    def _fix(
-        self, factory: cst.Call, wrappers: Tuple[cst.Call, ...], name: str, move: _shared.Conversion, fixable: bool
-    ) -> Optional[Fix]:
+    def _fix(self, factory: _Factory, move: _shared.Conversion, fixable: bool, stack: Tuple[cst.CSTNode, ...]) -> Optional[Fix]:
         if not fixable or not move.complete or any(text.startswith("memory_format=") for text in move.keywords):
             return None
         # `.to(...)` arguments move as they are; `.cuda(1)` and `.float()`-style calls are named in code.
         from_to = semantics.method_name(move.call) == "to"
-        if from_to and semantics.keyword(move.call, "device") is None and not self._is_device(move.device_node):
+        if from_to and semantics.keyword(move.call, "device") is None and not self._is_device(move.device_node, stack):
             return None  # `.to(other_tensor)` also casts, and `device=other_tensor` raises TypeError
         keywords = [("device", move.device_node if from_to else _shared.expression(move.device))]
         if move.casts:
-            code = move.dtype_code(self.ctx)
-            if code is None or semantics.keyword(factory, "dtype") is not None:
+            code = move.dtype_code(self.ctx, stack)
+            if code is None or semantics.keyword(factory.call, "dtype") is not None:
                 return None
             keywords.append(("dtype", move.dtype_node or _shared.expression(code)))
-        built = _shared.with_keywords(factory, keywords)
-        content = _shared.code_in_place(self.ctx, wrappers[0].deep_replace(factory, built) if wrappers else built, self.ctx.stack)
-        short = name[len("torch."):]
+        built = _shared.with_keywords(factory.call, keywords)
+        wrappers = factory.wrappers
+        content = _shared.code_in_place(self.ctx, wrappers[0].deep_replace(factory.call, built) if wrappers else built, stack)
+        short = factory.name[len("torch."):]
         safe = short not in RANDOM_FACTORIES and (not move.casts or short in EXACT_FACTORIES)
         description = "Pass " + " and ".join(f"`{keyword}=`" for keyword, _ in keywords) + " to the factory"
         edit = self.ctx.replace(move.call, content)
         return Fix.safe(description, edit) if safe else Fix.unsafe(description, edit)
 
-    def _is_device(self, expr: cst.BaseExpression, seen=frozenset()) -> bool:
-        """`expr` is provably a device, not a tensor: a device string or f-string, `torch.device(...)`,
-        `x.device`, a name only ever assigned one of those, or the `device-name` variable when nothing else
-        is assigned to it in its scope (a parameter, typically)."""
+    def _is_device(self, expr: cst.BaseExpression, stack: Tuple[cst.CSTNode, ...], seen=frozenset()) -> bool:
+        """`expr` (evaluated at the innermost point of `stack`) is provably a device, not a tensor: a device string
+        or f-string, `torch.device(...)`, `x.device`, a name only ever assigned one of those, or the `device-name`
+        variable when nothing else is assigned to it in its scope (a parameter, typically)."""
         if isinstance(expr, cst.IfExp):
-            return self._is_device(expr.body, seen) and self._is_device(expr.orelse, seen)
+            return self._is_device(expr.body, stack, seen) and self._is_device(expr.orelse, stack, seen)
         if isinstance(expr, cst.Attribute):
             return expr.attr.value == "device"
         if not isinstance(expr, cst.Name):
-            return _shared.names_device(expr, self.ctx)  # strings, f-strings, `torch.device(...)`
+            return _shared.names_device(expr, self.ctx, stack)  # strings, f-strings, `torch.device(...)`
         if expr.value in seen:
             return False
-        values = self.ctx.assigned_values(expr)
+        values = self.ctx.assigned_values(expr, stack)
         if not values:
             return expr.value == self.ctx.config.device_name
-        return all(self._is_device(value, seen | {expr.value}) for value in values)
+        return all(self._is_device(value, stack, seen | {expr.value}) for value in values)
 
 
 def _requires_grad(factory: cst.Call):

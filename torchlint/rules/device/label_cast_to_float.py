@@ -101,9 +101,12 @@ class LabelCastToFloat(Rule):
         self.assigned: Dict[int, Tuple[cst.BaseExpression, cst.Call, bool]] = {}
         self.float_consumed: Set[int] = set()
         self.reported: Set[int] = set()
+        # Whether the file can name the losses each call is asked about, read from its text once (`may_name`).
+        self.names_class_index_losses = ctx.may_name(semantics.CLASS_INDEX_LOSSES)
+        self.names_float_target_losses = ctx.may_name(FLOAT_TARGET_LOSSES)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if semantics.is_class_index_loss(node, self.ctx):
+        if self.names_class_index_losses and semantics.is_class_index_loss(node, self.ctx):
             self._check_target_variable(node)
         elif self._needs_float_target(node):
             for arg in node.args:
@@ -202,7 +205,7 @@ class LabelCastToFloat(Rule):
             self._report(cast)
 
     def _needs_float_target(self, call: cst.Call, stack=None) -> bool:
-        if not self.ctx.may_name(FLOAT_TARGET_LOSSES):
+        if not self.names_float_target_losses:
             return False
         if self.ctx.qualified_name_in(call.func, FLOAT_TARGET_LOSS_FUNCTIONS, stack):
             return True

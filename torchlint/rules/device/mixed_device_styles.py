@@ -121,13 +121,16 @@ class MixedDeviceStyles(Rule):
         # `.to("cuda")`: the same choice `.cuda()` makes, not the one `.to(device)` code keeps in one place.
         self.cuda_to_calls: List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]] = []
         self.input_devices: List[Tuple[_shared.Conversion, Tuple[cst.CSTNode, ...]]] = []
-        # Computations whose operands must share a device (a call's receiver, callee and arguments, arithmetic).
+        # Computations whose operands must share a device (arithmetic, comparisons).
         self.computations: List[Tuple[Tuple[cst.BaseExpression, ...], Tuple[cst.CSTNode, ...]]] = []
+        # The calls that move nothing, computations too (of a call's receiver, callee and arguments): their operands
+        # are read in `finish`, and only where `.cuda()` and `.to()` values both occur.
+        self.calls: List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         read = _shared.conversion(node, self.ctx)
         if read is None or not read.moves:
-            self._computation(_call_operands(node, self.ctx))
+            self.calls.append((node, tuple(self.ctx.stack)))
             return
         if node.func.attr.value == "cuda":
             if _shared.implements_method(self.ctx, "cuda"):
@@ -149,6 +152,14 @@ class MixedDeviceStyles(Rule):
     def _computation(self, operands: Tuple[cst.BaseExpression, ...]) -> None:
         if len(operands) >= 2:
             self.computations.append((operands, tuple(self.ctx.stack)))
+
+    def _call_computations(self) -> List[Tuple[Tuple[cst.BaseExpression, ...], Tuple[cst.CSTNode, ...]]]:
+        found = []
+        for call, stack in self.calls:
+            operands = _call_operands(call, self.ctx, stack)
+            if len(operands) >= 2:
+                found.append((operands, stack))
+        return found
 
     def finish(self) -> None:
         for read, stack in self.input_devices:
@@ -192,7 +203,7 @@ class MixedDeviceStyles(Rule):
             (call, stack, "to") for call, stack in self.to_calls
         ] + [(call, stack, "to-cuda") for call, stack in self.cuda_to_calls])
         meeting: Set[int] = set()
-        for operands, stack in self.computations:
+        for operands, stack in self._call_computations() + self.computations:
             carried = [moves.carried(operand, stack) for operand in operands]
             for index, moved in enumerate(carried):
                 cuda_calls = {call for style, call in moved if style == "cuda"}
@@ -252,14 +263,15 @@ def _key(origin) -> Tuple[int, bool]:
     return id(origin.node), origin.applied
 
 
-def _call_operands(call: cst.Call, ctx) -> Tuple[cst.BaseExpression, ...]:
-    """What a call computes with: a method's receiver or the called module, and the arguments (the elements of a
-    list or tuple argument too: `torch.cat([a, b])`). Python's own functions (`print(a, b)`) compute nothing."""
+def _call_operands(call: cst.Call, ctx, stack: Sequence[cst.CSTNode]) -> Tuple[cst.BaseExpression, ...]:
+    """What a call (at the innermost point of `stack`) computes with: a method's receiver or the called module, and
+    the arguments (the elements of a list or tuple argument too: `torch.cat([a, b])`). Python's own functions
+    (`print(a, b)`) compute nothing."""
     func = call.func
-    if type(func) is cst.Name and func.value in _BUILTINS and ctx.scopes.binding_scope(func.value, ctx.scope_nodes) is None:
+    if type(func) is cst.Name and func.value in _BUILTINS and ctx.scopes.binding_scope(func.value, scope_nodes_of(stack)) is None:
         return ()
     operands = []
-    if type(func) in (cst.Name, cst.Attribute) and ctx.qualified_name(func) is None:
+    if type(func) in (cst.Name, cst.Attribute) and ctx.qualified_name(func, stack) is None:
         operands.append(func)  # `model(x)`, `self.encoder(x)`: the module computes
         if type(func) is cst.Attribute:
             operands.append(func.value)  # `x.add(y)`: the receiver computes

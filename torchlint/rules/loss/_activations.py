@@ -79,6 +79,11 @@ class ActivationBeforeLoss(Rule):
     loss_functions: ClassVar[FrozenSet[str]]
     messages: ClassVar[Dict[str, str]]
 
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        # Whether the file can name the loss modules, read from its text once (`may_name`): every call is asked.
+        self.names_loss_modules = ctx.may_name(self.loss_modules)
+
     def visit_Call(self, node: cst.Call) -> None:
         if not self._is_loss(node):
             return
@@ -107,9 +112,9 @@ class ActivationBeforeLoss(Rule):
         name = ctx.qualified_name(call.func)
         if name in self.loss_functions:
             return name
-        if isinstance(call.func, cst.Call):  # nn.CrossEntropyLoss()(logits, target)
+        if type(call.func) is cst.Call:  # nn.CrossEntropyLoss()(logits, target)
             name = ctx.qualified_name(call.func.func)
-        elif ctx.may_name(self.loss_modules):
+        elif self.names_loss_modules:
             name = semantics.built_from(call.func, ctx)
         else:
             return None

@@ -121,6 +121,9 @@ class UnregisteredSubmodules(Rule):
         self.registering_classes: Set[int] = set()
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        # Most assignments bind plain names: only `self.x = ...` and `self.x[k] = ...` are asked where they are.
+        if all(type(target.target) not in (cst.Attribute, cst.Subscript) for target in node.targets):
+            return
         found = self.classes.enclosing(self.ctx.stack)
         if found is None:
             return
@@ -173,14 +176,18 @@ class UnregisteredSubmodules(Rule):
         for target, value, module, _, stack in self.assignments:
             by_attribute.setdefault((id(module.node), target.attr.value), []).append((value, stack))
         for target, value, module, method, stack in self.assignments:
-            key = (id(module.node), self.ctx.code(target))
-            if id(module.node) in self.registering_classes or key in self.registered:
+            if id(module.node) in self.registering_classes:
+                continue
+            written = self.ctx.code(target)
+            if (id(module.node), written) in self.registered:
+                continue
+            # `_held` rules out most values by their shape alone: asked before the attribute's other assignments are
+            # resolved.
+            held = self._held(value, module, stack, written)
+            if held is None:
                 continue
             others = by_attribute[(id(module.node), target.attr.value)]
             if any(self._registers(other, other_stack) for other, other_stack in others):
-                continue
-            held = self._held(value, module, stack, self.ctx.code(target))
-            if held is None:
                 continue
             layers, local = held
             if local is not None and (id(module.node), local) in self.registered:

@@ -134,7 +134,10 @@ class UnsafeTorchLoad(Rule):
         return Fix.unsafe("Pass `weights_only=True`", self.ctx.replace(weights_only.value, "True"))
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        # `buffer = io.BytesIO(received)`: what `buffer` holds is no longer what was saved to it.
+        # `buffer = io.BytesIO(received)`: what `buffer` holds is no longer what was saved to it. (Most files save
+        # nothing, and the key costs the target's code.)
+        if not self.saved:
+            return
         for target in node.targets:
             if isinstance(target.target, cst.Name):
                 self.saved.discard(self._file_key(target.target))
