@@ -87,7 +87,7 @@ class LoopInvariantTransfer(Rule):
         if not loops or ctx.file_kind is FileKind.TEST:
             return
         read = conversion(node, ctx)
-        if read is None or not read.moves or read.device == '"cpu"' or semantics.literal(read.device_node, None) == "cpu":
+        if read is None or not read.moves or read.to_host:
             return
         loop, receiver = loops[0], node.func.value
         if not self._unchanged(receiver, loop) or not self._device_unchanged(read.device_node, loop):

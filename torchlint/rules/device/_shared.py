@@ -76,6 +76,11 @@ class Conversion:
     def casts(self) -> bool:
         return self.dtype is not None or self.dtype_node is not None
 
+    @property
+    def to_host(self) -> bool:
+        """`.cpu()`, `.to("cpu")`: the call moves to the CPU, as written."""
+        return self.device == '"cpu"' or semantics.literal(self.device_node, None) == "cpu"
+
     def dtype_code(self, ctx: "FileContext", stack=None) -> Optional[str]:
         """Code naming the dtype (`torch.float32`, or the user's own expression); None without a name for torch."""
         if self.dtype_node is not None:

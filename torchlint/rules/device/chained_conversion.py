@@ -170,9 +170,9 @@ class ChainedConversion(Rule):
 def _to_host(move: _shared.Conversion) -> bool:
     """`.cpu()`, `.to("cpu")`, `.to(torch.device("cpu"))`."""
     node = move.device_node
-    if node is not None and type(node) is cst.Call and node.args:
-        node = node.args[0].value
-    return move.device == '"cpu"' or (node is not None and semantics.literal(node, None) == "cpu")
+    if type(node) is cst.Call and node.args:
+        return semantics.literal(node.args[0].value, None) == "cpu"
+    return move.to_host
 
 
 def _may_not_block(move: _shared.Conversion) -> bool:

@@ -142,7 +142,7 @@ class FactoryThenMove(Rule):
         if requires_grad is True:
             return  # TL104 reports it
         move = _shared.conversion(node, self.ctx)
-        if move is None or not move.moves or _stays_on_host(move):
+        if move is None or not move.moves or move.to_host:  # `.cpu()` after a factory copies nothing
             return
         # With a non-literal requires_grad the fix could turn a non-leaf into a leaf; so could dropping the move
         # after `Variable(t, requires_grad=True)`.
@@ -211,13 +211,6 @@ def _requires_grad(factory: cst.Call):
     """The factory's `requires_grad=` as a literal (False when not given), MISSING when computed."""
     requires_grad = semantics.keyword(factory, "requires_grad")
     return semantics.literal(requires_grad.value) if requires_grad is not None else False
-
-
-def _stays_on_host(move: _shared.Conversion) -> bool:
-    """`.cpu()` / `.to("cpu")` after a factory: nothing is copied."""
-    if move.device_node is None:
-        return move.device == '"cpu"'
-    return semantics.literal(move.device_node, None) == "cpu"
 
 
 def _lazily_initialised(stack) -> bool:

@@ -144,9 +144,10 @@ class UnregisteredSubmodules(Rule):
         found = self.classes.enclosing(self.ctx.stack)
         if found is None or not is_self_attribute(node.target, found[1]):
             return
-        held = self._held(node.value, found[0], tuple(self.ctx.stack), self.ctx.code(node.target))
+        written = self.ctx.code(node.target)
+        held = self._held(node.value, found[0], tuple(self.ctx.stack), written)
         if held is not None:
-            self.filled.setdefault((id(found[0].node), self.ctx.code(node.target)), []).extend(held[0])
+            self.filled.setdefault((id(found[0].node), written), []).extend(held[0])
 
     def visit_Call(self, node: cst.Call) -> None:
         method = syntax.method_name(node)

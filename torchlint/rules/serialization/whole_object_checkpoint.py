@@ -1,5 +1,5 @@
 import re
-from typing import Dict, Hashable, List, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Dict, FrozenSet, Hashable, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -137,8 +137,15 @@ class WholeObjectCheckpoint(Rule):
                 self.loads.append((self._file_key(source.value), self.order, node))
 
     def finish(self) -> None:
+        # The neighbours are read once for each set of saved classes, not once for each save.
+        nearby: Dict[FrozenSet[str], bool] = {}
         for save, classes in self.whole_saves:
-            if not self.allowed.issuperset(classes) and not _allow_listed_nearby(self.ctx.filename, classes):
+            if self.allowed.issuperset(classes):
+                continue
+            key = frozenset(classes)
+            if key not in nearby:
+                nearby[key] = _allow_listed_nearby(self.ctx.filename, key)
+            if not nearby[key]:
                 self.report(save)
         for key, order, load in self.loads:
             saved = _saved_before(self.saves.get(key, []), order)
@@ -186,7 +193,7 @@ def _saved_before(saves: List[Tuple[int, Optional[cst.BaseExpression]]], order: 
     return next((saved for _, saved in saves if saved is not None), None)
 
 
-def _allow_listed_nearby(filename: str, classes: List[str]) -> bool:
+def _allow_listed_nearby(filename: str, classes: AbstractSet[str]) -> bool:
     """A file next to this one allow-lists every one of `classes` for weights-only loads: the script that loads
     what this one saves (`main.py` trains and saves a `Net`, `infer.py` loads under `safe_globals([Net, ...])`)."""
     names = [re.compile(rb"\b" + re.escape(name.encode()) + rb"\b") for name in classes]
