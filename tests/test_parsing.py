@@ -1,6 +1,8 @@
 """The engine's parse: libcst's tree, built without libcst re-validating every node."""
 
+import inspect
 import textwrap
+from contextlib import contextmanager
 
 import libcst as cst
 import pytest
@@ -21,11 +23,49 @@ def texts():
             yield pytest.param(path.read_text(encoding="utf-8"), id=str(path.relative_to(FIXTURES)))
 
 
+@contextmanager
+def libcsts_constructors():
+    """libcst's node classes with their own constructors back, for what they build to be compared."""
+    replaced = {node_type: node_type.__init__ for node_type in parsing.LIBCST_CONSTRUCTORS}
+    for node_type, init in parsing.LIBCST_CONSTRUCTORS.items():
+        node_type.__init__ = init
+    try:
+        yield
+    finally:
+        for node_type, init in replaced.items():
+            node_type.__init__ = init
+
+
 @pytest.mark.parametrize("text", list(texts()))
 def test_the_tree_is_libcsts_own(text):
     tree = parsing.parse_module(text)
-    assert tree.deep_equals(cst.parse_module(text))
+    with libcsts_constructors():
+        libcsts = cst.parse_module(text)
+    assert tree.deep_equals(libcsts)
     assert tree.code == text
+
+
+def test_the_constructors_are_replaced_with_libcsts_signatures():
+    assert len(parsing.LIBCST_CONSTRUCTORS) > 150  # every concrete node class of the installed libcst
+    for node_type, libcsts in parsing.LIBCST_CONSTRUCTORS.items():
+        assert node_type.__init__ is not libcsts
+        assert inspect.signature(node_type.__init__) == inspect.signature(libcsts), node_type
+
+
+def build_by_hand():
+    # Defaults from factories (each node its own list), positional and keyword arguments, nested nodes.
+    call = cst.Call(cst.Attribute(cst.Name("torch"), cst.Name("zeros")), [cst.Arg(cst.Integer("3"))])
+    return [call, cst.Name("x", lpar=[cst.LeftParen()], rpar=[cst.RightParen()]), cst.Module([]), cst.Expr(call)]
+
+
+def test_nodes_built_by_hand_are_libcsts():
+    built = build_by_hand()
+    with libcsts_constructors():
+        expected = build_by_hand()
+    for node, libcsts in zip(built, expected):
+        assert node.deep_equals(libcsts)
+    # A default from a factory is made for each node, not shared.
+    assert built[0].whitespace_after_func is not cst.Call(cst.Name("f")).whitespace_after_func
 
 
 def test_the_installed_libcst_validates_nothing_but_what_the_parse_guarantees():

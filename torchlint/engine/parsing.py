@@ -17,21 +17,31 @@ The switch is a flag read by a `__post_init__` installed once, when this module 
 imported, that validates unless a parse is under way: assigning `__post_init__`
 around every parse instead changed a class that some 250 node classes derive from,
 which makes Python drop what it had cached about their attributes, every file.
+
+The node constructors are replaced too, once, by ones that store each field through
+its slot instead of `object.__setattr__` and skip `__post_init__` during a parse
+(`_plain_constructor`): a tenth of the parse on the benchmark sample. Their
+signatures, defaults and stores are libcst's; tests/test_parsing.py compares trees
+and hand-built nodes with those libcst's own constructors build.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import os
 import re
+import types
 import warnings
 from collections import OrderedDict
 from itertools import accumulate
-from typing import Optional
+from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 import libcst as cst
 from libcst._nodes.base import CSTNode
 
 from torchlint import source as sources
+from torchlint.engine.walk import NODE_TYPES
 from torchlint.engine.reparse import Layout, Parsed, reparsed
 
 _VALIDATING_INIT = CSTNode.__dict__.get("__post_init__")
@@ -55,6 +65,106 @@ def _validate_unless_parsing(self) -> None:
 
 if SKIPS_VALIDATION:
     CSTNode.__post_init__ = _validate_unless_parsing
+
+
+# libcst's own constructor of each node class whose constructor `_install_constructors` replaced (tests compare them).
+LIBCST_CONSTRUCTORS: Dict[type, Callable] = {}
+_VARIADIC = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
+# A constructor's shape: how many fields are positional, how many keyword-only, and which have a default factory.
+_Shape = Tuple[int, int, Tuple[int, ...]]
+
+
+class _Constructor(NamedTuple):
+    shape: _Shape
+    fields: Tuple[str, ...]
+    # What the constructor's code refers to, by name: each field's slot setter, factory and "not given" sentinel.
+    uses: Dict[str, object]
+
+
+def _plain_constructor(node_type: type) -> Optional[_Constructor]:
+    """What a faster constructor for `node_type` needs; None when libcst's is not the plain one `dataclasses` writes.
+
+    That one stores each field with `object.__setattr__(self, "name", value)` (a frozen class refuses
+    `self.name = value`), a call that looks the name up on the class at every store, then calls `__post_init__`.
+    The parser calls a constructor for every node, half a million on the benchmark sample: storing through each
+    field's slot directly, and leaving out `__post_init__` while a parse is under way (`_validate_unless_parsing`
+    would return at once), takes a tenth off the parse. The signature, the defaults and the order of the stores
+    stay libcst's, and so does validation of a node built by hand.
+    """
+    init = node_type.__dict__.get("__init__")
+    code = getattr(init, "__code__", None)
+    if code is None or code.co_flags & _VARIADIC or not dataclasses.is_dataclass(node_type):
+        return None
+    if node_type.__post_init__ is not _validate_unless_parsing:
+        return None  # a class with a `__post_init__` of its own: not only a check
+    fields = dataclasses.fields(node_type)
+    positional = code.co_varnames[1:code.co_argcount]
+    keyword_only = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
+    if [field.name for field in fields] != [*positional, *keyword_only]:
+        return None
+    defaults = dict(zip(reversed(positional), reversed(init.__defaults__ or ())))
+    defaults.update(init.__kwdefaults__ or {})
+    uses: Dict[str, object] = {}
+    factories = []
+    for index, field in enumerate(fields):
+        slot = next((klass.__dict__[field.name] for klass in node_type.__mro__ if field.name in klass.__dict__), None)
+        if type(slot) is not types.MemberDescriptorType:
+            return None
+        uses[f"_store_{index}"] = slot.__set__
+        if field.default_factory is not dataclasses.MISSING:
+            # `dataclasses` marks "not given" with a sentinel default and calls the factory in the constructor.
+            uses[f"_factory_{index}"] = field.default_factory
+            uses[f"_not_given_{index}"] = defaults.get(field.name)
+            factories.append(index)
+    return _Constructor((len(positional), len(keyword_only), tuple(factories)), positional + keyword_only, uses)
+
+
+def _template_source(name: str, shape: _Shape) -> str:
+    """A function `name` whose one constant is the code of a constructor of `shape`, its fields named `field_0`, ...:
+    each class renames them (one template per shape, all compiled at once, is a fifth of the cost of compiling a
+    constructor per class)."""
+    positional, keyword_only, factories = shape
+    fields = [f"field_{index}" for index in range(positional + keyword_only)]
+    signature = ", ".join(["self", *fields[:positional], *(["*", *fields[positional:]] if keyword_only else [])])
+    uses = []
+    stores = []
+    for index, field in enumerate(fields):
+        uses.append(f"_store_{index}")
+        value = field
+        if index in factories:
+            uses += [f"_factory_{index}", f"_not_given_{index}"]
+            value = f"_factory_{index}() if {field} is _not_given_{index} else {field}"
+        stores.append(f"        _store_{index}(self, {value})\n")
+    return (
+        f"def {name}({', '.join(uses)}):\n    def __init__({signature}):\n{''.join(stores)}"
+        "        if not _parsing:\n            self.__post_init__()\n    return __init__\n"
+    )
+
+
+def _install_constructors() -> None:
+    """Give libcst's node classes the constructors `_plain_constructor` describes."""
+    constructors = {node_type: _plain_constructor(node_type) for node_type in NODE_TYPES}
+    constructors = {node_type: found for node_type, found in constructors.items() if found is not None}
+    shapes = {constructor.shape: f"_template_{index}" for index, constructor in enumerate(constructors.values())}
+    compiled = compile("".join(_template_source(name, shape) for shape, name in shapes.items()), "<torchlint constructors>", "exec")
+    templates: Dict[str, types.CodeType] = {}
+    for made in compiled.co_consts:
+        if type(made) is types.CodeType:
+            templates[made.co_name] = next(const for const in made.co_consts if type(const) is types.CodeType)
+    for node_type, constructor in constructors.items():
+        template = templates[shapes[constructor.shape]]
+        code = template.replace(co_varnames=("self", *constructor.fields) + template.co_varnames[len(constructor.fields) + 1:])
+        closure = tuple(types.CellType(constructor.uses[name]) for name in code.co_freevars)
+        libcsts = node_type.__init__
+        init = types.FunctionType(code, globals(), "__init__", libcsts.__defaults__, closure)
+        init.__kwdefaults__, init.__annotations__ = libcsts.__kwdefaults__, libcsts.__annotations__
+        init.__qualname__, init.__doc__ = libcsts.__qualname__, libcsts.__doc__
+        LIBCST_CONSTRUCTORS[node_type] = libcsts
+        node_type.__init__ = init
+
+
+if SKIPS_VALIDATION:
+    _install_constructors()
 
 
 def parse_module(text: str) -> cst.Module:
