@@ -14,7 +14,6 @@ conda to validate, torchlint only takes a default from it.
 from __future__ import annotations
 
 import ast
-import configparser
 import itertools
 import re
 import sys
@@ -221,6 +220,8 @@ def _as_list(value: object) -> list:
 
 
 def _setup_cfg(path: Path) -> Iterator[_Declared]:
+    import configparser  # only for a project with a setup.cfg
+
     parser = configparser.ConfigParser(interpolation=None)
     try:
         if not parser.read(path, encoding="utf-8"):

@@ -7,7 +7,6 @@ other commands never need the `server` extra.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 EXIT_ERROR = 2
@@ -34,5 +33,7 @@ def run(args) -> int:
         message = f"the language server needs pygls and lsprotocol ({error}): pip install 'torchlint[server]'"
         print(f"torchlint: error: {message}", file=sys.stderr)
         return EXIT_ERROR
+    import logging  # the CLI registers this command for every run: only the server logs
+
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="torchlint server %(levelname)s: %(message)s")
     return serve()
