@@ -17,7 +17,6 @@ from torchlint.analysis import syntax
 from torchlint.engine.scopes import dotted_name
 
 if TYPE_CHECKING:
-    from torchlint.engine.callgraph import FunctionFacts
     from torchlint.engine.context import FileContext
 
 # Sets of exact types, tested with `type(node) in ...`: these helpers scan the stack at every visit, and
@@ -95,8 +94,6 @@ class LoopIndex:
         self.loops: Dict[int, Loop] = {}
         self.seq = 0
         self._last: Optional[Event] = None
-        # id of a scope node -> the facts of the function whose code it is (`CallGraph.current`, one per scope).
-        self._functions: Dict[int, "FunctionFacts"] = {}
 
     def observe(self, node: cst.CSTNode) -> Event:
         """Record the visited node; its `seq` orders it against every other observed node."""
@@ -115,11 +112,7 @@ class LoopIndex:
 
     def _facts_at(self, node: cst.CSTNode) -> FrozenSet[str]:
         """The call-graph facts the engine noted for the visited `node` (recognizers run just before the rules)."""
-        scope_nodes = self.ctx.scope_nodes
-        function = self._functions.get(id(scope_nodes[-1]))
-        if function is None:
-            function = self._functions[id(scope_nodes[-1])] = self.ctx.callgraph.current(scope_nodes, node)
-        facts = function.facts
+        facts = self.ctx.callgraph.current(self.ctx.scope_nodes, node).facts
         # Asked for every call and assignment observed: in a function without facts, without looking.
         return frozenset([name for name, nodes in facts.items() if nodes and nodes[-1] is node]) if facts else frozenset()
 

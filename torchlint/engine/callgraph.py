@@ -41,6 +41,9 @@ class CallGraph:
     def __init__(self, defined: Optional[AbstractSet[str]] = None):
         self.functions: Dict[str, FunctionFacts] = {MODULE: FunctionFacts(MODULE, None)}
         self._keys: Dict[int, str] = {}
+        # (id of the last of `current`'s nodes, whether it is the node asked about) -> the answer: rules and
+        # recognizers ask at most nodes, and the answer is fixed by the tree above that last node.
+        self._current: Dict[Tuple[int, bool], FunctionFacts] = {}
         # Names the module may define functions with (None: any). A call of any other name is not a call of
         # this module's functions, and recording it would cost a copy of the stack for nothing.
         self.defined = defined
@@ -64,16 +67,24 @@ class CallGraph:
         """The function whose body holds `node` (default: the last of `nodes`), or the module.
 
         `nodes` are the enclosing nodes, outermost first: a whole stack or only its
-        scope nodes. A def's own decorators and defaults belong outside it.
+        scope nodes; `node`, when it is among them, is the last. A def's own decorators
+        and defaults belong outside it.
         """
-        if node is None and nodes:
+        if not nodes:
+            return self.functions[MODULE]
+        if node is None:
             node = nodes[-1]
+        memo = (id(nodes[-1]), nodes[-1] is node)
+        found = self._current.get(memo)
+        if found is None:
+            found = self._current[memo] = self._innermost(nodes, node)
+        return found
+
+    def _innermost(self, nodes: Sequence[cst.CSTNode], node: cst.CSTNode) -> FunctionFacts:
         for index in range(len(nodes) - 1, -1, -1):
             function = nodes[index]
             if type(function) is cst.FunctionDef and function is not node:
-                # Asked at most nodes of a function: its key is known after the first time.
-                key = self._keys.get(id(function))
-                return self.functions[key if key is not None else self.key_of(function, nodes[: index + 1])]
+                return self.functions[self.key_of(function, nodes[: index + 1])]
         return self.functions[MODULE]
 
     def add_fact(self, name: str, node: cst.CSTNode, scope_nodes: Sequence[cst.CSTNode]) -> None:
