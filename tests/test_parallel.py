@@ -1,5 +1,7 @@
 """Linting many files: one process or many, cached or not, the same results in the same order."""
 
+import multiprocessing
+import random
 import textwrap
 
 import pytest
@@ -93,3 +95,52 @@ def test_jobs_below_one_means_every_core(project, tmp_path, monkeypatch):
     parallel.lint_files([], config_at(tmp_path), jobs=0)
     parallel.lint_files([], config_at(tmp_path), jobs=None)
     assert seen == [parallel.default_jobs()] * 2
+
+
+def lanes_for(tmp_path, sizes, count):
+    work = []
+    for name, size in sizes:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x" * size)
+        work.append((str(path), name))
+    return parallel._Lanes.split(list(reversed(work)), count, multiprocessing.get_context())
+
+
+def taken_by(lanes, lane, times):
+    return [lanes.items[lanes.take(lane)][1] for _ in range(times)]
+
+
+def test_each_worker_starts_on_a_run_of_neighbouring_files_of_its_share_of_the_bytes(tmp_path):
+    sizes = [("a/m.py", 100), ("a/n.py", 100), ("b/m.py", 100), ("b/n.py", 50), ("b/o.py", 50)]
+    lanes = lanes_for(tmp_path, sizes, 2)
+    assert taken_by(lanes, 0, 2) == ["a/m.py", "a/n.py"]
+    assert taken_by(lanes, 1, 3) == ["b/m.py", "b/n.py", "b/o.py"]
+    assert lanes.take(0) is None and lanes.take(1) is None
+
+
+def test_a_worker_done_with_its_run_takes_the_back_half_of_the_longest_one_left(tmp_path):
+    sizes = [(f"a/m{index}.py", 10) for index in range(8)] + [(f"b/m{index}.py", 10) for index in range(8)]
+    lanes = lanes_for(tmp_path, sizes, 2)
+    assert taken_by(lanes, 0, 8) == [f"a/m{index}.py" for index in range(8)]
+    assert taken_by(lanes, 1, 2) == ["b/m0.py", "b/m1.py"]
+    # Six left in b: the back three go to the idle worker, which goes on from there.
+    assert taken_by(lanes, 0, 3) == ["b/m5.py", "b/m6.py", "b/m7.py"]
+    assert taken_by(lanes, 1, 3) == ["b/m2.py", "b/m3.py", "b/m4.py"]
+    assert lanes.take(0) is None and lanes.take(1) is None
+
+
+def test_every_file_is_taken_once_whatever_the_workers_order(tmp_path):
+    sizes = [(f"p{index % 5}/m{index}.py", 1 + index * 7 % 13) for index in range(40)]
+    for seed in range(20):
+        lanes = lanes_for(tmp_path, sizes, 3)
+        chooser = random.Random(seed)
+        taken, active = [], [0, 1, 2]
+        while active:
+            lane = chooser.choice(active)
+            position = lanes.take(lane)
+            if position is None:
+                active.remove(lane)
+            else:
+                taken.append(lanes.indices[position])
+        assert sorted(taken) == list(range(40))
