@@ -163,6 +163,12 @@ def test_weights_only_is_not_added_for_torch_without_the_keyword(version):
     assert fixed('import torch\ntorch.load("m.pt")\n', "TL501", torch_version="1.13") is not None
 
 
+@pytest.mark.parametrize("version, advice_waits", [("0.4", True), ("1.12", True), ("1.13", False), ("2.1", False)])
+def test_the_advice_waits_for_a_torch_with_the_keyword(version, advice_waits):
+    [finding] = lint('import torch\ntorch.load("m.pt")\n', select=["TL501"], torch_version=version)
+    assert ("once the project requires torch 1.13" in finding.message) is advice_waits
+
+
 FAMILY_FIXTURES = sorted(
     path for family in ("data", "loss", "serialization") for path in (FIXTURES / family).glob("*.py")
 )

@@ -10,6 +10,7 @@
 """
 
 import builtins
+import json
 import re
 import shutil
 import subprocess
@@ -35,6 +36,23 @@ def test_the_old_tutorial_fails_on_current_torch(tmp_path):
     completed = run_script(copy)
     assert completed.returncode != 0
     assert "AttributeError: '_SingleProcessDataLoaderIter' object has no attribute 'next'" in completed.stderr
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_next_method_finding_quotes_the_error_torch_raises(tmp_path, workers):
+    pytest.importorskip("torch")
+    script = tmp_path / "peek.py"
+    script.write_text(
+        "import torch\nfrom torch.utils.data import DataLoader\n\n"
+        "if __name__ == '__main__':\n"
+        f"    loader = DataLoader(list(range(8)), batch_size=2, num_workers={workers})\n"
+        "    print(iter(loader).next())\n"
+    )
+    raised = run_script(script).stderr.strip().splitlines()[-1]
+    _, stdout, _ = run_cli("check", "--isolated", "--no-cache", "--select", "TL610", "--output-format", "json", script)
+    [finding] = json.loads(stdout)
+    quoted = re.search(r"`(AttributeError: [^`]*)`", finding["message"]).group(1)
+    assert quoted == raised
 
 
 def test_the_fixed_tutorial_runs_on_current_torch(tmp_path):

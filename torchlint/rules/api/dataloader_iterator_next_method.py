@@ -1,9 +1,9 @@
-from typing import Optional
+from typing import List, Optional
 
 import libcst as cst
 
 from torchlint import semantics
-from torchlint.analysis.values import Values
+from torchlint.analysis.values import Origin, Values
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import attributes, words
@@ -26,7 +26,9 @@ class DataLoaderIteratorNextMethod(Rule):
     Before torch 1.13 the DataLoader's iterators kept `next` as a Python 2 alias of
     `__next__`, and tutorials of that time wrote `images, labels = dataiter.next()`. The
     alias is gone: on torch 2.13 the call raises `AttributeError:
-    '_SingleProcessDataLoaderIter' object has no attribute 'next'`.
+    '_SingleProcessDataLoaderIter' object has no attribute 'next'`
+    (`'_MultiProcessingDataLoaderIter'` for a loader with workers: the message names the
+    class the loader's `num_workers` gives, or both when the file does not show it).
 
     ## Fix safety
     Safe: `next(it)` calls the same `__next__` the alias named (`next(iter(loader))` for
@@ -41,8 +43,11 @@ class DataLoaderIteratorNextMethod(Rule):
     fix_safety = "safe"
     message = (
         "DataLoader iterators have no `.next()` method since torch 1.13: the call raises `AttributeError: "
-        "'_SingleProcessDataLoaderIter' object has no attribute 'next'`; use `next(it)`"
+        "'{iterator}' object has no attribute 'next'`{or_with_workers}; use `next(it)`"
     )
+    # The iterator's class, which the error names, depends on the loader's workers (`_message`).
+    single_process = "_SingleProcessDataLoaderIter"
+    multi_process = "_MultiProcessingDataLoaderIter"
     example = """
     import torch
 
@@ -62,20 +67,35 @@ class DataLoaderIteratorNextMethod(Rule):
         func = node.func
         if type(func) is not cst.Attribute or func.attr.value != "next" or node.args:
             return
-        if not self.ctx.may_name(semantics.DATALOADER) or not self._iterates_dataloader(func.value):
+        if not self.ctx.may_name(semantics.DATALOADER):
             return
-        self.report(node, fix=self._fix(node, func.value))
+        loaders = self._iterated_dataloaders(func.value)
+        if loaders:
+            self.report(node, self._message(loaders), self._fix(node, func.value))
 
-    def _iterates_dataloader(self, receiver: cst.BaseExpression) -> bool:
+    def _iterated_dataloaders(self, receiver: cst.BaseExpression) -> List[Origin]:
+        """The `DataLoader(...)` calls whose iterator `receiver` may be."""
         values = Values.of(self.ctx)
+        found = []
         for origin in values.origins(receiver):
             iterated = _iterated(origin.node, self.ctx, origin.place.scopes)
-            if iterated is not None and any(
-                semantics.is_dataloader_call(loader.node, self.ctx, loader.place.stack)
-                for loader in values.origins(iterated, origin.place.stack)
-            ):
-                return True
-        return False
+            if iterated is not None:
+                found += [
+                    loader for loader in values.origins(iterated, origin.place.stack)
+                    if semantics.is_dataloader_call(loader.node, self.ctx, loader.place.stack)
+                ]
+        return found
+
+    def _message(self, loaders: List[Origin]) -> str:
+        workers = set()
+        for loader in loaders:
+            given = semantics.keyword(loader.node, "num_workers")
+            count = Values.of(self.ctx).constant(given.value, loader.place.stack) if given is not None else 0
+            workers.add(count > 0 if isinstance(count, int) else None)
+        if workers == {True}:
+            return self.message.format(iterator=self.multi_process, or_with_workers="")
+        unknown = "" if workers == {False} else f" (`{self.multi_process}` with workers)"
+        return self.message.format(iterator=self.single_process, or_with_workers=unknown)
 
     def _fix(self, call: cst.Call, receiver: cst.BaseExpression) -> Optional[Fix]:
         if self.ctx.scopes.binding_scope("next", self.ctx.scope_nodes) is not None:

@@ -13,6 +13,8 @@ _FULL_REDUCTIONS = frozenset({"sum", "mean", "prod", "norm", "max", "min", "std"
 _TORCH_FULL_REDUCTIONS = frozenset(f"torch.{name}" for name in _FULL_REDUCTIONS)
 # Methods that keep a tensor's shape (what `Values` does not already follow through).
 _SHAPE_KEEPING = frozenset({"detach", "clone", "contiguous", "abs", "sqrt", "exp", "log", "neg"})
+# Arithmetic methods, which keep a tensor's shape when the other operand is a number (`kld.mul_(-0.5)`).
+_NUMBER_ARITHMETIC = frozenset({"add", "sub", "mul", "div", "add_", "sub_", "mul_", "div_"})
 _ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Power)
 _MAX_DEPTH = 4
 
@@ -24,8 +26,9 @@ class IndexZeroDimTensor(Rule):
     `criterion(out, y)` for a criterion built from an `nn.*Loss` in the file, without
     `reduction="none"` or `reduce=False`), a whole-tensor reduction called without a
     dimension (`(...).sum()`, `.mean()`, `.max()`, `torch.sum(x)`, ...), arithmetic of such
-    values and numbers (`loss_l + loss_c`, `loss / 2`), followed through the file's
-    assignments (`loss = criterion(out, y)`).
+    values and numbers (`loss_l + loss_c`, `loss / 2`, `kld.mul_(-0.5)`), followed through
+    the file's assignments (`loss = criterion(out, y)`) and what the file's functions
+    return (`loss = loss_function(recon, x, mu, logvar)`).
 
     Not flagged: indexing a tensor with dimensions (`out.data[0]` of a batch, `x.sum(1)[0]`),
     `.size()[0]`, lists and tuples, assignments to an element (`w.data[0] = 1.0`), and values
@@ -131,7 +134,11 @@ class IndexZeroDimTensor(Rule):
             return not call.args
         if method == "dot":
             return True
-        return method in _SHAPE_KEEPING and not call.args and self._is_scalar(func.value, stack, depth + 1)
+        if method in _NUMBER_ARITHMETIC:
+            keeps_shape = len(call.args) == 1 and call.args[0].keyword is None and _number(call.args[0].value)
+        else:
+            keeps_shape = method in _SHAPE_KEEPING and not call.args
+        return keeps_shape and self._is_scalar(func.value, stack, depth + 1)
 
 
 def _indexes_zero(node: cst.Subscript) -> bool:
@@ -151,4 +158,6 @@ def _is_zero(integer: str) -> bool:
 
 
 def _number(expr: cst.BaseExpression) -> bool:
+    if type(expr) is cst.UnaryOperation and isinstance(expr.operator, cst.Minus):
+        expr = expr.expression
     return type(expr) in (cst.Integer, cst.Float)

@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.analysis.values import Values
 from torchlint.analysis.loops import Event, Loop, LoopIndex
+from torchlint.engine.walk import walk
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 
@@ -42,7 +43,10 @@ class TrainModeNotRestored(Rule):
     EMA or SWA shadow the optimizer does not train: `copy.deepcopy`, `AveragedModel`,
     `ema_pytorch.EMA`, `torch_ema`, timm's `ModelEma*`, and what they hold, such as
     `self.ema.ema_model`), nor a loop that picks the mode each iteration
-    (`model.train() if phase == "train" else model.eval()`).
+    (`model.train() if phase == "train" else model.eval()`), nor a training function
+    that switches the mode itself before its first step: a linear probe on frozen
+    features calls `model.eval()` and then trains, on purpose, from the first epoch on
+    (one that switches to eval mode after its steps is still reported).
 
     ## Why is this bad?
     `eval()` is a switch, not a scope. From the second epoch on, training runs with
@@ -135,11 +139,36 @@ class TrainModeNotRestored(Rule):
         if any(self._restores_train(event) and event.excludes(switch) for event in events):
             return True  # `model.train() if phase == "train" else model.eval()`: each iteration picks its mode
         position = events.index(switch)
-        for event in events[position + 1:] + events[:position]:
+        # Round to the switch itself: a training function that switched to eval mode runs again next epoch.
+        for event in events[position + 1:] + events[:position + 1]:
             if self._restores_train(event):
                 return True
             if self._trains(event):
+                return self._picks_own_mode(event)
+        return False
+
+    def _picks_own_mode(self, event: Event) -> bool:
+        """The event calls a training function that switches the mode itself before its first training step (a
+        linear probe that trains in eval mode on purpose): the steps run in the mode it chose, whatever came before."""
+        graph = self.ctx.callgraph
+        function = graph.functions.get(event.callee) if event.callee is not None else None
+        if function is None or type(function.node) is not cst.FunctionDef:
+            return False
+        switches = {
+            id(node) for fact in ("sets-eval", *_SETS_TRAIN) for node in function.facts.get(fact, ())
+            if id(node) not in self.shadow_evals
+        }
+        steps = {id(node) for fact in _TRAINING for node in function.facts.get(fact, ())}
+        steps.update(
+            id(site.node) for site in function.calls
+            if any(graph.facts_of(site.callee, fact, depth=0) for fact in _TRAINING)
+        )
+        for statement in function.node.body.body:
+            held = _node_ids(statement)
+            if not steps.isdisjoint(held):
                 return False
+            if not switches.isdisjoint(held):
+                return True
         return False
 
     def _restores_train(self, event: Event) -> bool:
@@ -165,3 +194,14 @@ class TrainModeNotRestored(Rule):
             "second epoch on dropout and batch norm stay in eval mode, silently; call `model.train()` at the top of "
             "each epoch (or at the end of the helper)"
         )
+
+
+def _node_ids(statement: cst.CSTNode) -> Set[int]:
+    found: Set[int] = set()
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        found.add(id(node))
+        return True
+
+    walk(statement, on_visit, lambda node: None)
+    return found

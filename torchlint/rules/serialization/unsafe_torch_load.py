@@ -64,7 +64,8 @@ class UnsafeTorchLoad(Rule):
     ## Options
     `torch-version` (default: the lowest version the project's own dependency on
     torch admits, else 2.6): below 2.6, a `torch.load` without `weights_only` is
-    flagged.
+    flagged; below 1.13 the message asks for `weights_only=True` once the project
+    requires torch 1.13 or later, and for trusted files only until then.
     """
 
     code = "TL501"
@@ -80,7 +81,12 @@ class UnsafeTorchLoad(Rule):
     old_default_message = (
         "`torch.load` without `weights_only`: before torch 2.6 (this project supports {version}) the default is "
         "`weights_only=False`, which unpickles arbitrary objects and runs a malicious checkpoint's code; pass "
-        "`weights_only=True`"
+        "`weights_only=True`{until}"
+    )
+    # Where the project supports a torch whose `torch.load` has no `weights_only`, the advice waits for it.
+    before_weights_only = (
+        " once the project requires torch 1.13 or later (the keyword raises `TypeError` before it); until then, "
+        "load only files you trust"
     )
     pickle_module_message = (
         "`torch.load` with `pickle_module` and no `weights_only`: torch then defaults to `weights_only=False` on "
@@ -128,7 +134,8 @@ class UnsafeTorchLoad(Rule):
             semantics.has_star_kwargs(node) or self._reads_back_own_save(node) or self._old_torch_fallback()
         ):
             version = ".".join(map(str, self.ctx.config.torch_version))
-            self.report(node, self.old_default_message.format(version=version), self._add_keyword(node))
+            until = self.before_weights_only if self.ctx.config.torch_version < WEIGHTS_ONLY_SINCE else ""
+            self.report(node, self.old_default_message.format(version=version, until=until), self._add_keyword(node))
 
     def _set_true(self, weights_only: cst.Arg) -> Fix:
         return Fix.unsafe("Pass `weights_only=True`", self.ctx.replace(weights_only.value, "True"))
