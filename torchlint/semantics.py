@@ -177,13 +177,28 @@ _SCHEDULER_NAME = re.compile(r".*sched.*")
 
 
 def built_from(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> Optional[str]:
-    """Qualified name of the constructor a variable (or `self.attr`) was last assigned from, if known."""
-    for value in reversed(ctx.assigned_values(expr, stack)):
-        if isinstance(value, cst.Call):
-            name = ctx.qualified_name(value.func, stack)
-            if name:
-                return name
-    return None
+    """Qualified name of the constructor a variable (or `self.attr`) was assigned from, if known: the last one, or,
+    for a variable its scope rebinds to other constructors, the one whose binding reaches this point."""
+    built = [
+        name for name in (
+            ctx.qualified_name(value.func, stack) for value in ctx.assigned_values(expr, stack) if isinstance(value, cst.Call)
+        ) if name
+    ]
+    if len(set(built)) > 1 and isinstance(expr, cst.Name):
+        # A notebook trying one loss after another (`loss_fn = nn.NLLLoss()`, cells later `nn.CrossEntropyLoss()`).
+        return _reaching_constructor(expr, ctx, stack)
+    return built[-1] if built else None
+
+
+def _reaching_constructor(name: cst.Name, ctx: "FileContext", stack) -> Optional[str]:
+    """The one constructor the bindings of `name` that reach this point call, else None."""
+    found = {
+        origin.place.context.qualified_name(origin.node.func, origin.place.stack)
+        for origin in Values.of(ctx).origins(name, stack)
+        if type(origin.node) is cst.Call and not origin.applied
+    }
+    found.discard(None)
+    return found.pop() if len(found) == 1 else None
 
 
 def built_from_in(expr: cst.BaseExpression, names: FrozenSet[str], ctx: "FileContext", stack=None) -> bool:

@@ -51,7 +51,7 @@ STATELESS_LAYERS = frozenset(
         "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d",
         "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d",
         "ReplicationPad3d", "CircularPad1d", "CircularPad2d", "CircularPad3d", "CosineSimilarity",
-        "PairwiseDistance", "Fold", "Unfold",
+        "PairwiseDistance", "Fold", "Unfold", "LocalResponseNorm",
     )
 )
 _LIGHTNING_PACKAGES = ("pytorch_lightning.", "lightning.")

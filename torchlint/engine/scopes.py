@@ -7,7 +7,9 @@ each scope (module, function, lambda, class) is scanned on first use and cached.
 Python's rules, kept: a name assigned anywhere in a function is local to all of
 it; class bodies do not enclose their methods; an import binds a module path,
 anything else binds a local value that is never the module (`torch = None`
-after no import is a variable, not torch).
+after no import is a variable, not torch). One departure, for precision: a `def` or
+`class` with the name of an import of the same scope takes the name everywhere in it,
+also before the definition (a notebook that redefines what an earlier cell imported).
 """
 
 from __future__ import annotations
@@ -95,6 +97,15 @@ class _BindingCollector(cst.CSTVisitor):
         self.scope = scope
         # Inside `except ...:` an import is a fallback for an older torch; the try body's import wins.
         self.handler_depth = 0
+        # Names a `def` or `class` of the scope binds (`finish`).
+        self.defined: Set[str] = set()
+
+    def finish(self) -> None:
+        """A `def` or `class` named like an import of the same scope is the code's own replacement for it (a
+        notebook cell's `def ToTensor(): ...` after `from torchvision.transforms.v2 import ToTensor`): the name is
+        the definition's, not the import's, wherever it is used."""
+        for name in self.defined:
+            self.scope.imports.pop(name, None)
 
     def _bind_import(self, local: str, path: str) -> None:
         if self.handler_depth and local in self.scope.imports:
@@ -115,10 +126,12 @@ class _BindingCollector(cst.CSTVisitor):
     # Nested scopes: only their own name is bound here.
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         self._bind(node.name)
+        self.defined.add(node.name.value)
         return False
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         self._bind(node.name)
+        self.defined.add(node.name.value)
         return False
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
@@ -288,6 +301,7 @@ class Scopes:
                         _scan_walk(statement.body, _AttributeCollector(scope, statement, params[0].name.value), False, enter_definitions=True)
         else:
             _scan_walk(node, collector, self.has_walrus)
+        collector.finish()
         return scope
 
     def chain(self, nodes: Sequence[cst.CSTNode]) -> List[Scope]:

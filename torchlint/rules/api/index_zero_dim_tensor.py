@@ -26,7 +26,8 @@ class IndexZeroDimTensor(Rule):
     `criterion(out, y)` for a criterion built from an `nn.*Loss` in the file, without
     `reduction="none"` or `reduce=False`), a whole-tensor reduction called without a
     dimension (`(...).sum()`, `.mean()`, `.max()`, `torch.sum(x)`, ...), arithmetic of such
-    values and numbers (`loss_l + loss_c`, `loss / 2`, `kld.mul_(-0.5)`), followed through
+    values and numbers (`loss_l + loss_c`, `loss / 2`, `kld.mul_(-0.5)`, `loss.sum() / n`
+    after `n = 51`), followed through
     the file's assignments (`loss = criterion(out, y)`) and what the file's functions
     return (`loss = loss_function(recon, x, mu, logvar)`).
 
@@ -114,8 +115,9 @@ class IndexZeroDimTensor(Rule):
             return self._is_scalar(node.value, stack, depth + 1)
         if type(node) is cst.BinaryOperation and isinstance(node.operator, _ARITHMETIC):
             sides = (node.left, node.right)
-            return any(not _number(side) for side in sides) and all(
-                _number(side) or self._is_scalar(side, stack, depth + 1) for side in sides
+            numbers = [self._is_number(side, stack) for side in sides]
+            return not all(numbers) and all(
+                number or self._is_scalar(side, stack, depth + 1) for side, number in zip(sides, numbers)
             )
         if type(node) is cst.UnaryOperation and isinstance(node.operator, cst.Minus):
             return self._is_scalar(node.expression, stack, depth + 1)
@@ -135,10 +137,19 @@ class IndexZeroDimTensor(Rule):
         if method == "dot":
             return True
         if method in _NUMBER_ARITHMETIC:
-            keeps_shape = len(call.args) == 1 and call.args[0].keyword is None and _number(call.args[0].value)
+            keeps_shape = (
+                len(call.args) == 1 and call.args[0].keyword is None and self._is_number(call.args[0].value, stack)
+            )
         else:
             keeps_shape = method in _SHAPE_KEEPING and not call.args
         return keeps_shape and self._is_scalar(func.value, stack, depth + 1)
+
+
+    def _is_number(self, expr: cst.BaseExpression, stack) -> bool:
+        """A number literal, or a name always bound to one here (`num_quant = 51`)."""
+        if _number(expr):
+            return True
+        return type(expr) is cst.Name and type(Values.of(self.ctx).constant(expr, stack)) in (int, float)
 
 
 def _indexes_zero(node: cst.Subscript) -> bool:

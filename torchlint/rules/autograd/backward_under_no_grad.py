@@ -51,7 +51,9 @@ class BackwardUnderNoGrad(Rule):
     What matters is where the value was computed, not where `backward()` sits: a
     `backward()` call inside `no_grad` on a loss computed outside works (no_grad does not
     affect backward) and is not flagged. Nor are values recomputed with gradients enabled
-    after the region, code under a nested `torch.enable_grad()` /
+    after the region, values combined with one that carries gradients (a tensor that
+    requires grad, the output of a model or of the module's own layer, `self.net(x)`),
+    code under a nested `torch.enable_grad()` /
     `set_grad_enabled(True)`, functions and lambdas merely defined inside the region, or
     collections that only gather tensors computed elsewhere (`grads = [p.grad for p in
     params]` in a `no_grad` function: each gradient keeps its `grad_fn`).
@@ -181,7 +183,7 @@ class BackwardUnderNoGrad(Rule):
         if isinstance(expr, (cst.Attribute, cst.Subscript)):
             root = _root(expr)
             if isinstance(root, cst.Name):
-                if root.value == "self":  # `self.weight` may well be a parameter
+                if _is_self(root):  # `self.weight` may well be a parameter
                     return SOURCE
                 return NEUTRAL if self.ctx.qualified_name(root, place.stack) is not None else self._taint(root, place)
             return self._taint(expr.value, place)
@@ -207,6 +209,8 @@ class BackwardUnderNoGrad(Rule):
         if is_loss_call(call, self.ctx, place.stack):
             return _combine(arguments)
         receiver = semantics.receiver(call)
+        if receiver is not None and _is_self(_root(receiver)):
+            return SOURCE  # the model's own layer or method (`self.online_net(states)`) brings its parameters
         if receiver is not None:
             owner = self._taint(receiver, place)
             if owner == NO_GRAD:  # out.mean(), out.logits.sum()
@@ -282,6 +286,10 @@ def _root(expr: cst.BaseExpression) -> cst.BaseExpression:
     while isinstance(expr, (cst.Attribute, cst.Subscript)):
         expr = expr.value
     return expr
+
+
+def _is_self(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "self"
 
 
 def _is_reference(expr: cst.BaseExpression) -> bool:

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.values import Values
 from torchlint.analysis.loops import Loop, LoopIndex, is_accumulating_backward, loop_nodes
 from torchlint.rules.autograd._shared import (
     Models,
@@ -38,6 +39,8 @@ class _Forward:
 class _Eval:
     seq: int
     loops: Set[int]
+    # The constructor calls the model put in eval mode was built by (`_built_by`), None when not known.
+    models: Optional[FrozenSet[int]]
 
 
 class EvalWithoutNoGrad(Rule):
@@ -54,7 +57,10 @@ class EvalWithoutNoGrad(Rule):
     or `.parameters()` is called. Not flagged: loops that call `.backward()` anywhere in
     their body (frozen feature extractors in training, attacks that need input
     gradients), loops whose body ends in an unconditional `break` (one batch, for a
-    plot or a shape check), functions that use `torch.autograd.grad`, code under
+    plot or a shape check), a loop over another model than the one put in eval mode
+    (each a variable the file builds with a constructor: in a notebook, `encdec.eval()`
+    cells before a demo of an untrained `decoder`), functions that use
+    `torch.autograd.grad`, code under
     `set_grad_enabled(<not a literal>)` or under another library's context manager named
     for evaluation or gradients (monai's `with eval_mode(model):` enters `no_grad`
     itself), pytest `test_*` functions and Lightning's `validation_step` / `test_step` /
@@ -143,7 +149,10 @@ class EvalWithoutNoGrad(Rule):
         self.models.observe_call(node)
         if "sets-eval" in event.facts:
             function = self._function_of(node)[0]
-            self.evals.setdefault(function, []).append(_Eval(event.seq, {id(loop) for loop in loop_nodes(self.ctx.stack)}))
+            loops = {id(loop) for loop in loop_nodes(self.ctx.stack)}
+            receiver = semantics.receiver(node)
+            models = self._built_by(receiver, self.ctx.stack) if receiver is not None else None
+            self.evals.setdefault(function, []).append(_Eval(event.seq, loops, models))
         func_type = type(node.func)
         if (func_type is not cst.Name and func_type is not cst.Attribute) or semantics.method_name(node) in ("eval", "train"):
             return
@@ -201,8 +210,24 @@ class EvalWithoutNoGrad(Rule):
             self.report(forward.node)
 
     def _eval_before(self, forward: _Forward) -> Optional[_Eval]:
-        earlier = [evaluation for evaluation in self.evals.get(forward.function, ()) if evaluation.seq < forward.seq]
+        """The last `eval()` of the forward's function before it, on a model that may be the one called: one put
+        in eval mode cells earlier in a notebook does not make a demo of another model an evaluation."""
+        called = self._built_by(forward.node.func, forward.stack)
+        earlier = [
+            evaluation for evaluation in self.evals.get(forward.function, ())
+            if evaluation.seq < forward.seq and (called is None or evaluation.models is None or not called.isdisjoint(evaluation.models))
+        ]
         return earlier[-1] if earlier else None
+
+    def _built_by(self, model: cst.BaseExpression, stack: Sequence[cst.CSTNode]) -> Optional[FrozenSet[int]]:
+        """The constructor calls a variable's model comes from (`Net()` for `model = Net().to(device)`), None when
+        one of its origins is anything else."""
+        if type(model) is not cst.Name:
+            return None
+        origins = Values.of(self.ctx).origins(model, stack)
+        if not origins or any(type(origin.node) is not cst.Call or origin.applied or origin.opaque for origin in origins):
+            return None
+        return frozenset(id(origin.node) for origin in origins)
 
     def _backpropagates(self, forward: _Forward, evaluation: Optional[_Eval]) -> bool:
         """The forward's loop runs backward; or an outer loop does and the model is put in eval mode outside it

@@ -8,6 +8,7 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.analysis.flow import innermost_scope
 from torchlint.analysis.loops import loop_nodes
+from torchlint.analysis.values import Values
 from torchlint.analysis.facts import BACKWARD_FUNCTIONS, is_backward_call
 from torchlint.engine.context import last_parts
 from torchlint.engine.scopes import dotted_name
@@ -62,7 +63,9 @@ class LossAccumulatedWithGraph(Rule):
     several losses and calling `.backward()` on the sum, returning the sum, or
     backpropagating each collected loss in a later loop: `for loss in losses:
     loss.backward()`, `accelerator.backward(losses[i])`), an accumulator reset in the
-    same loop, nor accumulation with gradients disabled.
+    same loop, accumulation with gradients disabled, nor a variable named like the
+    backpropagated loss that holds a number (`loss = mini_batch(...)`, a helper of the
+    file returning `np.mean` of `.item()` values).
 
     ## Why is this bad?
     The accumulator becomes a tensor that requires grad and references every
@@ -260,7 +263,24 @@ class LossAccumulatedWithGraph(Rule):
         value, stack = latest
         if _detached(value) or semantics.grad_enabled_at(stack, self.ctx) is False:
             return False
-        return True if is_loss_value(value, self.ctx) else None
+        if is_loss_value(value, self.ctx):
+            return True
+        # A helper of the file that returns a number (`np.mean` of `.item()` values: numpy's functions make no
+        # graph), followed by the value model.
+        return False if type(operand) is cst.Name and self._only_numbers(operand) else None
+
+    def _only_numbers(self, name: cst.Name) -> bool:
+        origins = Values.of(self.ctx).origins(name)
+        return bool(origins) and all(
+            not origin.opaque and not origin.applied and (
+                type(origin.node) in (cst.Integer, cst.Float)
+                or _detached(origin.node)
+                or (type(origin.node) is cst.Call and (
+                    origin.place.context.qualified_name(origin.node.func, origin.place.stack) or ""
+                ).startswith("numpy."))
+            )
+            for origin in origins
+        )
 
     # ------------------------------------------------------------ decision
 

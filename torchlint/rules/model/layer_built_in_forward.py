@@ -2,6 +2,7 @@ from typing import List, Optional, Tuple
 
 import libcst as cst
 
+from torchlint.analysis import syntax
 from torchlint.analysis.modules import (
     MODULE_ROOTS, PARAMETER, REGISTERING_CONTAINERS, STATELESS_LAYERS, ModuleClass, ModuleClasses, decorator_name,
     is_loss_class, is_self_attribute, is_torch_module_class, under_training_test,
@@ -48,8 +49,11 @@ class LayerBuiltInForward(Rule):
     does not return it, the optimizer never trains it and `state_dict()` does not save
     it. On torch 2.13 two forwards of such a model in `eval()` give different outputs. A
     new `nn.Dropout` is in training mode, so it keeps dropping after `model.eval()`; a
-    new BatchNorm normalises with the batch's statistics even in `eval()`; an
-    `nn.Parameter` made in `forward` leaves the module with no parameter of its own.
+    new BatchNorm normalises with the batch's statistics even in `eval()`; a new
+    LayerNorm, GroupNorm or RMSNorm starts again from scale 1 and shift 0 (it has no
+    running statistics); an `nn.Parameter` made in `forward` leaves the module with no
+    parameter of its own. An `nn.InstanceNorm*` without `affine=True` or
+    `track_running_stats=True` holds nothing, so a new one is not reported.
 
     ## Fix safety
     No fix: build the layer once in `__init__` (its sizes are usually known there) and
@@ -128,6 +132,8 @@ class LayerBuiltInForward(Rule):
             return None
         if built == "class" and not self._class_has_state(call, stack):
             return None
+        if "InstanceNorm" in built and not (_keyword_true(call, "affine") or _keyword_true(call, "track_running_stats")):
+            return None  # by default it has no parameters and no running statistics: a fresh one is the same
         return built
 
     def _class_has_state(self, call: cst.Call, stack: Tuple[cst.CSTNode, ...]) -> bool:
@@ -161,11 +167,16 @@ class LayerBuiltInForward(Rule):
                 f"a dropout built in {where} is a new module in training mode on every call: it keeps dropping "
                 "activations after `model.eval()`; build it in `__init__` (or call `F.dropout(x, p, training=self.training)`)"
             )
-        if "Norm" in kind:
+        if "BatchNorm" in kind or _keyword_true(call, "track_running_stats"):
             return (
                 f"a normalisation layer built in {where} is new on every call: in training mode it normalises with the "
                 "batch's statistics even in `eval()`, and its running statistics and affine parameters are never kept, "
                 "trained or saved; build it once in `__init__`"
+            )
+        if "Norm" in kind:  # LayerNorm, GroupNorm, RMSNorm: no running statistics, only the affine parameters
+            return (
+                f"a normalisation layer built in {where} is new on every call: its scale and shift start again from 1 "
+                "and 0 each time and are never trained or saved; build it once in `__init__`"
             )
         return self.message.replace("`forward`", where, 1)
 
@@ -204,3 +215,8 @@ def _classes_built(call: cst.Call, stack, context, seen) -> List[ModuleClass]:
             if held is not None:
                 found.append(held)
     return found
+
+
+def _keyword_true(call: cst.Call, name: str) -> bool:
+    given = syntax.keyword(call, name)
+    return given is not None and syntax.literal(given.value) is True
