@@ -198,7 +198,7 @@ VARIABLE_IN_A_LOOP = "import torch\nfrom torch.autograd import Variable\nfor bat
     ("torch.ones(2, 2).cuda(1)", 'torch.ones(2, 2, device="cuda:1")', "safe"),
     ("torch.zeros(n, dtype=torch.long).to(device, non_blocking=True)", "torch.zeros(n, dtype=torch.long, device=device)", "safe"),
     ("torch.randn(n).to(device)", "torch.randn(n, device=device)", "unsafe"),
-    ("torch.tensor([0.1]).to(device, dtype=torch.float64)", "torch.tensor([0.1], device=device, dtype=torch.float64)", "unsafe"),
+    ("torch.full((2,), 0.1).to(device, dtype=torch.float64)", "torch.full((2,), 0.1, device=device, dtype=torch.float64)", "unsafe"),
     ("(torch.zeros(\n    n,\n)).to(device)", "(torch.zeros(\n    n,\n    device=device,\n))", "safe"),
 ])
 def test_tl206_passes_device_to_the_factory(before, after, applicability):
@@ -222,7 +222,7 @@ def test_tl206_offers_no_fix_it_cannot_make_right(source):
 
 @pytest.mark.parametrize("source", [
     # `.to(tensor)` moves to the tensor's device and casts to its dtype; `device=tensor` raises TypeError.
-    "import torch\ndevice = t_value\nfor batch in loader:\n    t = torch.tensor([0.0]).to(device)\n",
+    "import torch\ndevice = t_value\nfor batch in loader:\n    t = torch.zeros(1).to(device)\n",
     "import torch\ndef forward(reference):\n    return torch.zeros(3).to(reference_device)\n",
     "import torch\ndef forward(device):\n    device = pick(device)\n    return torch.zeros(3).to(device)\n",
 ])

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tu
 import libcst as cst
 
 from torchlint.analysis import syntax
+from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.flow import Binding, Flow, scan
 from torchlint.analysis.project import PROJECT
 from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
@@ -101,6 +102,8 @@ class Values:
         self._returns: Dict[int, List[cst.Return]] = {}
         # Set for the duration of one `origins` question.
         self._through_casts = True
+        # Calls of each name of the file, and names used otherwise (`_uses_of`), gathered on first need.
+        self._name_uses: Optional["_NameUses"] = None
 
     @classmethod
     def of(cls, ctx: "FileContext") -> "Values":
@@ -126,11 +129,53 @@ class Values:
         """The literal value `expr` always has here (`num_workers` after `num_workers = 0`), else `syntax.MISSING`."""
         found = _MISSING
         for origin in self.origins(expr, stack):
-            value = _MISSING if origin.opaque or origin.applied else syntax.literal(origin.node)
+            if origin.opaque:
+                value = self._notebook_parameter(origin)
+            else:
+                value = _MISSING if origin.applied else syntax.literal(origin.node)
             if syntax.is_missing(value) or (not syntax.is_missing(found) and value != found):
                 return _MISSING
             found = value
         return found
+
+    def _notebook_parameter(self, origin: Origin):
+        """The literal a parameter of a notebook's function always holds: its default and what every call of the
+        function in the notebook passes for it (`def make_loader(..., num_workers=0)`, never called with workers).
+        Only in a notebook, whose functions no other file imports; MISSING when the function is used otherwise than
+        called by name, or a call passes `*args`/`**kwargs`."""
+        function = origin.place.scopes[-1]
+        if (
+            self.ctx.file_kind is not FileKind.NOTEBOOK or type(origin.node) is not cst.Name
+            or len(origin.place.scopes) != 2 or type(function) is not cst.FunctionDef
+        ):
+            return _MISSING
+        params = function.params
+        positional = list(params.posonly_params) + list(params.params)
+        param = next((param for param in positional + list(params.kwonly_params) if param.name.value == origin.node.value), None)
+        if param is None:
+            return _MISSING
+        default = syntax.literal(param.default) if param.default is not None else _MISSING
+        index = positional.index(param) if param in positional else None
+        uses = self._uses_of(function.name.value)
+        if uses is None or not uses:
+            return _MISSING
+        found = _MISSING
+        for call in uses:
+            if any(arg.star for arg in call.args):
+                return _MISSING
+            given = syntax.keyword(call, param.name.value) or (syntax.positional(call, index) if index is not None else None)
+            value = syntax.literal(given.value) if given is not None else default
+            if syntax.is_missing(value) or (not syntax.is_missing(found) and value != found):
+                return _MISSING
+            found = value
+        return found
+
+    def _uses_of(self, name: str) -> Optional[List[cst.Call]]:
+        """The calls of the module-level name `name` in the file, None when the name is also used otherwise."""
+        if self._name_uses is None:
+            self._name_uses = _NameUses()
+            walk_visitor(self.ctx.module, self._name_uses)
+        return None if name in self._name_uses.other else self._name_uses.calls.get(name, [])
 
     def assigned_here(self, name: cst.BaseExpression, stack: Optional[Sequence[cst.CSTNode]] = None) -> List[cst.BaseExpression]:
         """The values assigned to the variable `name` whose assignments reach this point, one step back
@@ -414,3 +459,26 @@ class _Returns(OwnScopeVisitor):
     def visit_Return(self, node: cst.Return) -> None:
         if node.value is not None:
             self.returns.append(node)
+
+
+class _NameUses(cst.CSTVisitor):
+    """Each name's calls by that name (`make_loader(...)`), and the names read in any other way (passed on,
+    assigned, decorated: a call could then happen anywhere)."""
+
+    def __init__(self):
+        self.calls: Dict[str, List[cst.Call]] = {}
+        self.other: set = set()
+        self._callees: set = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if type(node.func) is cst.Name:
+            self.calls.setdefault(node.func.value, []).append(node)
+            self._callees.add(id(node.func))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if id(node) not in self._callees:
+            self.other.add(node.value)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        # A def's own name is its binding, not a use.
+        self._callees.add(id(node.name))

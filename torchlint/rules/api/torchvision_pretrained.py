@@ -73,7 +73,7 @@ class TorchvisionPretrained(Rule):
     call_parts = frozenset({"torchvision"})
     fix_safety = "safe"
     message = (
-        "`pretrained=` is deprecated since torchvision 0.13 (it warns on each call and torchvision says it may be removed); "
+        "`pretrained=` is deprecated since torchvision 0.13 (it warns when called, and torchvision says it may be removed); "
         "pass `weights=` with the weights enum (or its name)"
     )
     example = """
@@ -103,7 +103,7 @@ class TorchvisionPretrained(Rule):
             arg = semantics.keyword(node, old)
             if arg is not None:
                 message = (
-                    f"`{old}=` is deprecated since torchvision 0.13 (it warns on each call and torchvision says it may be removed); "
+                    f"`{old}=` is deprecated since torchvision 0.13 (it warns when called, and torchvision says it may be removed); "
                     f"pass `{new}=` instead"
                 )
                 self.report(arg, message, self._fix(node, arg, old, new, key))

@@ -272,15 +272,24 @@ class LossAccumulatedWithGraph(Rule):
     def _only_numbers(self, name: cst.Name) -> bool:
         origins = Values.of(self.ctx).origins(name)
         return bool(origins) and all(
-            not origin.opaque and not origin.applied and (
-                type(origin.node) in (cst.Integer, cst.Float)
-                or _detached(origin.node)
-                or (type(origin.node) is cst.Call and (
-                    origin.place.context.qualified_name(origin.node.func, origin.place.stack) or ""
-                ).startswith("numpy."))
-            )
+            not origin.opaque and not origin.applied and self._number(origin.node, origin.place)
             for origin in origins
         )
+
+    def _number(self, node: cst.CSTNode, place) -> bool:
+        """A literal, a number made from a tensor (`.item()`, `float(...)`), a numpy call, or such a number
+        combined with a literal or a variable (`float(total) / count`)."""
+        if type(node) in (cst.Integer, cst.Float) or _detached(node):
+            return True
+        if type(node) is cst.Call:
+            return (place.context.qualified_name(node.func, place.stack) or "").startswith("numpy.")
+        if type(node) is cst.BinaryOperation:
+            sides = (node.left, node.right)
+            made = [type(side) is cst.Call and self._number(side, place) for side in sides]
+            return any(made) and all(
+                made_here or type(side) in (cst.Integer, cst.Float, cst.Name) for side, made_here in zip(sides, made)
+            )
+        return False
 
     # ------------------------------------------------------------ decision
 

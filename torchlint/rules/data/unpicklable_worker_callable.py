@@ -25,7 +25,9 @@ class UnpicklableWorkerCallable(Rule):
     ## What it does
     Flags a `lambda`, or a function or class defined inside another function, that
     reaches DataLoader worker processes: passed as `collate_fn` or `worker_init_fn`
-    to a DataLoader whose `num_workers` is not a literal `0`, given as a transform
+    to a DataLoader whose `num_workers` is not known to be `0` (a literal, a name
+    always bound to one, or in a notebook a helper's parameter that defaults to 0 and
+    that no call of the helper sets otherwise), given as a transform
     (any keyword argument whose name contains `transform`, including lambdas nested
     in a `Compose([...])`) to the dataset such a loader reads, or stored on `self` by
     that dataset's class. A lambda bound to a module-level name is flagged too:

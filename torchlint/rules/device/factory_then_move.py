@@ -15,7 +15,7 @@ RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm"})
 EXACT_FACTORIES = frozenset({"zeros", "ones", "empty", "eye"})
 FACTORIES = frozenset(
     f"torch.{name}"
-    for name in RANDOM_FACTORIES | EXACT_FACTORIES | {"full", "arange", "linspace", "logspace", "tensor", "as_tensor"}
+    for name in RANDOM_FACTORIES | EXACT_FACTORIES | {"full", "arange", "linspace", "logspace"}
 )
 # The methods that can move a tensor to a device (`.type(torch.cuda.FloatTensor)` too).
 _MOVING_METHODS = frozenset({"cuda", "cpu", "to", "type"})
@@ -34,7 +34,7 @@ class FactoryThenMove(Rule):
     """
     ## What it does
     Flags a tensor factory (`torch.zeros/ones/empty/full/rand/randn/randint/arange/
-    linspace/eye/tensor/...`) without `device=` whose result goes straight into
+    linspace/logspace/eye`) without `device=` whose result goes straight into
     `.to(device)` or `.cuda()`, also through `torch.autograd.Variable(...)`, which
     returns its argument (`Variable(torch.ones(n)).cuda()`), where it runs every
     step: in the body of a loop, or in a function run once per step. Those are a
@@ -64,6 +64,11 @@ class FactoryThenMove(Rule):
     `requires_grad=True`, which TL104 reports (the move also makes the result a
     non-leaf).
 
+    Not `torch.tensor(data)` or `torch.as_tensor(data)` either: given `device=`, torch
+    still builds them from the Python or NumPy data in host memory and copies them
+    over (`internal_new_from_data` in torch's `tensor_new.cpp`), so `device=` saves
+    nothing there (the rule reported them until a held-out review showed this).
+
     Given up for that precision: one-off copies, which the rule used to flag
     everywhere; per-step code it cannot see from the file: a function only passed
     as a callback (`Engine(update_fn)`), a step loop that also holds a backward in
@@ -78,8 +83,8 @@ class FactoryThenMove(Rule):
     unsafe: random factories (`rand`, `randn`, `randint`, `randperm`), which draw
     different numbers from the device's generator than from the CPU's, so seeded
     runs change; and a dtype moved into a factory whose values depend on it
-    (`torch.tensor([0.1]).to(device, torch.float64)` holds float32's 0.1, while
-    `torch.tensor([0.1], dtype=torch.float64)` holds float64's). No fix when the
+    (`torch.full((2,), 0.1).to(device, torch.float64)` holds float32's 0.1, while
+    `torch.full((2,), 0.1, dtype=torch.float64)` holds float64's). No fix when the
     factory already passes the keyword, passes `**kwargs`, or has a non-literal
     `requires_grad`; when a `Variable(...)` around it takes more than the tensor
     (with `requires_grad=True` the moved result is a non-leaf, the fixed one a

@@ -1,11 +1,14 @@
 import re
-from typing import Optional, Set, Tuple
+from typing import FrozenSet, Optional, Set, Tuple
 
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.modules import decorator_name
 from torchlint.finding import Edit, Fix
 from torchlint.engine.context import last_parts
+from torchlint.engine.scopes import parameters
+from torchlint.engine.walk import walk
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 
@@ -15,6 +18,8 @@ SAFE_DEFAULT_SINCE = (2, 6)
 # `torch.load` has taken `weights_only` since torch 1.13 (its documentation); before, passing it raises TypeError.
 WEIGHTS_ONLY_SINCE = (1, 13)
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+# pytest's fixtures that give a private temporary directory.
+_TEMPORARY_FIXTURES = frozenset({"tmp_path", "tmp_path_factory", "tmpdir", "tmpdir_factory"})
 _DELIBERATE_TEST = re.compile(r"weights_only|trust|safe", re.IGNORECASE)
 
 
@@ -40,6 +45,9 @@ class UnsafeTorchLoad(Rule):
       a deep copy or a checkpoint in a private temporary directory), and did not
       assign that variable since, so it reads back only what it wrote; a file
       another process could swap in between is not considered;
+    - the file is a test's parameter named after a pytest fixture of the same file that
+      writes it with `torch.save` into pytest's temporary directory (`tmp_path`,
+      `tmp_path_factory`, `tmpdir`): the test reads back its own checkpoint;
     - it is the fallback in an `except TypeError:` after a load that passes
       `weights_only`, for a torch too old to know the keyword.
 
@@ -110,6 +118,8 @@ class UnsafeTorchLoad(Rule):
         self.saved: Set[Tuple[Optional[int], str]] = set()
         # `try` statements whose body loads with `weights_only`
         self.tries_passing_weights_only: Set[int] = set()
+        # `_saving_fixtures`, worked out on the first load that needs it
+        self.fixtures: Optional[FrozenSet[str]] = None
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.qualified_name(node.func)
@@ -132,6 +142,7 @@ class UnsafeTorchLoad(Rule):
             self.report(node, self.pickle_module_message)
         elif self.ctx.config.torch_version < SAFE_DEFAULT_SINCE and not (
             semantics.has_star_kwargs(node) or self._reads_back_own_save(node) or self._old_torch_fallback()
+            or self._reads_back_fixture_save(node)
         ):
             version = ".".join(map(str, self.ctx.config.torch_version))
             until = self.before_weights_only if self.ctx.config.torch_version < WEIGHTS_ONLY_SINCE else ""
@@ -156,6 +167,37 @@ class UnsafeTorchLoad(Rule):
     def _reads_back_own_save(self, node: cst.Call) -> bool:
         source = semantics.keyword(node, "f") or semantics.positional(node, 0)
         return source is not None and self._file_key(source.value) in self.saved
+
+    def _reads_back_fixture_save(self, node: cst.Call) -> bool:
+        source = semantics.keyword(node, "f") or semantics.positional(node, 0)
+        function = self.ctx.enclosing(cst.FunctionDef)
+        if source is None or type(source.value) is not cst.Name or function is None:
+            return False
+        name = source.value.value
+        return name in {param.name.value for param in parameters(function.params)} and name in self._saving_fixtures()
+
+    def _saving_fixtures(self) -> FrozenSet[str]:
+        """The module's pytest fixtures that take a temporary-directory fixture and call `torch.save`."""
+        if self.fixtures is None:
+            self.fixtures = frozenset(
+                statement.name.value for statement in self.ctx.module.body
+                if type(statement) is cst.FunctionDef
+                and any(decorator_name(decorator) == "fixture" for decorator in statement.decorators)
+                and not _TEMPORARY_FIXTURES.isdisjoint(param.name.value for param in parameters(statement.params))
+                and self._saves(statement)
+            )
+        return self.fixtures
+
+    def _saves(self, function: cst.FunctionDef) -> bool:
+        found = []
+
+        def on_visit(child: cst.CSTNode) -> bool:
+            if type(child) is cst.Call and self.ctx.qualified_name_in(child.func, TORCH_SAVE, (self.ctx.module, function)):
+                found.append(child)
+            return not found
+
+        walk(function.body, on_visit, lambda child: None)
+        return bool(found)
 
     def _note_try_body(self) -> None:
         """Remember the `try` whose body holds this load (stopping at handlers and scopes)."""
