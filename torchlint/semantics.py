@@ -17,7 +17,7 @@ from torchlint.engine.walk import walk
 
 # The syntax helpers every rule uses, kept importable from here with the torch vocabulary.
 from torchlint.analysis.syntax import (  # noqa: F401
-    MISSING, has_star_kwargs, is_missing, keyword, literal, method_name, positional, receiver, terminal_name,
+    MISSING, has_star_kwargs, is_missing, keyword, keyword_is_true, literal, method_name, positional, receiver, terminal_name,
 )
 
 if TYPE_CHECKING:
@@ -160,8 +160,7 @@ def workers_of(call: cst.Call, ctx: Optional["FileContext"] = None, stack=None):
 
 def persistent_workers_requested(call: cst.Call) -> bool:
     """`persistent_workers=True` written literally in a DataLoader call."""
-    persistent = keyword(call, "persistent_workers")
-    return persistent is not None and literal(persistent.value) is True
+    return keyword_is_true(call, "persistent_workers")
 
 
 def may_start_workers(call: cst.Call, ctx: Optional["FileContext"] = None, stack=None) -> bool:

@@ -22,6 +22,12 @@ def keyword(call: cst.Call, name: str) -> Optional[cst.Arg]:
     return None
 
 
+def keyword_is_true(call: cst.Call, name: str) -> bool:
+    """The call passes `name=True`, written literally."""
+    given = keyword(call, name)
+    return given is not None and literal(given.value) is True
+
+
 def has_star_kwargs(call: cst.Call) -> bool:
     return any(arg.star == "**" for arg in call.args)
 

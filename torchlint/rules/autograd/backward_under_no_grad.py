@@ -278,8 +278,7 @@ def _requires_grad(call: cst.Call) -> bool:
     if semantics.method_name(call) == "requires_grad_":
         flag = semantics.positional(call, 0) or semantics.keyword(call, "requires_grad")
         return flag is None or semantics.literal(flag.value) is True
-    flag = semantics.keyword(call, "requires_grad")
-    return flag is not None and semantics.literal(flag.value) is True
+    return semantics.keyword_is_true(call, "requires_grad")
 
 
 def _root(expr: cst.BaseExpression) -> cst.BaseExpression:

@@ -152,8 +152,7 @@ class StepBetweenSharedBackward(IterationRule):
 
 
 def _retains_graph(call: cst.CSTNode) -> bool:
-    retain = semantics.keyword(call, "retain_graph") if type(call) is cst.Call else None
-    return retain is not None and semantics.literal(retain.value) is True
+    return type(call) is cst.Call and semantics.keyword_is_true(call, "retain_graph")
 
 
 def _backpropagated(call: cst.Call) -> Optional[cst.BaseExpression]:

@@ -132,7 +132,7 @@ class LayerBuiltInForward(Rule):
             return None
         if built == "class" and not self._class_has_state(call, stack):
             return None
-        if "InstanceNorm" in built and not (_keyword_true(call, "affine") or _keyword_true(call, "track_running_stats")):
+        if "InstanceNorm" in built and not any(syntax.keyword_is_true(call, name) for name in ("affine", "track_running_stats")):
             return None  # by default it has no parameters and no running statistics: a fresh one is the same
         return built
 
@@ -167,7 +167,7 @@ class LayerBuiltInForward(Rule):
                 f"a dropout built in {where} is a new module in training mode on every call: it keeps dropping "
                 "activations after `model.eval()`; build it in `__init__` (or call `F.dropout(x, p, training=self.training)`)"
             )
-        if "BatchNorm" in kind or _keyword_true(call, "track_running_stats"):
+        if "BatchNorm" in kind or syntax.keyword_is_true(call, "track_running_stats"):
             return (
                 f"a normalisation layer built in {where} is new on every call: in training mode it normalises with the "
                 "batch's statistics even in `eval()`, and its running statistics and affine parameters are never kept, "
@@ -215,8 +215,3 @@ def _classes_built(call: cst.Call, stack, context, seen) -> List[ModuleClass]:
             if held is not None:
                 found.append(held)
     return found
-
-
-def _keyword_true(call: cst.Call, name: str) -> bool:
-    given = syntax.keyword(call, name)
-    return given is not None and syntax.literal(given.value) is True

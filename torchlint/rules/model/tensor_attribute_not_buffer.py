@@ -210,8 +210,7 @@ def _requires_grad(value: cst.BaseExpression) -> bool:
     """The factory (under the methods chained on it) is given `requires_grad=True`: meant as a parameter."""
     while type(value) is cst.Call and type(value.func) is cst.Attribute and type(value.func.value) is cst.Call:
         value = value.func.value
-    given = syntax.keyword(value, "requires_grad") if type(value) is cst.Call else None
-    return given is not None and syntax.literal(given.value) is True
+    return type(value) is cst.Call and syntax.keyword_is_true(value, "requires_grad")
 
 
 def _in_a_test(stack) -> bool:
