@@ -157,7 +157,7 @@ class Values:
         default = syntax.literal(param.default) if param.default is not None else _MISSING
         index = positional.index(param) if param in positional else None
         uses = self._uses_of(function.name.value)
-        if uses is None or not uses:
+        if not uses:  # used otherwise (None), or never called
             return _MISSING
         found = _MISSING
         for call in uses:

@@ -89,9 +89,8 @@ class DataLoaderIteratorNextMethod(Rule):
     def _message(self, loaders: List[Origin]) -> str:
         workers = set()
         for loader in loaders:
-            given = semantics.keyword(loader.node, "num_workers")
-            count = Values.of(self.ctx).constant(given.value, loader.place.stack) if given is not None else 0
-            workers.add(count > 0 if isinstance(count, int) else None)
+            count = semantics.workers_of(loader.node, self.ctx, loader.place.stack)
+            workers.add(False if count is None else count > 0 if isinstance(count, int) else None)
         if workers == {True}:
             return self.message.format(iterator=self.multi_process, or_with_workers="")
         unknown = "" if workers == {False} else f" (`{self.multi_process}` with workers)"

@@ -144,7 +144,6 @@ class IndexZeroDimTensor(Rule):
             keeps_shape = method in _SHAPE_KEEPING and not call.args
         return keeps_shape and self._is_scalar(func.value, stack, depth + 1)
 
-
     def _is_number(self, expr: cst.BaseExpression, stack) -> bool:
         """A number literal, or a name always bound to one here (`num_quant = 51`)."""
         if _number(expr):

@@ -1,13 +1,12 @@
 from __future__ import annotations
 
-from typing import Optional, Set
+from typing import Dict, List, Optional, Set
 
 import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.values import Values
 from torchlint.analysis.loops import Event, Loop, LoopIndex
-from torchlint.engine.walk import walk
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 
@@ -20,6 +19,7 @@ _SHADOW_COPIES = frozenset({
 })
 _SETS_TRAIN = frozenset({"sets-train", "may-set-train"})
 _TRAINING = frozenset({"backward", "optimizer-step"})
+_SWITCHES = _SETS_TRAIN | {"sets-eval"}
 
 
 class TrainModeNotRestored(Rule):
@@ -95,11 +95,16 @@ class TrainModeNotRestored(Rule):
         super().__init__(ctx)
         self.loops = ctx.shared(LoopIndex)
         self.shadow_evals: Set[int] = set()
+        # function key -> its calls with facts or a same-module callee, in source order (`_picks_own_mode`)
+        self.function_events: Dict[str, List[Event]] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
         event = self.loops.observe(node)
         if "sets-eval" in event.facts and self._is_shadow_copy(semantics.receiver(node)):
             self.shadow_evals.add(id(node))
+        if event.facts or event.callee:
+            function = self.ctx.callgraph.current(self.ctx.scope_nodes, node).key
+            self.function_events.setdefault(function, []).append(event)
 
     def _is_shadow_copy(self, model: Optional[cst.BaseExpression]) -> bool:
         """A deep copy or an averaged model (EMA, SWA), or what such a wrapper holds (`self.ema.ema_model`): the
@@ -150,24 +155,10 @@ class TrainModeNotRestored(Rule):
     def _picks_own_mode(self, event: Event) -> bool:
         """The event calls a training function that switches the mode itself before its first training step (a
         linear probe that trains in eval mode on purpose): the steps run in the mode it chose, whatever came before."""
-        graph = self.ctx.callgraph
-        function = graph.functions.get(event.callee) if event.callee is not None else None
-        if function is None or type(function.node) is not cst.FunctionDef:
-            return False
-        switches = {
-            id(node) for fact in ("sets-eval", *_SETS_TRAIN) for node in function.facts.get(fact, ())
-            if id(node) not in self.shadow_evals
-        }
-        steps = {id(node) for fact in _TRAINING for node in function.facts.get(fact, ())}
-        steps.update(
-            id(site.node) for site in function.calls
-            if any(graph.facts_of(site.callee, fact, depth=0) for fact in _TRAINING)
-        )
-        for statement in function.node.body.body:
-            held = _node_ids(statement)
-            if not steps.isdisjoint(held):
+        for own in self.function_events.get(event.callee, ()) if event.callee is not None else ():
+            if self._trains(own):
                 return False
-            if not switches.isdisjoint(held):
+            if not _SWITCHES.isdisjoint(own.facts) and id(own.node) not in self.shadow_evals:
                 return True
         return False
 
@@ -195,13 +186,3 @@ class TrainModeNotRestored(Rule):
             "each epoch (or at the end of the helper)"
         )
 
-
-def _node_ids(statement: cst.CSTNode) -> Set[int]:
-    found: Set[int] = set()
-
-    def on_visit(node: cst.CSTNode) -> bool:
-        found.add(id(node))
-        return True
-
-    walk(statement, on_visit, lambda node: None)
-    return found

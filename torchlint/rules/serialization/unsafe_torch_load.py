@@ -1,5 +1,5 @@
 import re
-from typing import FrozenSet, Optional, Set, Tuple
+from typing import List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -8,7 +8,6 @@ from torchlint.analysis.modules import decorator_name
 from torchlint.finding import Edit, Fix
 from torchlint.engine.context import last_parts
 from torchlint.engine.scopes import parameters
-from torchlint.engine.walk import walk
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 
@@ -118,15 +117,20 @@ class UnsafeTorchLoad(Rule):
         self.saved: Set[Tuple[Optional[int], str]] = set()
         # `try` statements whose body loads with `weights_only`
         self.tries_passing_weights_only: Set[int] = set()
-        # `_saving_fixtures`, worked out on the first load that needs it
-        self.fixtures: Optional[FrozenSet[str]] = None
+        # ids of the functions that call `torch.save`
+        self.saving_functions: Set[int] = set()
+        # Loads of a file a pytest fixture gives, with what to report unless the fixture saves it (`finish`: the
+        # fixture may come later in the file).
+        self.fixture_loads: List[Tuple[cst.Call, str, Optional[Fix], int]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.qualified_name(node.func)
         if name in TORCH_SAVE:
             target = semantics.keyword(node, "f") or semantics.positional(node, 1)
             if target is not None:
-                self.saved.add(self._file_key(target.value))
+                key = self._file_key(target.value)
+                self.saved.add(key)
+                self.saving_functions.add(key[0])
             return
         if name not in TORCH_LOAD:
             return
@@ -142,11 +146,20 @@ class UnsafeTorchLoad(Rule):
             self.report(node, self.pickle_module_message)
         elif self.ctx.config.torch_version < SAFE_DEFAULT_SINCE and not (
             semantics.has_star_kwargs(node) or self._reads_back_own_save(node) or self._old_torch_fallback()
-            or self._reads_back_fixture_save(node)
         ):
             version = ".".join(map(str, self.ctx.config.torch_version))
             until = self.before_weights_only if self.ctx.config.torch_version < WEIGHTS_ONLY_SINCE else ""
-            self.report(node, self.old_default_message.format(version=version, until=until), self._add_keyword(node))
+            message, fix = self.old_default_message.format(version=version, until=until), self._add_keyword(node)
+            fixture = self._temporary_fixture_read(node)
+            if fixture is None:
+                self.report(node, message, fix)
+            else:
+                self.fixture_loads.append((node, message, fix, id(fixture)))
+
+    def finish(self) -> None:
+        for node, message, fix, fixture in self.fixture_loads:
+            if fixture not in self.saving_functions:
+                self.report(node, message, fix)
 
     def _set_true(self, weights_only: cst.Arg) -> Fix:
         return Fix.unsafe("Pass `weights_only=True`", self.ctx.replace(weights_only.value, "True"))
@@ -168,36 +181,25 @@ class UnsafeTorchLoad(Rule):
         source = semantics.keyword(node, "f") or semantics.positional(node, 0)
         return source is not None and self._file_key(source.value) in self.saved
 
-    def _reads_back_fixture_save(self, node: cst.Call) -> bool:
+    def _temporary_fixture_read(self, node: cst.Call) -> Optional[cst.FunctionDef]:
+        """The pytest fixture of the module, given a temporary-directory fixture, whose value the load reads: the
+        file is the enclosing test's parameter named after it."""
         source = semantics.keyword(node, "f") or semantics.positional(node, 0)
         function = self.ctx.enclosing(cst.FunctionDef)
         if source is None or type(source.value) is not cst.Name or function is None:
-            return False
+            return None
         name = source.value.value
-        return name in {param.name.value for param in parameters(function.params)} and name in self._saving_fixtures()
-
-    def _saving_fixtures(self) -> FrozenSet[str]:
-        """The module's pytest fixtures that take a temporary-directory fixture and call `torch.save`."""
-        if self.fixtures is None:
-            self.fixtures = frozenset(
-                statement.name.value for statement in self.ctx.module.body
-                if type(statement) is cst.FunctionDef
+        if name not in {param.name.value for param in parameters(function.params)}:
+            return None
+        return next(
+            (
+                statement for statement in self.ctx.module.body
+                if type(statement) is cst.FunctionDef and statement.name.value == name
                 and any(decorator_name(decorator) == "fixture" for decorator in statement.decorators)
                 and not _TEMPORARY_FIXTURES.isdisjoint(param.name.value for param in parameters(statement.params))
-                and self._saves(statement)
-            )
-        return self.fixtures
-
-    def _saves(self, function: cst.FunctionDef) -> bool:
-        found = []
-
-        def on_visit(child: cst.CSTNode) -> bool:
-            if type(child) is cst.Call and self.ctx.qualified_name_in(child.func, TORCH_SAVE, (self.ctx.module, function)):
-                found.append(child)
-            return not found
-
-        walk(function.body, on_visit, lambda child: None)
-        return bool(found)
+            ),
+            None,
+        )
 
     def _note_try_body(self) -> None:
         """Remember the `try` whose body holds this load (stopping at handlers and scopes)."""
