@@ -169,6 +169,63 @@ CASES = {
         t = torch
         print(t)  # <-
         """, "t", ["torch"]),
+    "an if chain binding in every arm hides what came before": ("""
+        model = None
+        if arch == "a":
+            model = A()
+        elif arch == "b":
+            model = B()
+        else:
+            model = C()
+        print(model)  # <-
+        """, "model", ["A()", "B()", "C()"]),
+    "an arm that raises counts as binding": ("""
+        model = None
+        if arch == "a":
+            model = A()
+        else:
+            raise ValueError(arch)
+        print(model)  # <-
+        """, "model", ["A()"]),
+    "an if chain without else hides nothing": ("""
+        model = None
+        if arch == "a":
+            model = A()
+        elif arch == "b":
+            model = B()
+        print(model)  # <-
+        """, "model", ["A()", "B()", "None"]),
+    "an arm that binds only in a nested block does not hide": ("""
+        model = None
+        if arch == "a":
+            if pretrained:
+                model = A()
+        else:
+            model = C()
+        print(model)  # <-
+        """, "model", ["A()", "C()", "None"]),
+    "inside the chain the arm sees what came before": ("""
+        model = make
+        if arch == "a":
+            model = model(1)
+        else:
+            model = model(2)  # <-
+        """, "model", ["?make"]),
+    "another arm of the same if never reaches": ("""
+        model = make
+        if arch == "a":
+            model = model(1)
+        elif arch == "b":
+            model = model(2)  # <-
+        """, "model", ["?make"]),
+    "in a loop an arm reaches the other on the next pass": ("""
+        previous = None
+        for x in data:
+            if first:
+                previous = x
+            else:
+                print(previous)  # <-
+        """, "previous", ["?x", "None"]),
     "an unknown name": ("""
         print(undefined)  # <-
         """, "undefined", ["?undefined"]),
@@ -210,3 +267,19 @@ def test_dtype_questions_stop_at_casts():
     values = Values.of(ctx)
     assert [module.code_for_node(o.node) for o in values.origins(use, stack)] == ["torch.from_numpy(array)"]
     assert [module.code_for_node(o.node) for o in values.origins(use, stack, through_casts=False)] == ["x.float()"]
+
+
+def test_paths_that_meet_again_are_followed_once(monkeypatch):
+    """fixtures/projects/model_registry_factory: the five optional steps of `get_model_on` reach its `return` by 32
+    paths, each to a registry of nine model classes. Each question follows an expression once per depth (740 steps
+    for the file); followed again on every path, it took 146,864, and a segmentation project of that shape did not
+    finish in 12 minutes."""
+    from conftest import FIXTURES
+    from torchlint.engine.runner import lint_file
+
+    steps = []
+    follow = Values._follow
+    monkeypatch.setattr(Values, "_follow", lambda self, *args: steps.append(1) or follow(self, *args))
+    result = lint_file(str(FIXTURES / "projects" / "model_registry_factory" / "train.py"), make_config(select=["ALL"]))
+    assert [finding.code for finding in result.findings] == ["TL401", "TL401"]
+    assert len(steps) < 5000

@@ -15,14 +15,19 @@ only the softmax. A statement inside a loop also sees the bindings later in the
 same loop body (the previous iteration's). Code in another scope (a function
 reading a module variable) may run at any time: it sees every binding.
 
-Control flow that leaves a block early (`return`, `break`, `raise`) is not
-followed; an exception in a `try` body makes its bindings conditional.
+The arms of an `if` never run in one pass: a binding in one does not reach a statement
+in another. An `if` chain with an `else` whose every arm binds the name (directly in the arm, not
+deeper in it) or ends by leaving (`raise`, `return`, `continue`, `break`) hides the
+bindings before it, as one binding would: after `model = None` then
+`if a: model = A()` / `elif b: model = B()` / `else: raise ValueError(a)`, only A()
+and B() reach. Other control flow that leaves a block early is not followed; an
+exception in a `try` body makes its bindings conditional.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, FrozenSet, List, NamedTuple, Optional, Tuple
 
 import libcst as cst
 
@@ -71,6 +76,11 @@ class Flow:
     bindings: Dict[str, List[Binding]] = field(default_factory=dict)
     # id(loop body) -> the highest statement order inside the loop
     loop_ends: Dict[int, int] = field(default_factory=dict)
+    # The `if` chains that hide earlier bindings: (order of the `if`, blocks holding it, ids of its arms, the names
+    # every arm binds or leaves without)
+    hiding: List[Tuple[int, Tuple[int, ...], FrozenSet[int], FrozenSet[str]]] = field(default_factory=list)
+    # id(the body or the `orelse` of an `if`) -> id(the `if`): a statement in one never runs with one in the other
+    alternatives: Dict[int, int] = field(default_factory=dict)
 
     def position(self, stack) -> Optional[Tuple[int, Tuple[int, ...]]]:
         """(order, blocks) of the innermost statement of this scope in `stack` (enclosing nodes, outermost first)."""
@@ -88,9 +98,21 @@ class Flow:
         if position is None:
             return list(bindings)
         order, blocks = position
+        # An `if` chain that ran before this statement and whenever it runs, binding the name in every arm.
+        hidden_before = 0
+        for chain_order, chain_blocks, arms, names in self.hiding:
+            if (
+                hidden_before < chain_order < order and name in names
+                and blocks[: len(chain_blocks)] == chain_blocks and arms.isdisjoint(blocks)
+            ):
+                hidden_before = chain_order
         found = []
         for binding in reversed(bindings):
             if binding.order >= order:
+                continue
+            if binding.order < hidden_before:
+                break
+            if self.alternatives and self._other_arm(binding.blocks, blocks):
                 continue
             found.append(binding)
             if blocks[: len(binding.blocks)] == binding.blocks:
@@ -101,6 +123,19 @@ class Flow:
             if end is not None:
                 found.extend(b for b in bindings if order <= b.order <= end and b not in found)
         return found
+
+
+    def _other_arm(self, blocks: Tuple[int, ...], here: Tuple[int, ...]) -> bool:
+        """`blocks` (a binding's) and `here` part at the two arms of one `if` outside any loop holding both: one
+        never runs after the other."""
+        for depth, (block, other) in enumerate(zip(blocks, here)):
+            if block != other:
+                chain = self.alternatives.get(block)
+                return (
+                    chain is not None and chain == self.alternatives.get(other)
+                    and not any(outer in self.loop_ends for outer in here[:depth])
+                )
+        return False
 
 
 def innermost_scope(stack) -> cst.CSTNode:
@@ -130,6 +165,10 @@ class _Scanner:
         # ids of the blocks the statements visited so far run only sometimes, and of loop bodies among them.
         self.conditional: set = set()
         self.loop_bodies: set = set()
+        # The `if` chains with an `else` (`_chain`), and which chain and arm each of their arm blocks is.
+        self.chains: List[_Chain] = []
+        self.arm_of: Dict[int, Tuple[_Chain, int]] = {}
+        self.elifs: set = set()
 
     def run(self, enter_expressions: bool) -> None:
         scope = self.flow.node
@@ -140,6 +179,11 @@ class _Scanner:
         root = scope if type(scope) is cst.Module else scope.body
         descend = None if enter_expressions else statement_structure(type(root))
         walk(root, self.on_visit, self.on_leave, enter_leaves=False, descend=descend)
+        for chain in self.chains:
+            bound = [names for names, leaves in zip(chain.binds, chain.leaves) if not leaves]
+            names = frozenset.intersection(*map(frozenset, bound)) if bound else frozenset()
+            if names:
+                self.flow.hiding.append((chain.order, chain.blocks, frozenset(chain.arms), names))
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if id(node) in self.conditional:
@@ -156,6 +200,8 @@ class _Scanner:
         node_type = type(node)
         if node_type is cst.For or node_type is cst.While:
             self.loop_bodies.add(id(node.body))
+        elif node_type is cst.If and id(node) not in self.elifs:
+            self.chain(node)
         binder = _BINDERS.get(node_type)
         if binder is not None:
             binder(self, node)
@@ -172,9 +218,35 @@ class _Scanner:
             if id(node) in self.loop_bodies:
                 self.flow.loop_ends[id(node)] = self.order
 
+    def chain(self, head: cst.If) -> None:
+        """Note the chain `head` starts (its `elif`s and `else`), when it ends in an `else`."""
+        arms, leaves = [], []
+        current = head
+        while True:
+            arms.append(id(current.body))
+            leaves.append(_leaves(current.body))
+            orelse = current.orelse
+            if orelse is not None:
+                self.flow.alternatives[id(current.body)] = self.flow.alternatives[id(orelse)] = id(current)
+            if type(orelse) is not cst.If:
+                break
+            self.elifs.add(id(orelse))
+            current = orelse
+        if type(orelse) is not cst.Else:
+            return
+        arms.append(id(orelse))
+        leaves.append(_leaves(orelse.body))
+        chain = _Chain(self.order, tuple(self.blocks), arms, leaves, [set() for _ in arms])
+        self.chains.append(chain)
+        for index, arm in enumerate(arms):
+            self.arm_of[arm] = (chain, index)
+
     def add(self, name: str, value, definition, element: Tuple[int, ...] = ()) -> None:
         binding = Binding(name, value, self.statement, self.order, tuple(self.blocks), element, definition)
         self.flow.bindings.setdefault(name, []).append(binding)
+        arm = self.arm_of.get(self.blocks[-1]) if self.blocks else None
+        if arm is not None:
+            arm[0].binds[arm[1]].add(name)
 
     def bind_target(self, target: cst.CSTNode, value, element: Tuple[int, ...] = ()) -> None:
         target_type = type(target)
@@ -191,6 +263,31 @@ class _Scanner:
                     self.bind_target(item.value, None if starred else value, element + (index,))
         elif target_type is cst.StarredElement:
             self.bind_target(target.value, None)
+
+
+class _Chain(NamedTuple):
+    """An `if`/`elif`/`else` chain: the `if`'s order and the blocks holding it, each arm's block, whether it ends
+    by leaving, and the names bound directly in it."""
+
+    order: int
+    blocks: Tuple[int, ...]
+    arms: List[int]
+    leaves: List[bool]
+    binds: List[set]
+
+
+_LEAVING = (cst.Raise, cst.Return, cst.Continue, cst.Break)
+
+
+def _leaves(block: cst.BaseSuite) -> bool:
+    """The block's last statement leaves it (`raise`, `return`, `continue`, `break`)."""
+    statements = block.body
+    if not statements:
+        return False
+    last = statements[-1]
+    if type(last) is cst.SimpleStatementLine:
+        last = last.body[-1] if last.body else None
+    return isinstance(last, _LEAVING)
 
 
 def _assign(scanner: _Scanner, node: cst.Assign) -> None:

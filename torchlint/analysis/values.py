@@ -61,6 +61,10 @@ _WRAPPER_LAST_PARTS = frozenset(name.rpartition(".")[2] for name in IDENTITY_WRA
 _MAX_DEPTH = 6
 _CONSTANT_NAMES = frozenset({"None", "True", "False"})
 _MISSING = syntax.MISSING
+# What the question being answered (`origins`, `imported`) has followed so far: (expression, statement, scope,
+# depth) -> its origins. A question reaches the same expressions by many paths (a registry of models, each built
+# in every branch of a factory); kept for one question only, so an answer never depends on the ones before it.
+_ANSWERED: Dict[tuple, List[Origin]] = {}
 
 
 # Place and Origin are named tuples: the value model makes them at every step it follows, and a frozen dataclass
@@ -124,6 +128,7 @@ class Values:
             return _distinct(self._follow(expr, self.place(stack), 0, frozenset()))
         finally:
             self._through_casts = True
+            _ANSWERED.clear()
 
     def constant(self, expr: cst.BaseExpression, stack: Optional[Sequence[cst.CSTNode]] = None):
         """The literal value `expr` always has here (`num_workers` after `num_workers = 0`), else `syntax.MISSING`."""
@@ -205,7 +210,10 @@ class Values:
     def imported(self, path: str) -> Optional[List[Origin]]:
         """The origins of what the import path `path` (`fp16_util.zero_grad`) names in a project file, as this file
         imports it; None when the path names no project file's module-level name."""
-        found = self._in_project_file(path, 0, frozenset())
+        try:
+            found = self._in_project_file(path, 0, frozenset())
+        finally:
+            _ANSWERED.clear()
         return _distinct(found) if found is not None else None
 
     def place(self, stack: Sequence[cst.CSTNode]) -> Place:
@@ -242,7 +250,7 @@ class Values:
             return scopes[-2], scopes[:-2]
         return None
 
-    def forward_outputs(self, model_class: cst.ClassDef, around: Tuple[cst.CSTNode, ...], depth: int = 0, seen=frozenset()) -> List[Origin]:
+    def _forward_outputs(self, model_class: cst.ClassDef, around: Tuple[cst.CSTNode, ...], depth: int, seen: frozenset) -> List[Origin]:
         """What calling an instance of `model_class` returns: the values its `forward` returns."""
         forward = method_of(model_class, "forward")
         if forward is None:
@@ -263,19 +271,30 @@ class Values:
         key = (id(expr), id(place.statement))
         if depth > _MAX_DEPTH or key in seen:
             return []
+        memo_key = (key, id(place.scopes[-1]), depth)
+        found = _ANSWERED.get(memo_key)
+        if found is not None:
+            return found
         seen = seen | {key}
         expr_type = type(expr)
         if expr_type is cst.Name:
-            return self._name(expr, place, depth, seen)
-        if expr_type is cst.Attribute:
-            return self._attribute(expr, place, depth, seen)
-        if expr_type is cst.Subscript:
-            return self._subscript(expr, place, depth, seen)
-        if expr_type is cst.Call:
-            return self._call(expr, place, depth, seen)
-        if expr_type is cst.NamedExpr:
-            return self._follow(expr.value, place, depth, seen)
-        return [Origin(expr, place)]
+            found = self._name(expr, place, depth, seen)
+        elif expr_type is cst.Attribute:
+            found = self._attribute(expr, place, depth, seen)
+        elif expr_type is cst.Subscript:
+            found = self._subscript(expr, place, depth, seen)
+        elif expr_type is cst.Call:
+            found = self._call(expr, place, depth, seen)
+        elif expr_type is cst.NamedExpr:
+            found = self._follow(expr.value, place, depth, seen)
+        else:
+            found = [Origin(expr, place)]
+        if len(found) > 1:
+            # Paths often meet again (a registry of models, each reached by every branch that builds one): each
+            # step answers with one of each origin, or the lists grow with every meeting.
+            found = _distinct(found)
+        _ANSWERED[memo_key] = found
+        return found
 
     def _name(self, name: cst.Name, place: Place, depth: int, seen: frozenset) -> List[Origin]:
         scope = self.ctx.scopes.binding_scope(name.value, place.scopes)
@@ -378,7 +397,7 @@ class Values:
         if type(func) is cst.Name and func.value == "self":
             owner = self.enclosing_class(place)
             if owner is not None:
-                return self.forward_outputs(owner[0], owner[1], depth, seen) or [Origin(call, place)]
+                return self._forward_outputs(owner[0], owner[1], depth, seen) or [Origin(call, place)]
         if type(func) not in (cst.Name, cst.Attribute):
             return self._applied(self._follow(func, place, depth, seen), call, place, depth, seen)
         if type(func) is cst.Attribute and not _is_self(func.value, place.scopes[-1]):
@@ -396,31 +415,31 @@ class Values:
                     statement_place = Place(there.ctx, callee.place.scopes + (node,), statement)
                     found += there._follow(statement.value, statement_place, depth + 1, seen)
             elif type(node) is cst.Call and not callee.applied:
-                found += there.module_outputs(callee, depth, seen)
+                found += there._module_outputs(callee, depth, seen)
             else:
                 found.append(Origin(call, place))
         return found or [Origin(call, place)]
 
-    def module_outputs(self, module: Origin, depth: int = 0, seen=frozenset()) -> List[Origin]:
+    def _module_outputs(self, module: Origin, depth: int, seen: frozenset) -> List[Origin]:
         """What applying the module built by `module` (a call such as `Net()` or `nn.Sequential(...)`) returns."""
         built = module.node
         place = module.place
         if place.context is not self.ctx:
-            return self._at(place).module_outputs(module, depth, seen)
+            return self._at(place)._module_outputs(module, depth, seen)
         classes = [
             origin for origin in self._follow(built.func, place, depth + 1, seen) if type(origin.node) is cst.ClassDef
         ]
         if classes:
             found = []
             for origin in classes:
-                found += self._at(origin.place).forward_outputs(origin.node, origin.place.scopes, depth, seen)
+                found += self._at(origin.place)._forward_outputs(origin.node, origin.place.scopes, depth, seen)
             return found or [Origin(built, place, applied=True)]
         if self.ctx.qualified_name_in(built.func, SEQUENTIAL, place.stack):
             layers = [arg.value for arg in built.args if arg.keyword is None and not arg.star]
             if layers:
                 found = []
                 for layer in self._follow(layers[-1], place, depth + 1, seen):
-                    found += self.module_outputs(layer, depth + 1, seen) if type(layer.node) is cst.Call else [layer]
+                    found += self._module_outputs(layer, depth + 1, seen) if type(layer.node) is cst.Call else [layer]
                 return found
         return [Origin(built, place, applied=True)]
 
