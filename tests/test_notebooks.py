@@ -66,6 +66,20 @@ def test_magics_shell_lines_and_help_are_neutralised():
     assert placed(data) == [(2, 7, COLUMN, "TL303"), (3, 2, COLUMN, "TL303"), (4, 3, COLUMN, "TL303")]
 
 
+def test_magics_written_without_percent_are_neutralised_as_automagic_runs_them():
+    data = notebook(
+        "pip install -r requirements.txt\nmatplotlib inline\nload_ext autoreload\nautoreload 2\nimport torch",
+        "cd ..\nrun train.py --epochs 1\n" + BAD_LOADER,
+    )
+    assert placed(data) == [(2, 3, COLUMN, "TL303")]
+
+
+def test_a_magic_name_that_python_can_read_stays_python():
+    # A name bound, compared or divided is Python: only a name then a word is taken for a magic.
+    data = notebook("import torch\ntime = 3\nconfig = dict(lr=1)\ncd /tmp\npip in (1, 2)\n" + BAD_LOADER)
+    assert placed(data) == [(1, 6, COLUMN, "TL303")]
+
+
 def test_a_percent_that_continues_an_expression_is_python():
     data = notebook('import torch\nmessage = ("%d items"\n    % count)\n' + BAD_LOADER)
     assert placed(data) == [(1, 4, COLUMN, "TL303")]

@@ -8,7 +8,10 @@ The engine sees one script, of kind `FileKind.NOTEBOOK` (for the rules that depe
 on how the code runs): each code cell in order, after a marker comment line, with
 IPython syntax neutralised: a line magic (`%time f()`), a shell line
 (`!pip install`), a help line (`torch.nn.Linear?`) and their assignments
-(`files = !ls`) become a `pass` that keeps the line and its indentation. A
+(`files = !ls`) become a `pass` that keeps the line and its indentation; so does
+a line magic written without its `%` (`pip install timm`, `matplotlib inline`),
+which IPython's automagic (on by default) runs as one, when the word after it
+cannot continue Python (a name that is not a keyword, a number, a string). A
 cell magic whose body is Python (`%%time`) only loses its first line; any other
 (`%%bash`, `%%writefile`) and a cell Python cannot compile on its own become
 blank lines, so one bad cell hides nothing in the others, and the latter is
@@ -31,6 +34,7 @@ from __future__ import annotations
 import ast
 import bisect
 import json
+import keyword
 import re
 import warnings
 from dataclasses import dataclass, field, replace
@@ -59,6 +63,12 @@ _CELL_MAGIC = re.compile(r"[ \t]*%%(\w+)")
 _PYTHON_CELL_MAGICS = frozenset({"capture", "debug", "prun", "python", "python3", "time", "timeit"})
 _LINE_MAGIC = re.compile(r"[ \t]*(?:[%!]|[\w.]+(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*=[ \t]*[%!])")
 _HELP = re.compile(r"[ \t]*(?:\?{1,2}[\w.*]+|[\w.*]+\?{1,2})[ \t]*$")
+# Line magics and shell aliases notebooks call without `%` (automagic), then what follows them on the line.
+_AUTOMAGIC = re.compile(
+    r"[ \t]*(?:pip|conda|mamba|cd|ls|ll|mkdir|rm|rmdir|cp|mv|cat|pwd|env|set_env|matplotlib|pylab|load_ext|"
+    r"reload_ext|unload_ext|autoreload|aimport|run|time|timeit|prun|who|whos|history|config|reset|store|tensorboard)"
+    r"[ \t]+([\w\"'.~/]+)"
+)
 _COMPILE_FLAGS = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 
 
@@ -185,6 +195,7 @@ def _neutralise(source: str, magics: Dict[int, str]) -> Optional[str]:
         starts_statement = depth == 0 and quote is None and not continued
         is_magic = starts_statement and (
             (index == 0 and cell_magic is not None) or _LINE_MAGIC.match(body) is not None or _HELP.match(body) is not None
+            or _is_automagic(body)
         )
         if magic_indent is not None or is_magic:
             if magic_indent is None:
@@ -199,6 +210,16 @@ def _neutralise(source: str, magics: Dict[int, str]) -> Optional[str]:
         depth, quote, continued = _after(line, depth, quote)
     script = "".join(out)
     return script if not script or script.endswith(("\n", "\r")) else script + "\n"
+
+
+def _is_automagic(body: str) -> bool:
+    """`pip install timm`: a magic's name, then a word that cannot follow a name in Python (`cd /tmp` and `ls -l`
+    are Python as well as magics, and are left to Python)."""
+    found = _AUTOMAGIC.match(body)
+    if found is None:
+        return False
+    word = found.group(1)
+    return not word.startswith("/") and not keyword.iskeyword(word)
 
 
 def _compiles(script: str) -> bool:
