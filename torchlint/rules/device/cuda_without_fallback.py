@@ -3,7 +3,13 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
+from torchlint.analysis import syntax
+from torchlint.analysis.facts import project_import_names
 from torchlint.analysis.project import PROJECT
+from torchlint.analysis.summaries import function_facts, imported_function
+from torchlint.analysis.values import Values
+from torchlint.engine.context import last_parts
+from torchlint.engine.facts import recognizes
 from torchlint.engine.scopes import dotted_name
 from torchlint.engine.walk import walk_visitor
 from torchlint import semantics
@@ -31,6 +37,24 @@ CUDA_EXTENSION = frozenset({"torch.utils.cpp_extension.CUDAExtension"})
 _CUDA_SOURCE = re.compile(r".*\.cuh?")
 # `with torch.cuda.device(1):` names a GPU by its index too.
 CUDA_DEVICE_CONTEXT = "torch.cuda.device"
+# The fact a function shows when it decides for CUDA (`_decides_cuda`), for files that call it from another file.
+DECIDES_CUDA = "decides-cuda"
+
+
+def _decides_cuda(call: cst.Call, name: Optional[str]) -> bool:
+    """The call (of `name`) checks whether CUDA is there, or sets the program up for CUDA machines only."""
+    if name is None:
+        return False
+    if name in AVAILABILITY_CHECKS or name.startswith("torch.accelerator.") or name in CUDA_ONLY:
+        return True
+    return name in PROCESS_GROUP and semantics.literal(_shared.call_argument(call, 0, "backend"), None) == "nccl"
+
+
+@recognizes(cst.Call, last_parts(AVAILABILITY_CHECKS | CUDA_ONLY | PROCESS_GROUP) | {"current_accelerator"})
+def decides_cuda(call: cst.Call, ctx) -> Optional[str]:
+    """A project helper that checks for a GPU or sets up NCCL (`utils.init_distributed_mode(args)`): a script
+    calling it is written for what the helper decided."""
+    return DECIDES_CUDA if _decides_cuda(call, ctx.qualified_name(call.func)) else None
 
 
 class CudaWithoutFallback(Rule):
@@ -49,7 +73,10 @@ class CudaWithoutFallback(Rule):
     observed on torch 2.13's CPU build; `torch.device("cuda")` itself builds fine,
     the error comes when it is used).
 
-    Not flagged: files with any availability check; devices that come from a
+    Not flagged: files with any availability check, or that call a function of their
+    project that makes one or sets up CUDA (`utils.init_distributed_mode(args)`, which
+    exits without a GPU, then calls `init_process_group("nccl")`; followed into the
+    project's files and the functions they call); devices that come from a
     variable, a function parameter (its default included) or a command-line argument
     (including `add_argument(..., default="cuda")`), `.cuda(rank)` included; code
     in a branch taken only when the program asks for CUDA (`if args.cuda:`,
@@ -112,11 +139,15 @@ class CudaWithoutFallback(Rule):
         self.module_values: Dict[int, Tuple[cst.BaseExpression, Tuple[str, ...]]] = {}
         # ids of the sites that are device values (a string, `torch.device(...)`), not moves
         self.device_values: Set[int] = set()
+        # The calls of functions imported from project files, with where they are: one may decide for CUDA.
+        self.project_calls: List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.qualified_name(node.func)
         if name is not None:
             self._check_module_call(node, name)
+            if syntax.head_name(node.func) in project_import_names(self.ctx):
+                self.project_calls.append((node, tuple(self.ctx.stack)))
         elif semantics.method_name(node) == "cuda":
             read = _shared.conversion(node, self.ctx)
             if read is not None and not _shared.computed_cuda_device(read):
@@ -131,12 +162,8 @@ class CudaWithoutFallback(Rule):
                 self._add(arg.value)
 
     def _check_module_call(self, node: cst.Call, name: str) -> None:
-        if name in AVAILABILITY_CHECKS or name.startswith("torch.accelerator.") or name in CUDA_ONLY:
+        if _decides_cuda(node, name):
             self.exempt = True
-        elif name in PROCESS_GROUP:
-            backend = _shared.call_argument(node, 0, "backend")
-            if semantics.literal(backend, None) == "nccl":
-                self.exempt = True
         elif name in EXTENSION_LOADERS:
             if _compiles_cuda(node):
                 self.exempt = True
@@ -216,7 +243,10 @@ class CudaWithoutFallback(Rule):
     def finish(self) -> None:
         # Written for CUDA machines only: an availability check or a CUDA-only API or library, two or more GPUs
         # by index (a model split over devices), or a CUDA extension of its own project.
-        if self.exempt or not self.sites or len(self.indices) > 1 or self._imports_project_cuda_extension():
+        if (
+            self.exempt or not self.sites or len(self.indices) > 1 or self._imports_project_cuda_extension()
+            or self._calls_project_cuda_setup()
+        ):
             return
         read = _names_read(self.ctx.module) if any(map(self._is_module_setting, self.sites)) else frozenset()
         for site in self.sites:
@@ -225,6 +255,15 @@ class CudaWithoutFallback(Rule):
             if self._is_module_setting(site) and read.isdisjoint(self.module_values[id(site)][1]):
                 continue
             self.report(site)
+
+    def _calls_project_cuda_setup(self) -> bool:
+        """The file calls a function of another project file that checks for CUDA or sets the program up for it."""
+        values = Values.of(self.ctx)
+        for call, stack in self.project_calls:
+            found = imported_function(values.origins(call.func, stack), self.ctx)
+            if found is not None and function_facts(found[0], DECIDES_CUDA):
+                return True
+        return False
 
     def _is_module_setting(self, site: cst.CSTNode) -> bool:
         """`site` is a device string or `torch.device(...)` (building one touches no GPU, unlike `.cuda()`) that
