@@ -295,3 +295,14 @@ def test_legacy_reduction_is_torchs(size_average, reduce):
     from torchlint.rules.api._losses import legacy_reduction
 
     assert legacy_reduction(size_average, reduce) == _reduction.legacy_get_string(size_average, reduce, emit_warning=False)
+
+
+def test_tl603_says_when_the_typo_changes_nothing():
+    code = (
+        "import torch\n\ntable = torch.zeros(4, 8).float()\ntable.require_grad = False\n"
+        "trained = torch.zeros(4, requires_grad=True)\ntrained.require_grad = False\n"
+        "for param in model.parameters():\n    param.require_grad = False\n"
+    )
+    messages = [finding.message for finding in lint(code, select=["TL603"])]
+    assert ["nothing changes here" in message for message in messages] == [True, False, False]
+    assert all(message.startswith("`.require_grad` is a typo") for message in messages)

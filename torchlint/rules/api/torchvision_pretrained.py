@@ -21,6 +21,8 @@ RENAMED = {"pretrained": "weights", "pretrained_backbone": "weights_backbone"}
 # Builder folders whose builders are named with the folder (`detection.fasterrcnn_resnet50_fpn`).
 TASK_FOLDERS = ("detection", "segmentation", "video", "optical_flow", "quantization")
 NOT_BUILDERS = frozenset({"get_model", "get_model_builder", "get_model_weights", "get_weight", "list_models"})
+# torchvision 0.13, which brought `weights=`, needs torch 1.12: code for an older torch has an older torchvision.
+WEIGHTS_SINCE_TORCH = (1, 12)
 
 
 @lru_cache(maxsize=None)
@@ -47,7 +49,10 @@ class TorchvisionPretrained(Rule):
     Flags `pretrained=` and `pretrained_backbone=` passed to torchvision model builders
     (`torchvision.models.resnet50(pretrained=True)`, `models.detection.fasterrcnn_resnet50_fpn(
     pretrained_backbone=False)`, `torchvision.models.get_model("resnet50", pretrained=True)`).
-    Not `torch.hub.load` or other libraries' `pretrained=` arguments.
+    Not `torch.hub.load` or other libraries' `pretrained=` arguments, and not in code for
+    torch below 1.12 (`torch-version`, or the project's own torch requirement): torchvision
+    0.13, which brought `weights=`, needs torch 1.12, so such code has a torchvision where
+    `pretrained=` is the only way and `weights=` a `TypeError`.
 
     ## Why is this bad?
     torchvision deprecated them in 0.13: each call warns `UserWarning: The parameter
@@ -89,7 +94,7 @@ class TorchvisionPretrained(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.ctx.qualified_name(node.func)
-        if qualified is None:
+        if qualified is None or self.ctx.config.torch_version < WEIGHTS_SINCE_TORCH:
             return
         if qualified == MODELS + "get_model":
             name = semantics.positional(node, 0) or semantics.keyword(node, "name")

@@ -10,6 +10,8 @@ from torchlint.rules.base import Rule
 from torchlint.rules.triggers import attributes, fragments
 
 _PLATEAU = frozenset({"torch.optim.lr_scheduler.ReduceLROnPlateau"})
+# Before 1.1 a scheduler stepped first was the documented order (its constructor did not set the first rate).
+STEP_AFTER_OPTIMIZER_SINCE = (1, 1)
 
 
 class SchedulerBeforeOptimizerStep(Rule):
@@ -20,8 +22,10 @@ class SchedulerBeforeOptimizerStep(Rule):
     the module called there) comes after the scheduler's step.
 
     Not flagged: a scheduler stepped with an argument (`ReduceLROnPlateau` stepped with a
-    validation metric), and a scheduler stepped once per epoch after the inner training
-    loop.
+    validation metric), a scheduler stepped once per epoch after the inner training
+    loop, and code for torch below 1.1 (`torch-version`, or the project's own torch
+    requirement: see the configuration page), where stepping the scheduler first was the
+    documented order and skipped nothing.
 
     ## Why is this bad?
     Since PyTorch 1.1 the scheduler is meant to step after the optimizer. Stepped first,
@@ -80,7 +84,7 @@ class SchedulerBeforeOptimizerStep(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         event = self.loops.observe(node)
-        if semantics.method_name(node) != "step" or node.args:
+        if semantics.method_name(node) != "step" or node.args or self.ctx.config.torch_version < STEP_AFTER_OPTIMIZER_SINCE:
             return
         scheduler = semantics.receiver(node)
         if not semantics.is_scheduler(scheduler, self.ctx) or semantics.built_from_in(scheduler, _PLATEAU, self.ctx):

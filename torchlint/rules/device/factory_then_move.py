@@ -52,7 +52,8 @@ class FactoryThenMove(Rule):
 
     Not flagged: a factory-then-move that runs once: at module level outside a loop
     (a notebook cell, a demo), in a setup function called once (`__init__`, `main`,
-    a `train()` before its loop), or in a loop that holds the training loop (a loop
+    a `train()` before its loop, a helper named like a step that the file calls only
+    from `__init__`, such as a `_dummy_forward` shape probe), or in a loop that holds the training loop (a loop
     running backward, written inside it or in a function of the file it calls:
     `for epoch in ...: train(epoch)`), besides that inner loop: initial states or a
     sample drawn once per epoch; comprehensions (`[torch.zeros(n).cuda() for _ in
