@@ -58,16 +58,30 @@ def catches_fallback(handler: cst.ExceptHandler) -> bool:
     return any(isinstance(element, cst.Name) and element.value in FALLBACK_ERRORS for element in elements)
 
 
-def in_compat_branch(stack: Sequence[cst.CSTNode], imported: Imported) -> bool:
+def _catches_import_error(handler: cst.ExceptHandler) -> bool:
+    """The handler runs when an import in its `try` fails: it names a fallback error, `Exception`, or nothing."""
+    caught = handler.type
+    return caught is None or catches_fallback(handler) or (isinstance(caught, cst.Name) and caught.value in ("Exception", "BaseException"))
+
+
+def in_compat_branch(stack: Sequence[cst.CSTNode], imported: Imported, probes: bool = False) -> bool:
     """True when the innermost node of `stack` sits in code chosen by the running torch.
 
     Either arm of an `if` or conditional expression that tests a version or a feature,
     or the body of an `except ImportError`/`ModuleNotFoundError`/`AttributeError` handler.
+    With `probes` (for names whose import fails on a current torch), also an import in the
+    body of a `try` with a handler that catches its failure (`try: from torch._six import
+    inf` / `except ImportError: from torch import inf`).
     """
-    for parent, child in zip(stack, stack[1:]):
+    for index, (parent, child) in enumerate(zip(stack, stack[1:])):
         if isinstance(parent, (cst.If, cst.IfExp)) and child is not parent.test and is_version_or_feature_test(parent.test, imported):
             return True
         if isinstance(parent, cst.ExceptHandler) and child is parent.body and catches_fallback(parent):
+            return True
+        if (
+            probes and isinstance(parent, cst.Try) and child is parent.body and any(map(_catches_import_error, parent.handlers))
+            and any(isinstance(node, (cst.Import, cst.ImportFrom)) for node in stack[index + 2:])
+        ):
             return True
     return False
 
@@ -107,7 +121,7 @@ def _assigns(block: cst.BaseSuite, name: str) -> bool:
     )
 
 
-def compat_imports(scope_node: cst.CSTNode, imported: Imported) -> Dict[str, Set[str]]:
+def compat_imports(scope_node: cst.CSTNode, imported: Imported, probes: bool = False) -> Dict[str, Set[str]]:
     """Local name -> the paths that imports in compatibility branches of one scope bind to it.
 
     A name imported in both arms of a version test resolves to the import that comes
@@ -120,7 +134,7 @@ def compat_imports(scope_node: cst.CSTNode, imported: Imported) -> Dict[str, Set
         stack.append(node)
         if isinstance(node, ScopeNode) and node is not scope_node:
             return False  # a nested scope's imports bind its own names
-        if isinstance(node, (cst.Import, cst.ImportFrom)) and in_compat_branch(stack, imported):
+        if isinstance(node, (cst.Import, cst.ImportFrom)) and in_compat_branch(stack, imported, probes):
             for local, path in import_bindings(node):
                 if not path.startswith("."):  # a relative import never reaches torch
                     found.setdefault(local, set()).add(path)

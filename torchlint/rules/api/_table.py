@@ -105,6 +105,9 @@ class ApiTableRule(Rule):
     """Reports the table's names of one kind; subclasses set `kind` and word the message."""
 
     kind: ClassVar[str]
+    # Importing one of the kind's names fails on a current torch (removed APIs): an import of one in a `try` whose
+    # handler catches that is a probe, and its handler's name is the one used (`in_compat_branch`).
+    import_fails: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -138,7 +141,7 @@ class ApiTableRule(Rule):
 
     def _report_import(self, alias: cst.ImportAlias, qualified: Optional[str]) -> None:
         entry = lookup(qualified) if qualified else None
-        if entry is not None and self.applies(entry) and not in_compat_branch(self.ctx.stack, self._imported):
+        if entry is not None and self.applies(entry) and not in_compat_branch(self.ctx.stack, self._imported, self.import_fails):
             self.report(alias, self.describe(entry, qualified))
 
     # ------------------------------------------------------------ uses
@@ -160,7 +163,7 @@ class ApiTableRule(Rule):
             entry = lookup(path)
             if entry is not None and self.applies(entry):
                 return False  # the name's own import is reported, and so is each use, in whatever branch
-        return in_compat_branch(stack, self._imported) or overridden_by_probe(stack, self._imported)
+        return in_compat_branch(stack, self._imported, self.import_fails) or overridden_by_probe(stack, self._imported)
 
     def _imported(self, expr: cst.BaseExpression) -> bool:
         return self.ctx.qualified_name(expr) is not None
@@ -170,7 +173,7 @@ class ApiTableRule(Rule):
         if found is None:
             # Names in the scope's tests resolve as they do in the scope itself.
             scope_nodes = self.ctx.scope_nodes[: self.ctx.scope_nodes.index(scope.node) + 1]
-            found = compat_imports(scope.node, lambda expr: self.ctx.qualified_name(expr, scope_nodes) is not None)
+            found = compat_imports(scope.node, lambda expr: self.ctx.qualified_name(expr, scope_nodes) is not None, self.import_fails)
             self._compat_imports[id(scope.node)] = found
         return found
 

@@ -14,7 +14,11 @@ class RemovedApi(ApiTableRule):
     expression that tests the torch version (`torch.__version__`, `Version(...)`,
     `pytorch_after(...)`, ...) or a feature (`hasattr(...)`), and the body of an
     `except ImportError`/`ModuleNotFoundError`/`AttributeError` handler. There the removed
-    API is reached only on a torch that still has it.
+    API is reached only on a torch that still has it. Nor is an import of a removed name
+    in a `try` whose handler catches its failure and binds a replacement
+    (`try: from torch._six import inf` / `except ImportError: from torch import inf`, or a
+    bare `except:`), nor the uses of the name it binds: on a current torch the handler's
+    value is the one used. A removed function called in such a `try` is still reported.
 
     ## Why is this bad?
     The code fails as soon as it runs on a current torch. torch 2.13 keeps stubs for the
@@ -30,6 +34,7 @@ class RemovedApi(ApiTableRule):
     code = "TL601"
     name = "removed-api"
     kind = "removed"
+    import_fails = True
     message = "this torch API was removed: the code fails when it reaches it; use the replacement the message names"
     example = """
     import torch
