@@ -99,6 +99,7 @@ def test_the_files_torch_imports_resolve_in_a_witness_built_from_it():
     witness = plan_of("TL104", """
         from torch import randn
         halved = randn(5, requires_grad=True).half()
+        print(halved.grad)
     """)
     assert witness.origin == "finding"
     assert witness.program.startswith("from torch import randn\n")
@@ -121,6 +122,7 @@ def test_a_tensor_created_on_cuda_needs_a_gpu():
     reason = plan_of("TL104", """
         import torch
         from_gpu = torch.empty(2, requires_grad=True, device="cuda").cpu()
+        print(from_gpu.grad)
     """)
     assert reason == "needs a GPU: the tensor is created on cuda"
 

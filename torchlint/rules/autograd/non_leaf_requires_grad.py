@@ -1,10 +1,11 @@
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.engine.scopes import SCOPE_TYPES
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
@@ -61,7 +62,12 @@ class NonLeafRequiresGrad(Rule):
     `w = torch.randn(3, requires_grad=True).to(device)`.
 
     `.requires_grad_()` applied after the conversion, and `nn.Parameter(...)` around it,
-    are not flagged: both give a leaf.
+    are not flagged: both give a leaf. Reported only where being a leaf matters: the
+    result is given to an optimizer (in its call, or in a list or dict it is given), its
+    `.grad` or `.is_leaf` is read in the file, or it is returned. A result used only as
+    data (copied with `.clone().detach()`, passed as the gradient of `backward`, fed to
+    a model) harms nothing and is not reported; what that gives up: a `.grad` read in
+    another file.
 
     ## Why is this bad?
     A conversion that changes the device or the dtype is an operation autograd records:
@@ -102,13 +108,20 @@ class NonLeafRequiresGrad(Rule):
 
     weights = torch.ones(3, requires_grad=True).to(device)  # expect: TL104:11
     bias = torch.zeros(3, requires_grad=True).half()  # expect: TL104:8
+    optimizer = torch.optim.SGD([weights, bias], lr=0.1)
     """
     use_instead = """
     import torch
 
     weights = torch.ones(3, requires_grad=True, device=device)
     bias = torch.zeros(3, requires_grad=True, dtype=torch.float16)
+    optimizer = torch.optim.SGD([weights, bias], lr=0.1)
     """
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        # (conversion, its fix, the code of the targets it is assigned to): reported in `finish` if one matters.
+        self.pending: List[Tuple[cst.Call, Optional[Fix], Tuple[str, ...]]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         factory = self._factory_behind_no_ops(node)
@@ -126,7 +139,22 @@ class NonLeafRequiresGrad(Rule):
                 factory_name in EXACT_IN_EVERY_DTYPE or all(name == "device" for name, _ in keywords)
             )
             fix = (Fix.safe if same_values else Fix.unsafe)(f"pass `{described}` to the factory", edit)
-        self.report(node, fix=fix)
+        parent = self.ctx.stack[-2] if len(self.ctx.stack) > 1 else None
+        if type(parent) is cst.Assign and parent.value is node:
+            self.pending.append((node, fix, tuple(self.ctx.code(target.target) for target in parent.targets)))
+        elif type(parent) is cst.Return or any(
+            type(outer) is cst.Call and _is_optimizer(self.ctx.qualified_name(outer.func)) for outer in self.ctx.stack[:-1]
+        ):
+            self.report(node, fix=fix)
+
+    def finish(self) -> None:
+        if not self.pending:
+            return
+        uses = _LeafUses(self.ctx)
+        self.ctx.module.visit(uses)
+        for node, fix, targets in self.pending:
+            if any(target in uses.matter for target in targets):
+                self.report(node, fix=fix)
 
     def _factory_behind_no_ops(self, conversion: cst.Call) -> Optional[cst.Call]:
         """The factory this conversion copies, looking through conversions that change nothing
@@ -227,6 +255,71 @@ class NonLeafRequiresGrad(Rule):
             if module == "torch":
                 return local
         return None
+
+
+def _is_optimizer(name: Optional[str]) -> bool:
+    return bool(name) and name.startswith("torch.optim.") and ".lr_scheduler." not in name
+
+
+class _LeafUses(cst.CSTVisitor):
+    """The code of the expressions whose being a leaf matters: `x.grad` or `x.is_leaf` read, or `x` given to an
+    optimizer, in its call or in a list, tuple or dict literal (or one a name is assigned) given to it."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.matter: Set[str] = set()
+        # name -> the literal containers assigned to it anywhere in the file
+        self.containers: Dict[str, List[cst.BaseExpression]] = {}
+        self.optimized: List[cst.BaseExpression] = []
+        # The scopes around the visited node, for resolving names as the file binds them there.
+        self.scopes: List[cst.CSTNode] = [ctx.module]
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if type(node) in SCOPE_TYPES and node is not self.ctx.module:
+            self.scopes.append(node)
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        super().on_leave(original_node)
+        if self.scopes[-1] is original_node:
+            self.scopes.pop()
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value in ("grad", "is_leaf"):
+            self.matter.add(self.ctx.code(node.value))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if type(node.value) in _CONTAINERS:
+            for target in node.targets:
+                if type(target.target) is cst.Name:
+                    self.containers.setdefault(target.target.value, []).append(node.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if _is_optimizer(self.ctx.qualified_name(node.func, self.scopes)):
+            self.optimized.extend(arg.value for arg in node.args)
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        pending, seen = list(self.optimized), set()
+        while pending:
+            expr = pending.pop()
+            if id(expr) in seen:
+                continue
+            seen.add(id(expr))
+            if type(expr) in _CONTAINERS:
+                pending.extend(_elements(expr))
+                continue
+            self.matter.add(self.ctx.code(expr))
+            if type(expr) is cst.Name:
+                pending.extend(self.containers.get(expr.value, ()))
+
+
+_CONTAINERS = (cst.List, cst.Tuple, cst.Set, cst.Dict)
+
+
+def _elements(container: cst.BaseExpression) -> List[cst.BaseExpression]:
+    if type(container) is cst.Dict:
+        return [element.value for element in container.elements if isinstance(element, cst.DictElement)]
+    return [element.value for element in container.elements]
 
 
 def _appended(args, added: List[cst.Arg]) -> List[cst.Arg]:
