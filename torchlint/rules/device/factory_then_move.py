@@ -62,7 +62,7 @@ class FactoryThenMove(Rule):
     initialising its buffers); loops in test files (`test_*.py`, `tests/`),
     which repeat a test once per parameter. Factories already given `device=`;
     `*_like` factories (they inherit the device of their argument); factories with
-    `requires_grad=True`, which TL104 reports (the move also makes the result a
+    `requires_grad=True`, left to TL104 (the move also makes the result a
     non-leaf).
 
     Not `torch.tensor(data)` or `torch.as_tensor(data)` either: given `device=`, torch
