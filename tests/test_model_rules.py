@@ -82,3 +82,10 @@ def test_an_uninitialised_parameter_is_not_reported_in_a_test_file():
     config = make_config(select=["TL704"])
     assert [finding.code for finding in lint_text(STAND_IN, "hooks.py", config)] == ["TL704"]
     assert lint_text(STAND_IN, "tests/test_hooks.py", config) == []
+
+
+def test_a_misspelt_super_init_call_is_named_with_the_error_it_raises():
+    findings = lint_file(str(FIXTURES / "model" / "TL703_no_super.py"), make_config(select=["TL703"])).findings
+    messages = [finding.message for finding in findings]
+    assert "construction raises `AttributeError: 'super' object has no attribute '_init_'`" in messages[-1]
+    assert all("cannot assign module before Module.__init__() call" in message for message in messages[:-1])

@@ -73,7 +73,9 @@ class ModuleApiShadowed(Rule):
     function` at the first call; a misspelt `__init__` never runs, so the model builds
     with no parameters and fails later with `AttributeError` at the first forward.
     Without `super().__init__()`, assigning the first layer raises `AttributeError:
-    cannot assign module before Module.__init__() call`.
+    cannot assign module before Module.__init__() call`; with a misspelt call instead
+    (`super()._init_()`), that call raises first: `AttributeError: 'super' object has no
+    attribute '_init_'` (both observed on torch 2.13), and the message quotes it.
 
     ## Fix safety
     Unsafe, for misspelt names only: renames the method to `__init__` or `forward`,
@@ -167,11 +169,19 @@ class ModuleApiShadowed(Rule):
             if type(value) is cst.Call and (
                 self.ctx.qualified_name_in(value.func, PARAMETER, stack) or classes.builds_module(value, stack)
             ):
-                self.report(method.name, (
-                    f"`{module.node.name.value}.__init__` assigns layers without calling `super().__init__()`: "
-                    "construction raises `AttributeError: cannot assign module before Module.__init__() call`; "
-                    "call `super().__init__()` first"
-                ))
+                if scan.misspelt_init is not None:
+                    message = (
+                        f"`{module.node.name.value}.__init__` calls `super().{scan.misspelt_init}()`, which does not "
+                        f"exist: construction raises `AttributeError: 'super' object has no attribute "
+                        f"'{scan.misspelt_init}'`; call `super().__init__()`"
+                    )
+                else:
+                    message = (
+                        f"`{module.node.name.value}.__init__` assigns layers without calling `super().__init__()`: "
+                        "construction raises `AttributeError: cannot assign module before Module.__init__() call`; "
+                        "call `super().__init__()` first"
+                    )
+                self.report(method.name, message)
                 return
 
     def _check_typo(self, module: ModuleClass, method: cst.FunctionDef, methods: Dict[str, cst.FunctionDef]) -> None:
@@ -205,14 +215,21 @@ class _InitScan(cst.CSTVisitor):
         self.method = method
         self.assigned = []
         self.calls_an_init = False
+        # `_init_` of `super()._init_()`: a misspelt call, which fails before anything is assigned.
+        self.misspelt_init: Optional[str] = None
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if any(is_self_attribute(target.target, self.method) for target in node.targets):
             self.assigned.append(node.value)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if type(node.func) is cst.Attribute and node.func.attr.value == _INIT:
+        if type(node.func) is not cst.Attribute:
+            return
+        name = node.func.attr.value
+        if name == _INIT:
             self.calls_an_init = True
+        elif typo_of(name) == _INIT and type(node.func.value) is cst.Call and syntax.terminal_name(node.func.value.func) == "super":
+            self.misspelt_init = name
 
 
 def _binding_problem(method: cst.FunctionDef, positional: int, keywords: Sequence[str], static: bool) -> Optional[str]:
