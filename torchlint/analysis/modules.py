@@ -22,6 +22,7 @@ import libcst as cst
 from torchlint.analysis import syntax
 from torchlint.analysis.values import Values, method_of
 from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
+from torchlint.engine.walk import walk_visitor
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
@@ -177,6 +178,63 @@ class ModuleClasses:
         self._bases[id(module.node)] = found
         return found
 
+    def builds_stateless_class(self, call: cst.Call, stack: Sequence[cst.CSTNode]) -> bool:
+        """`call` builds a Module class of the file or of a project file that holds no parameter and no buffer
+        (`stateless`): a list of fresh ones loses nothing when it is not registered."""
+        for origin in Values.of(self.ctx).origins(call.func, stack):
+            if type(origin.node) is cst.ClassDef:
+                there = ModuleClasses.of(origin.place.context)
+                module = there.module_class(origin.node, origin.place.scopes)
+                if module is not None:
+                    return there.stateless(module)
+        return False
+
+    def stateless(self, module: ModuleClass, depth: int = 0) -> bool:
+        """The class holds no parameter or buffer, `_STATELESS_DEPTH` classes deep: its bases are `nn.Module` or such
+        classes, it registers nothing by name (`register_buffer`, `add_module`, ...), and what its methods assign to
+        `self` is a stateless torch layer, such a class, a literal or arithmetic, or a parameter of the method that
+        the class never calls (`self.kernel_size = kernel_size`). Anything else may hold state."""
+        if depth > _STATELESS_DEPTH:
+            return False
+        for base in module.node.bases:
+            qualified = self.ctx.qualified_name(base.value, module.around)
+            if is_torch_module_class(qualified) and qualified not in MODULE_ROOTS:
+                return False
+        if not all(ModuleClasses.of(base.context).stateless(base, depth + 1) for base in module.module_bases()):
+            return False
+        found = _SelfUses()
+        walk_visitor(module.node.body, found)
+        if found.registers:
+            return False
+        for name, values in module.attributes().items():
+            for value in values:
+                method = module.assigning_method(value)
+                stack = module.stack_of(method) if method is not None else module.around + (module.node,)
+                if not self._stateless_value(value, stack, name in found.called, depth):
+                    return False
+        return True
+
+    def _stateless_value(self, value: cst.BaseExpression, stack, called: bool, depth: int) -> bool:
+        if not syntax.is_missing(syntax.literal(value)) or type(value) in _ARITHMETIC:
+            return True
+        if type(value) is cst.Call:
+            built = self.builds_module(value, stack)
+            if built in STATELESS_LAYERS:
+                return True
+            if built != "class":
+                return False
+            for origin in Values.of(self.ctx).origins(value.func, stack):
+                if type(origin.node) is cst.ClassDef:
+                    there = ModuleClasses.of(origin.place.context)
+                    module = there.module_class(origin.node, origin.place.scopes)
+                    return module is not None and there.stateless(module, depth + 1)
+            return False
+        if type(value) is cst.Name and not called:
+            origins = Values.of(self.ctx).origins(value, stack)
+            # A parameter of the method: were it a module, the class would call it.
+            return bool(origins) and all(origin.opaque and type(origin.node) is cst.Name for origin in origins)
+        return False
+
     def enclosing(self, stack: Sequence[cst.CSTNode]) -> Optional[Tuple[ModuleClass, cst.FunctionDef]]:
         """The Module class and its method (a def directly in the class body) whose code holds the innermost point
         of `stack`, also inside functions nested in the method."""
@@ -239,6 +297,29 @@ class ModuleClasses:
                 if there.module_class(origin.node, origin.place.scopes) is not None:
                     return "class"
         return None
+
+
+_STATELESS_DEPTH = 3
+# Expressions that compute numbers or flags: no module comes out of them.
+_ARITHMETIC = (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.BooleanOperation, cst.FormattedString)
+# Methods that give a Module state by name.
+_REGISTERING = frozenset({"register_buffer", "register_parameter", "add_module", "register_module"})
+
+
+class _SelfUses(cst.CSTVisitor):
+    """What a class body calls on `self`: registrations (`self.register_buffer(...)`), and the attribute names it
+    calls (`self.pool(x)`)."""
+
+    def __init__(self):
+        self.registers = False
+        self.called: Set[str] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
+            if func.attr.value in _REGISTERING:
+                self.registers = True
+            self.called.add(func.attr.value)
 
 
 def _is_torchvision_builder(name: str) -> bool:

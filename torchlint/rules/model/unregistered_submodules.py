@@ -37,8 +37,10 @@ class UnregisteredSubmodules(Rule):
     Not flagged: `nn.ModuleList`, `nn.ModuleDict`, `nn.ParameterList`,
     `nn.ParameterDict`, `nn.Sequential`; containers of ints, strings, shapes, functions
     or layer classes (`[nn.ReLU, nn.Tanh]`); containers holding only layers without
-    parameters or train/eval behaviour (`[nn.ReLU(), nn.MaxPool2d(2)]`) or only loss
-    modules; a list that is also passed to a registering container (`nn.ModuleList(
+    parameters or train/eval behaviour (`[nn.ReLU(), nn.MaxPool2d(2)]`), or instances
+    of Module classes of the project that hold neither (every attribute such a layer, a
+    number, a parameter the class never calls, or another such class: a moving-average
+    wrapper around `nn.AvgPool1d`), or only loss modules; a list that is also passed to a registering container (`nn.ModuleList(
     layers)`, `nn.Sequential(*self.layers)`) or an attribute the class assigns such a
     container elsewhere; classes that register by hand (`add_module`,
     `register_module`, `register_parameter`, `setattr(self, ...)` anywhere in the
@@ -287,6 +289,8 @@ class UnregisteredSubmodules(Rule):
             if self.ctx.qualified_name_in(call.func, PARAMETER, stack):
                 return "parameter"
             built = self.classes.builds_module(call, stack)
+            if built == "class" and self.classes.builds_stateless_class(call, stack):
+                continue
             if built and built not in STATELESS_LAYERS and not is_loss_class(built):
                 return "module"
         return None
