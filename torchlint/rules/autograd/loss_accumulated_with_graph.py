@@ -65,7 +65,8 @@ class LossAccumulatedWithGraph(Rule):
     loss.backward()`, `accelerator.backward(losses[i])`), an accumulator reset in the
     same loop, accumulation with gradients disabled, nor a variable named like the
     backpropagated loss that holds a number (`loss = mini_batch(...)`, a helper of the
-    file returning `np.mean` of `.item()` values).
+    file returning `np.mean` of `.item()` values), nor a loss computed from detached
+    tensors only (`criterion(pred.detach().cpu(), y.detach().cpu())`: no graph).
 
     ## Why is this bad?
     The accumulator becomes a tensor that requires grad and references every
@@ -253,7 +254,7 @@ class LossAccumulatedWithGraph(Rule):
 
     def _is_loss(self, operand: cst.BaseExpression) -> Optional[bool]:
         if is_loss_call(operand, self.ctx):
-            return True
+            return not _of_detached_inputs(operand)
         name = dotted_name(operand)
         if name is None:
             return False
@@ -264,7 +265,7 @@ class LossAccumulatedWithGraph(Rule):
         if _detached(value) or semantics.grad_enabled_at(stack, self.ctx) is False:
             return False
         if is_loss_value(value, self.ctx):
-            return True
+            return not (type(value) is cst.Call and _of_detached_inputs(value))
         # A helper of the file that returns a number (`np.mean` of `.item()` values: numpy's functions make no
         # graph), followed by the value model.
         return False if type(operand) is cst.Name and self._only_numbers(operand) else None
@@ -335,6 +336,27 @@ class LossAccumulatedWithGraph(Rule):
                     found.add(name)
                     pending.append(name)
         return found
+
+
+def _of_detached_inputs(call: cst.Call) -> bool:
+    """A loss computed from detached tensors only (`criterion(pred.detach().cpu(), y.detach())`, `x.data`): it
+    has no graph to keep."""
+    return bool(call.args) and all(_detached_chain(arg.value) for arg in call.args)
+
+
+def _detached_chain(expr: cst.BaseExpression) -> bool:
+    """`expr` is a method chain with a detaching step (`pred.detach().cpu()`, `out.data.float()`)."""
+    while True:
+        if type(expr) is cst.Attribute:
+            if expr.attr.value == "data":
+                return True
+            expr = expr.value
+        elif type(expr) is cst.Call and type(expr.func) is cst.Attribute:
+            if expr.func.attr.value in _DETACHING_METHODS:
+                return True
+            expr = expr.func.value
+        else:
+            return False
 
 
 def _detached(value: cst.BaseExpression) -> bool:
