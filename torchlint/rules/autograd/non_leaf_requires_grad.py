@@ -5,6 +5,7 @@ from typing import Dict, List, Optional, Set, Tuple
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.training import optimizer_class
 from torchlint.engine.scopes import SCOPE_TYPES
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
@@ -142,9 +143,7 @@ class NonLeafRequiresGrad(Rule):
         parent = self.ctx.stack[-2] if len(self.ctx.stack) > 1 else None
         if type(parent) is cst.Assign and parent.value is node:
             self.pending.append((node, fix, tuple(self.ctx.code(target.target) for target in parent.targets)))
-        elif type(parent) is cst.Return or any(
-            type(outer) is cst.Call and _is_optimizer(self.ctx.qualified_name(outer.func)) for outer in self.ctx.stack[:-1]
-        ):
+        elif type(parent) is cst.Return or any(optimizer_class(outer, self.ctx) for outer in self.ctx.stack[:-1]):
             self.report(node, fix=fix)
 
     def finish(self) -> None:
@@ -257,10 +256,6 @@ class NonLeafRequiresGrad(Rule):
         return None
 
 
-def _is_optimizer(name: Optional[str]) -> bool:
-    return bool(name) and name.startswith("torch.optim.") and ".lr_scheduler." not in name
-
-
 class _LeafUses(cst.CSTVisitor):
     """The code of the expressions whose being a leaf matters: `x.grad` or `x.is_leaf` read, or `x` given to an
     optimizer, in its call or in a list, tuple or dict literal (or one a name is assigned) given to it."""
@@ -295,7 +290,7 @@ class _LeafUses(cst.CSTVisitor):
                     self.containers.setdefault(target.target.value, []).append(node.value)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if _is_optimizer(self.ctx.qualified_name(node.func, self.scopes)):
+        if optimizer_class(node, self.ctx, self.scopes):
             self.optimized.extend(arg.value for arg in node.args)
 
     def leave_Module(self, original_node: cst.Module) -> None:
