@@ -76,9 +76,9 @@ class Flow:
     bindings: Dict[str, List[Binding]] = field(default_factory=dict)
     # id(loop body) -> the highest statement order inside the loop
     loop_ends: Dict[int, int] = field(default_factory=dict)
-    # The `if` chains that hide earlier bindings: (order of the `if`, blocks holding it, ids of its arms, the names
-    # every arm binds or leaves without)
-    hiding: List[Tuple[int, Tuple[int, ...], FrozenSet[int], FrozenSet[str]]] = field(default_factory=list)
+    # name -> the `if` chains whose every arm binds it or leaves: (order of the `if`, blocks holding it, ids of its
+    # arms and `elif`s)
+    hiding: Dict[str, List[Tuple[int, Tuple[int, ...], FrozenSet[int]]]] = field(default_factory=dict)
     # id(the body or the `orelse` of an `if`) -> id(the `if`): a statement in one never runs with one in the other
     alternatives: Dict[int, int] = field(default_factory=dict)
 
@@ -100,10 +100,10 @@ class Flow:
         order, blocks = position
         # An `if` chain that ran before this statement and whenever it runs, binding the name in every arm.
         hidden_before = 0
-        for chain_order, chain_blocks, arms, names in self.hiding:
+        for chain_order, chain_blocks, inside in self.hiding.get(name, ()):
             if (
-                hidden_before < chain_order < order and name in names
-                and blocks[: len(chain_blocks)] == chain_blocks and arms.isdisjoint(blocks)
+                hidden_before < chain_order < order
+                and blocks[: len(chain_blocks)] == chain_blocks and inside.isdisjoint(blocks)
             ):
                 hidden_before = chain_order
         found = []
@@ -182,8 +182,9 @@ class _Scanner:
         for chain in self.chains:
             bound = [names for names, leaves in zip(chain.binds, chain.leaves) if not leaves]
             names = frozenset.intersection(*map(frozenset, bound)) if bound else frozenset()
-            if names:
-                self.flow.hiding.append((chain.order, chain.blocks, frozenset(chain.arms), names))
+            inside = frozenset(chain.arms) | frozenset(chain.elifs)
+            for name in names:
+                self.flow.hiding.setdefault(name, []).append((chain.order, chain.blocks, inside))
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if id(node) in self.conditional:
@@ -220,7 +221,7 @@ class _Scanner:
 
     def chain(self, head: cst.If) -> None:
         """Note the chain `head` starts (its `elif`s and `else`), when it ends in an `else`."""
-        arms, leaves = [], []
+        arms, leaves, elifs = [], [], []
         current = head
         while True:
             arms.append(id(current.body))
@@ -231,12 +232,13 @@ class _Scanner:
             if type(orelse) is not cst.If:
                 break
             self.elifs.add(id(orelse))
+            elifs.append(id(orelse))
             current = orelse
         if type(orelse) is not cst.Else:
             return
         arms.append(id(orelse))
         leaves.append(_leaves(orelse.body))
-        chain = _Chain(self.order, tuple(self.blocks), arms, leaves, [set() for _ in arms])
+        chain = _Chain(self.order, tuple(self.blocks), arms, leaves, [set() for _ in arms], elifs)
         self.chains.append(chain)
         for index, arm in enumerate(arms):
             self.arm_of[arm] = (chain, index)
@@ -274,6 +276,8 @@ class _Chain(NamedTuple):
     arms: List[int]
     leaves: List[bool]
     binds: List[set]
+    # ids of the `elif` statements: their tests run inside the chain too.
+    elifs: List[int]
 
 
 _LEAVING = (cst.Raise, cst.Return, cst.Continue, cst.Break)

@@ -181,13 +181,22 @@ class ModuleClasses:
     def builds_stateless_class(self, call: cst.Call, stack: Sequence[cst.CSTNode]) -> bool:
         """`call` builds a Module class of the file or of a project file that holds no parameter and no buffer
         (`stateless`): a list of fresh ones loses nothing when it is not registered."""
-        for origin in Values.of(self.ctx).origins(call.func, stack):
-            if type(origin.node) is cst.ClassDef:
-                there = ModuleClasses.of(origin.place.context)
-                module = there.module_class(origin.node, origin.place.scopes)
-                if module is not None:
-                    return there.stateless(module)
-        return False
+        return self._all_stateless(call, stack, 0)
+
+    def _all_stateless(self, call: cst.Call, stack, depth: int) -> bool:
+        """Every class `call` may build is a stateless Module class (`stateless`), and nothing built is passed to it
+        (`Scale(nn.Parameter(...))` hands it state through a parameter)."""
+        if any(type(arg.value) in (cst.Call, cst.Lambda) for arg in call.args):
+            return False
+        classes = [origin for origin in Values.of(self.ctx).origins(call.func, stack) if type(origin.node) is cst.ClassDef]
+        if not classes:
+            return False
+        for origin in classes:
+            there = ModuleClasses.of(origin.place.context)
+            module = there.module_class(origin.node, origin.place.scopes)
+            if module is None or not there.stateless(module, depth):
+                return False
+        return True
 
     def stateless(self, module: ModuleClass, depth: int = 0) -> bool:
         """The class holds no parameter or buffer, `_STATELESS_DEPTH` classes deep: its bases are `nn.Module` or such
@@ -204,7 +213,7 @@ class ModuleClasses:
             return False
         found = _SelfUses()
         walk_visitor(module.node.body, found)
-        if found.registers:
+        if found.registers or found.unpacked:
             return False
         for name, values in module.attributes().items():
             for value in values:
@@ -221,14 +230,7 @@ class ModuleClasses:
             built = self.builds_module(value, stack)
             if built in STATELESS_LAYERS:
                 return True
-            if built != "class":
-                return False
-            for origin in Values.of(self.ctx).origins(value.func, stack):
-                if type(origin.node) is cst.ClassDef:
-                    there = ModuleClasses.of(origin.place.context)
-                    module = there.module_class(origin.node, origin.place.scopes)
-                    return module is not None and there.stateless(module, depth + 1)
-            return False
+            return built == "class" and self._all_stateless(value, stack, depth + 1)
         if type(value) is cst.Name and not called:
             origins = Values.of(self.ctx).origins(value, stack)
             # A parameter of the method: were it a module, the class would call it.
@@ -307,19 +309,35 @@ _REGISTERING = frozenset({"register_buffer", "register_parameter", "add_module",
 
 
 class _SelfUses(cst.CSTVisitor):
-    """What a class body calls on `self`: registrations (`self.register_buffer(...)`), and the attribute names it
-    calls (`self.pool(x)`)."""
+    """What a class body does with `self` that the attribute table does not show: registrations
+    (`self.register_buffer(...)`, `setattr`), attributes assigned by unpacking or with an annotation, and the
+    attribute names it calls (`self.pool(x)`, `self.block.forward(x)`)."""
 
     def __init__(self):
         self.registers = False
+        # Attributes assigned by unpacking or with an annotation, which the class's attribute table does not hold.
+        self.unpacked = False
         self.called: Set[str] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        if type(func) is cst.Name and func.value == "setattr":
+            self.registers = True
         if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
             if func.attr.value in _REGISTERING:
                 self.registers = True
             self.called.add(func.attr.value)
+        # `self.block.forward(x)`: the attribute is a module, called through a method.
+        if type(func) is cst.Attribute and type(func.value) is cst.Attribute and type(func.value.value) is cst.Name and func.value.value.value == "self":
+            self.called.add(func.value.attr.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if any(type(target.target) in (cst.Tuple, cst.List) for target in node.targets):
+            self.unpacked = True
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if type(node.target) is cst.Attribute:
+            self.unpacked = True
 
 
 def _is_torchvision_builder(name: str) -> bool:

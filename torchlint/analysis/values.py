@@ -62,9 +62,11 @@ _MAX_DEPTH = 6
 _CONSTANT_NAMES = frozenset({"None", "True", "False"})
 _MISSING = syntax.MISSING
 # What the question being answered (`origins`, `imported`) has followed so far: (expression, statement, scope,
-# depth) -> its origins. A question reaches the same expressions by many paths (a registry of models, each built
+# file, depth) -> its origins, for the answers no cycle cut short. A question reaches the same expressions by many paths (a registry of models, each built
 # in every branch of a factory); kept for one question only, so an answer never depends on the ones before it.
 _ANSWERED: Dict[tuple, List[Origin]] = {}
+# How many times the question met an expression already on its path (a cycle), so far.
+_CUTS = [0]
 
 
 # Place and Origin are named tuples: the value model makes them at every step it follows, and a frozen dataclass
@@ -269,12 +271,16 @@ class Values:
 
     def _follow(self, expr: cst.BaseExpression, place: Place, depth: int, seen: frozenset) -> List[Origin]:
         key = (id(expr), id(place.statement))
-        if depth > _MAX_DEPTH or key in seen:
+        if depth > _MAX_DEPTH:
             return []
-        memo_key = (key, id(place.scopes[-1]), depth)
+        if key in seen:
+            _CUTS[0] += 1
+            return []
+        memo_key = (key, id(place.scopes[-1]), id(place.context), depth)
         found = _ANSWERED.get(memo_key)
         if found is not None:
             return found
+        cuts = _CUTS[0]
         seen = seen | {key}
         expr_type = type(expr)
         if expr_type is cst.Name:
@@ -293,7 +299,8 @@ class Values:
             # Paths often meet again (a registry of models, each reached by every branch that builds one): each
             # step answers with one of each origin, or the lists grow with every meeting.
             found = _distinct(found)
-        _ANSWERED[memo_key] = found
+        if _CUTS[0] == cuts:  # an answer a cycle cut short depends on the path: not kept
+            _ANSWERED[memo_key] = found
         return found
 
     def _name(self, name: cst.Name, place: Place, depth: int, seen: frozenset) -> List[Origin]:

@@ -64,6 +64,20 @@ def _catches_import_error(handler: cst.ExceptHandler) -> bool:
     return caught is None or catches_fallback(handler) or (isinstance(caught, cst.Name) and caught.value in ("Exception", "BaseException"))
 
 
+def _binds_any(block: cst.BaseSuite, names: Set[str]) -> bool:
+    """A statement directly in `block` imports or assigns one of `names` (the replacement a probe falls back to)."""
+    for line in block.body:
+        for statement in (line.body if isinstance(line, cst.SimpleStatementLine) else [line]):
+            if isinstance(statement, (cst.Import, cst.ImportFrom)) and not isinstance(getattr(statement, "names", None), cst.ImportStar):
+                if names & {local for local, _ in import_bindings(statement)}:
+                    return True
+            elif isinstance(statement, cst.Assign) and any(
+                isinstance(target.target, cst.Name) and target.target.value in names for target in statement.targets
+            ):
+                return True
+    return False
+
+
 def in_compat_branch(stack: Sequence[cst.CSTNode], imported: Imported, probes: bool = False) -> bool:
     """True when the innermost node of `stack` sits in code chosen by the running torch.
 
@@ -78,11 +92,13 @@ def in_compat_branch(stack: Sequence[cst.CSTNode], imported: Imported, probes: b
             return True
         if isinstance(parent, cst.ExceptHandler) and child is parent.body and catches_fallback(parent):
             return True
-        if (
-            probes and isinstance(parent, cst.Try) and child is parent.body and any(map(_catches_import_error, parent.handlers))
-            and any(isinstance(node, (cst.Import, cst.ImportFrom)) for node in stack[index + 2:])
-        ):
-            return True
+        if probes and isinstance(parent, cst.Try) and child is parent.body:
+            imported_here = next((node for node in stack[index + 2:] if isinstance(node, (cst.Import, cst.ImportFrom))), None)
+            if imported_here is not None and any(
+                _catches_import_error(handler) and _binds_any(handler.body, {local for local, _ in import_bindings(imported_here)})
+                for handler in parent.handlers
+            ):
+                return True
     return False
 
 

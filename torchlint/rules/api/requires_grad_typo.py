@@ -81,7 +81,11 @@ class RequiresGradTypo(Rule):
 
     def _fresh_from_factory(self, tensor: cst.BaseExpression) -> bool:
         """Every value `tensor` may hold is made by a torch factory without `requires_grad=` (through casts)."""
-        origins = Values.of(self.ctx).origins(tensor)
+        values = Values.of(self.ctx)
+        # `.requires_grad_()` returns its tensor, so the value model follows it back to the factory: seen here.
+        if any("requires_grad_" in self.ctx.code(value) for value in values.assigned_here(tensor)):
+            return False
+        origins = values.origins(tensor)
         return bool(origins) and all(
             type(origin.node) is cst.Call and not origin.applied and not origin.opaque
             and origin.place.context.qualified_name(origin.node.func, origin.place.stack) in FRESH_TENSORS

@@ -141,9 +141,11 @@ class NonLeafRequiresGrad(Rule):
             )
             fix = (Fix.safe if same_values else Fix.unsafe)(f"pass `{described}` to the factory", edit)
         parent = self.ctx.stack[-2] if len(self.ctx.stack) > 1 else None
-        if type(parent) is cst.Assign and parent.value is node:
-            self.pending.append((node, fix, tuple(self.ctx.code(target.target) for target in parent.targets)))
-        elif type(parent) is cst.Return or any(optimizer_class(outer, self.ctx) for outer in self.ctx.stack[:-1]):
+        targets = _plain_targets(parent, node)
+        if targets:
+            self.pending.append((node, fix, tuple(self.ctx.code(target) for target in targets)))
+        elif type(parent) is not cst.Arg or any(optimizer_class(outer, self.ctx) for outer in self.ctx.stack[:-1]):
+            # An argument of any other call is a temporary whose `.grad` nobody can read.
             self.report(node, fix=fix)
 
     def finish(self) -> None:
@@ -290,8 +292,12 @@ class _LeafUses(cst.CSTVisitor):
                     self.containers.setdefault(target.target.value, []).append(node.value)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if optimizer_class(node, self.ctx, self.scopes):
+        method = semantics.method_name(node)
+        if optimizer_class(node, self.ctx, self.scopes) or method == "add_param_group":
             self.optimized.extend(arg.value for arg in node.args)
+        elif method in ("append", "extend", "insert") and type(node.func.value) is cst.Name and node.args:
+            # `params.append(w)`: what a list is filled with is in it as much as its literal's elements.
+            self.containers.setdefault(node.func.value.value, []).append(cst.List([cst.Element(node.args[-1].value)]))
 
     def leave_Module(self, original_node: cst.Module) -> None:
         pending, seen = list(self.optimized), set()
@@ -309,6 +315,18 @@ class _LeafUses(cst.CSTVisitor):
 
 
 _CONTAINERS = (cst.List, cst.Tuple, cst.Set, cst.Dict)
+
+
+def _plain_targets(parent, conversion: cst.Call) -> Tuple[cst.BaseExpression, ...]:
+    """The names or attributes `conversion` is assigned to whole (`w = ...`, `w: Tensor = ...`); () otherwise."""
+    if type(parent) is cst.Assign and parent.value is conversion:
+        targets = tuple(target.target for target in parent.targets)
+    elif type(parent) is cst.AnnAssign and parent.value is conversion:
+        targets = (parent.target,)
+    else:
+        return ()
+    return targets if all(type(target) in (cst.Name, cst.Attribute) for target in targets) else ()
+
 
 
 def _elements(container: cst.BaseExpression) -> List[cst.BaseExpression]:

@@ -50,11 +50,13 @@ def _decides_cuda(call: cst.Call, name: Optional[str]) -> bool:
     return name in PROCESS_GROUP and semantics.literal(_shared.call_argument(call, 0, "backend"), None) == "nccl"
 
 
-@recognizes(cst.Call, last_parts(AVAILABILITY_CHECKS | CUDA_ONLY | PROCESS_GROUP) | {"current_accelerator"})
+@recognizes(cst.Call, last_parts(CUDA_ONLY | PROCESS_GROUP))
 def decides_cuda(call: cst.Call, ctx) -> Optional[str]:
-    """A project helper that checks for a GPU or sets up NCCL (`utils.init_distributed_mode(args)`): a script
-    calling it is written for what the helper decided."""
-    return DECIDES_CUDA if _decides_cuda(call, ctx.qualified_name(call.func)) else None
+    """A project helper that sets the program up for CUDA only (`torch.cuda.set_device`, an NCCL process group:
+    `utils.init_distributed_mode(args)`): a script calling it is written for CUDA machines. A mere availability
+    check in a helper (`set_seed` guarding `manual_seed_all`) decides nothing for the script's own `.cuda()`."""
+    name = ctx.qualified_name(call.func)
+    return DECIDES_CUDA if name is not None and _decides_cuda(call, name) and name not in AVAILABILITY_CHECKS else None
 
 
 class CudaWithoutFallback(Rule):
@@ -74,9 +76,10 @@ class CudaWithoutFallback(Rule):
     the error comes when it is used).
 
     Not flagged: files with any availability check, or that call a function of their
-    project that makes one or sets up CUDA (`utils.init_distributed_mode(args)`, which
-    exits without a GPU, then calls `init_process_group("nccl")`; followed into the
-    project's files and the functions they call); devices that come from a
+    project that sets the program up for CUDA only (`utils.init_distributed_mode(args)`,
+    which calls `init_process_group("nccl")` and `torch.cuda.set_device`; followed into
+    the project's files and the functions they call; a helper's availability check alone,
+    as in a `set_seed`, does not count); devices that come from a
     variable, a function parameter (its default included) or a command-line argument
     (including `add_argument(..., default="cuda")`), `.cuda(rank)` included; code
     in a branch taken only when the program asks for CUDA (`if args.cuda:`,
