@@ -377,3 +377,24 @@ def under_training_test(ctx: "FileContext", method: cst.FunctionDef, stack: Opti
         if type(node) in (cst.If, cst.IfExp) and child is not node.test and "training" in ctx.code(node.test):
             return True
     return False
+
+
+def runs_only_while_built(ctx: "FileContext", function: cst.FunctionDef, stack: Sequence[cst.CSTNode], depth: int = 0) -> bool:
+    """`function` (with `stack`, the nodes around it ending with it) runs only while a model is built: it is an
+    `__init__`, or a function the file calls only from such functions (a shape probe, a backbone picker), up to
+    three calls deep. Never `forward`, which calling the module runs; never a function the file does not call."""
+    name = function.name.value
+    if name == "__init__":
+        return True
+    if name == "forward" or depth >= 3:
+        return False
+    sites = ctx.callgraph.call_sites(ctx.callgraph.key_of(function, scope_nodes_of(stack)))
+    return bool(sites) and all(runs_in_builder(ctx, site.stack, depth + 1) for site in sites)
+
+
+def runs_in_builder(ctx: "FileContext", stack: Sequence[cst.CSTNode], depth: int = 0) -> bool:
+    """The innermost point of `stack` is in a function that `runs_only_while_built`."""
+    for index in range(len(stack) - 1, -1, -1):
+        if type(stack[index]) is cst.FunctionDef:
+            return runs_only_while_built(ctx, stack[index], stack[: index + 1], depth)
+    return False

@@ -15,6 +15,7 @@ from libcst._nodes.internal import CodegenState
 from torchlint import semantics
 from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.loops import FUNCTION_BOUNDARIES, loop_nodes
+from torchlint.analysis.modules import runs_only_while_built
 from torchlint.analysis.values import Values, method_of
 from torchlint.engine.scopes import scope_nodes_of
 from torchlint.engine.walk import statement_structure, walk, walk_visitor
@@ -502,7 +503,7 @@ def per_step_function(ctx: "FileContext", stack: Sequence[cst.CSTNode], depth: i
             continue
         words = name_words(function.name.value)
         key = ctx.callgraph.key_of(function, scope_nodes_of(stack[: index + 1]))
-        if words & _STEP_WORDS and not _called_only_at_construction(ctx, function, key):
+        if words & _STEP_WORDS and not runs_only_while_built(ctx, function, stack[: index + 1]):
             return True
         loops = bool(Values.of(ctx).flow(function).loop_ends)
         if words & _TRAIN_WORDS and not loops:
@@ -514,20 +515,6 @@ def per_step_function(ctx: "FileContext", stack: Sequence[cst.CSTNode], depth: i
                 if (not loops and in_a_step_loop(ctx, site.stack)) or per_step_function(ctx, site.stack, depth + 1):
                     return True
     return False
-
-
-def _called_only_at_construction(ctx: "FileContext", function: cst.FunctionDef, key) -> bool:
-    """A helper named like a step (`_dummy_forward`) that the file calls only from `__init__` methods: a shape probe
-    run once when the model is built. Not `forward` itself, which calling the module runs."""
-    if function.name.value == "forward":
-        return False
-    sites = ctx.callgraph.call_sites(key)
-    return bool(sites) and all(_in_init(site.stack) for site in sites)
-
-
-def _in_init(stack: Sequence[cst.CSTNode]) -> bool:
-    function = next((node for node in reversed(stack) if type(node) is cst.FunctionDef), None)
-    return function is not None and function.name.value == "__init__"
 
 
 def in_a_cuda_branch(stack: Sequence[cst.CSTNode], availability: bool = True) -> bool:

@@ -88,8 +88,9 @@ class CudaWithoutFallback(Rule):
     `= torch.device("cuda")`) that nothing in the file reads, as in a config module
     the training script imports. And files written for CUDA machines only:
     `torch.cuda.set_device(...)`, `init_process_group(backend="nccl")`; two or more
-    GPUs named by index (`.cuda(0)` and `"cuda:1"`, `torch.cuda.device(1)`: a model
-    split over devices); an unconditional import of a library that runs only on
+    GPUs named by index (`.cuda(0)` and `"cuda:1"`, `torch.cuda.device(1)`,
+    `DataParallel(model, device_ids=[0, 1])`: a model split over devices or replicated
+    on them); an unconditional import of a library that runs only on
     NVIDIA GPUs (`transformer_engine`, `msamp`, `apex`, `flash_attn`, `pycuda`,
     `cupy`, `tensorrt`, `torch_tensorrt`, `numba.cuda`; one imported in a function,
     a branch, or a `try` whose handler does not raise again is optional and does not
@@ -161,8 +162,14 @@ class CudaWithoutFallback(Rule):
             if device is not None and _shared.is_cuda_string(device.value):
                 self._add(device.value)
         for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value in DEVICE_KEYWORDS and _shared.is_cuda_string(arg.value):
+            if arg.keyword is None:
+                continue
+            if arg.keyword.value in DEVICE_KEYWORDS and _shared.is_cuda_string(arg.value):
                 self._add(arg.value)
+            elif arg.keyword.value == "device_ids" and type(arg.value) in (cst.List, cst.Tuple):
+                # `DataParallel(model, device_ids=[0, 1])` names the GPUs it runs on
+                for element in arg.value.elements:
+                    self._note_index(element.value)
 
     def _check_module_call(self, node: cst.Call, name: str) -> None:
         if _decides_cuda(node, name):

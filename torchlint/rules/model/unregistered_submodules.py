@@ -5,10 +5,12 @@ import libcst as cst
 from torchlint.analysis import syntax
 from torchlint.analysis.modules import (
     PARAMETER, REGISTERING_CONTAINERS, STATELESS_LAYERS, ModuleClass, ModuleClasses, is_loss_class, is_self_attribute,
+    runs_in_builder,
 )
 from torchlint.analysis.values import Values
 from torchlint.engine.context import last_parts
 from torchlint.engine.scopes import dotted_name, scope_nodes_of
+from torchlint.engine.walk import walk
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
 from torchlint.rules.model._shared import IN_MODULE_CLASS
@@ -47,7 +49,11 @@ class UnregisteredSubmodules(Rule):
     class); attributes of classes that are not Modules; elements that are the module's
     own attributes (`self.blocks = [self.b1, self.b2]`): assigning `self.b1` a layer
     registered it, and the list only aliases it (wrapping it in `nn.ModuleList` would
-    add a second copy of each key to `state_dict()`).
+    add a second copy of each key to `state_dict()`); a container read only while the
+    model is built (in `__init__`, or in a method the file calls only from there): a
+    table of candidate backbones that `__init__` picks one from (`self.backbone =
+    self.backbones[name]`) registers the one picked through the attribute it is given,
+    and the others never run. A container nothing reads is still flagged.
 
     Given up for that precision: layers built by a function torchlint cannot follow
     (a parameter such as `norm_layer(dim)`, a function of an installed library), and
@@ -76,6 +82,7 @@ class UnregisteredSubmodules(Rule):
     triggers = IN_MODULE_CLASS
     call_parts = _REGISTERING_METHODS | _FILLING_METHODS | {"setattr"} | last_parts(REGISTERING_CONTAINERS)
     fix_safety = "unsafe"
+    uses_callgraph = True
     message = (
         "these layers sit in a plain Python container, which `nn.Module` does not register: `parameters()` misses "
         "them (the optimizer never trains them), `.to()`/`.cuda()`/`.double()` and `eval()` skip them and "
@@ -196,8 +203,41 @@ class UnregisteredSubmodules(Rule):
             if local is not None and (id(module.node), local) in self.registered:
                 continue
             kinds = set(filter(None, (self._layer_kind(layer, layer_stack) for layer, layer_stack in layers)))
-            if kinds:
+            if kinds and not self._read_only_while_built(target.attr.value):
                 self.report(target, self._message(target, value, kinds), self._fix(value, kinds, stack))
+
+    def _read_only_while_built(self, attribute: str) -> bool:
+        """Every read of an attribute of that name in the file (`self.x`, `model.x`) is in code that runs only while
+        a model is built: a table of candidate backbones that `__init__` picks one from (`self.backbone =
+        self.backbones[name]`, which registers the one picked). The others never run, so that they are not
+        registered changes nothing. An attribute never read is still reported."""
+        reads: List[bool] = []
+        stores: Set[int] = set()
+        stack: List[cst.CSTNode] = []
+
+        def on_visit(node: cst.CSTNode) -> bool:
+            stack.append(node)
+            node_type = type(node)
+            # Filling the container (`self.x = ...`, `self.x[k] = ...`, `self.x += ...`, `self.x.append(...)`) is
+            # not reading it.
+            if node_type is cst.Assign:
+                for target in node.targets:
+                    written = target.target
+                    stores.add(id(written.value if type(written) is cst.Subscript else written))
+                    if type(written) is cst.Attribute and type(node.value) is cst.BinaryOperation:
+                        # `self.x = self.x + [...]` grows it
+                        stores.update(id(side) for side in (node.value.left, node.value.right) if _same(side, written))
+            elif node_type is cst.AnnAssign or node_type is cst.AugAssign:
+                stores.add(id(node.target))
+            elif node_type is cst.Attribute:
+                if node.attr.value in _FILLING_METHODS:
+                    stores.add(id(node.value))
+                elif node.attr.value == attribute and id(node) not in stores:
+                    reads.append(runs_in_builder(self.ctx, stack))
+            return True
+
+        walk(self.ctx.module, on_visit, lambda node: stack.pop())
+        return bool(reads) and all(reads)
 
     def _message(self, target: cst.Attribute, value: cst.BaseExpression, kinds: Set[str]) -> str:
         held = "parameters" if kinds == {"parameter"} else "layers"
@@ -318,6 +358,13 @@ class UnregisteredSubmodules(Rule):
             if self.ctx.qualified_name(cst.parse_expression(candidate), stack) == "torch.nn":
                 return candidate
         return None
+
+
+def _same(expr: cst.BaseExpression, attribute: cst.Attribute) -> bool:
+    return (
+        type(expr) is cst.Attribute and expr.attr.value == attribute.attr.value and type(expr.value) is cst.Name
+        and type(attribute.value) is cst.Name and expr.value.value == attribute.value.value
+    )
 
 
 def _has_elements(value: cst.BaseExpression) -> bool:
