@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, NamedTuple, Optional, S
 import libcst as cst
 
 from torchlint.analysis import syntax
+from torchlint.analysis.values import Values
 from torchlint.engine.scopes import dotted_name
 
 if TYPE_CHECKING:
@@ -57,6 +58,8 @@ class Event(NamedTuple):
     callee: Optional[str]
     # The `if` statements and `a if c else b` expressions of its function that hold it: (id of each, which arm).
     arms: Tuple[Tuple[int, bool], ...] = ()
+    # ids of the `for` loops it runs in on their last iteration only (`if i == len(loader) - 1:`).
+    last_of: Tuple[int, ...] = ()
 
     def excludes(self, other: "Event") -> bool:
         """The two sit in different arms of one `if`: an iteration runs one or the other."""
@@ -67,6 +70,8 @@ class Event(NamedTuple):
 class Loop:
     node: cst.CSTNode
     parent: Optional["Loop"]
+    # The nodes around the loop, outermost first, ending with it: where code in its body is evaluated.
+    around: Tuple[cst.CSTNode, ...]
     # Everything in the body, nested loops included, but not in functions defined there.
     events: List[Event] = field(default_factory=list)
 
@@ -80,6 +85,110 @@ def _arms(stack: Sequence[cst.CSTNode]) -> Tuple[Tuple[int, bool], ...]:
         if type(node) is cst.If or type(node) is cst.IfExp:
             found.append((id(node), stack[index + 1] is node.body))
     return tuple(found)
+
+
+def _index_of(stack: Sequence[cst.CSTNode], node: cst.CSTNode) -> int:
+    return next(index for index in range(len(stack) - 1, -1, -1) if stack[index] is node)
+
+
+def _last_iteration_of(ctx: "FileContext", stack: Sequence[cst.CSTNode]) -> Tuple[int, ...]:
+    """The ids of the `for` loops around the innermost point of `stack` whose body runs it only under a test that
+    holds on the loop's last iteration alone."""
+    found = []
+    tests = []
+    for index in range(len(stack) - 2, -1, -1):
+        node = stack[index]
+        if type(node) in FUNCTION_BOUNDARIES:
+            break
+        if type(node) is cst.If and stack[index + 1] is node.body:
+            tests.append(node.test)
+        elif type(node) is cst.For and stack[index + 1] is node.body and any(
+            is_last_iteration_test(ctx, test, node, stack[: index + 1]) for test in tests
+        ):
+            found.append(id(node))
+    return tuple(found)
+
+
+def is_last_iteration_test(ctx: "FileContext", test: cst.BaseExpression, loop: cst.For, stack: Sequence[cst.CSTNode]) -> bool:
+    """`test` holds on the last iteration of `loop` (with `stack`, the nodes around it ending with it) only:
+    `i == len(items) - 1` or `i + 1 == len(items)` where `i` counts the iterations (`for i, x in enumerate(items)`,
+    `for i in range(len(items))`, `for i, x in items` over a list of `enumerate` pairs) and `items` is what the loop
+    iterates, or what that wraps (`tqdm(items)`, `list(enumerate(items))`, also through a name)."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.comparisons[0].operator) is not cst.Equal:
+        return False
+    counter = _counter(loop)
+    if counter is None:
+        return False
+    for left, right in ((test.left, test.comparisons[0].comparator), (test.comparisons[0].comparator, test.left)):
+        if _is_name(left, counter):
+            length = _minus_one(right)
+        elif _is_plus_one(left, counter):
+            length = right
+        else:
+            continue
+        counted = _length_of(length) if length is not None else None
+        if counted is not None and counted in _iterated_sequences(ctx, loop, stack):
+            return True
+    return False
+
+
+def _counter(loop: cst.For) -> Optional[str]:
+    """The name counting the iterations of `loop`: `i` in `for i, x in ...` or `for i in range(...)`."""
+    target = loop.target
+    if type(target) in (cst.Tuple, cst.List) and len(target.elements) == 2 and type(target.elements[0].value) is cst.Name:
+        return target.elements[0].value.value
+    if type(target) is cst.Name and type(loop.iter) is cst.Call and dotted_name(loop.iter.func) == "range":
+        return target.value
+    return None
+
+
+def _iterated_sequences(ctx: "FileContext", loop: cst.For, stack: Sequence[cst.CSTNode]) -> FrozenSet[str]:
+    """The keys (`syntax.expression_key`) of the sequences as long as the loop: what it iterates and what that wraps,
+    one positional argument deep at a time (`enumerate(tqdm(loader))`, `range(len(items))`), also through names."""
+    found = set()
+    pending = [loop.iter]
+    while pending and len(found) < 8:
+        expr = pending.pop()
+        found.add(_key(expr))
+        if type(expr) is cst.Call and expr.args and expr.args[0].keyword is None and not expr.args[0].star:
+            length = _length_of(expr.args[0].value) if dotted_name(expr.func) == "range" else None
+            if length is not None:
+                found.add(length)
+            else:
+                pending.append(expr.args[0].value)
+        elif type(expr) is cst.Name:
+            origins = Values.of(ctx).origins(expr, stack)
+            if len(origins) == 1 and not origins[0].opaque and origins[0].node is not expr:
+                pending.append(origins[0].node)
+    return frozenset(found)
+
+
+def _length_of(expr: cst.BaseExpression) -> Optional[str]:
+    """The key of `items` for `len(items)`."""
+    if type(expr) is cst.Call and dotted_name(expr.func) == "len" and len(expr.args) == 1:
+        return _key(expr.args[0].value)
+    return None
+
+
+def _minus_one(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Subtract and syntax.literal(expr.right, None) == 1:
+        return expr.left
+    return None
+
+
+def _is_plus_one(expr: cst.BaseExpression, name: str) -> bool:
+    return (
+        type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Add and _is_name(expr.left, name)
+        and syntax.literal(expr.right, None) == 1
+    )
+
+
+def _is_name(expr: cst.BaseExpression, name: str) -> bool:
+    return type(expr) is cst.Name and expr.value == name
+
+
+def _key(expr: cst.BaseExpression) -> str:
+    return syntax.expression_key(cst.Module([]).code_for_node(expr))
 
 
 class LoopIndex:
@@ -103,7 +212,10 @@ class LoopIndex:
         self.seq += 1
         callee = ctx.callgraph.callee_key(node, ctx.stack) if type(node) is cst.Call else None
         facts = self._facts_at(node)
-        event = Event(self.seq, node, facts, callee, _arms(ctx.stack) if facts or callee else ())
+        if facts or callee:
+            event = Event(self.seq, node, facts, callee, _arms(ctx.stack), _last_iteration_of(ctx, ctx.stack))
+        else:
+            event = Event(self.seq, node, facts, callee)
         if event.facts or callee:
             for loop in self.enclosing():
                 loop.events.append(event)
@@ -124,7 +236,7 @@ class LoopIndex:
         for node in reversed(loop_nodes(stack)):
             loop = self.loops.get(id(node))
             if loop is None:
-                loop = self.loops[id(node)] = Loop(node, parent)
+                loop = self.loops[id(node)] = Loop(node, parent, tuple(stack[: _index_of(stack, node) + 1]))
             loops.append(loop)
             parent = loop
         return loops[::-1]

@@ -110,3 +110,12 @@ def head_name(expr: cst.BaseExpression) -> Optional[str]:
     while type(expr) is cst.Attribute:
         expr = expr.value
     return expr.value if type(expr) is cst.Name else None
+
+
+def expression_key(code: str) -> str:
+    """What an expression's source (`ctx.code(expr)`) says, without how it is written: line breaks, spaces,
+    parentheses and quote style do not change it (`path + 'net.pt'` and `(path\n + "net.pt")` give one key)."""
+    try:
+        return ast.dump(ast.parse(f"({code}\n)", mode="eval"))
+    except (SyntaxError, ValueError):  # an expression Python's parser takes only in context: compare its text
+        return code

@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.training import OPTIMIZER_PARTS, optimizer_class
+from torchlint.analysis.values import Values
 from torchlint.engine.context import last_parts
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
@@ -36,7 +37,9 @@ class MethodNotCalled(Rule):
       also as the `"params"` of a parameter group.
 
     Not flagged: the same names called; attribute references passed on as callbacks
-    (`hooks.append(model.eval)`, `register(optimizer.step)`), stored, or read with `getattr`.
+    (`hooks.append(model.eval)`, `register(optimizer.step)`), stored, or read with `getattr`;
+    an attribute the code assigns under the method's name (`self.parameters =
+    list(net.parameters())` in a class that is not a Module).
 
     ## Why is this bad?
     Naming a method only reads it. Observed on torch 2.13: after a bare `model.eval`
@@ -99,7 +102,14 @@ class MethodNotCalled(Rule):
         elif optimizer_class(node, self.ctx) is not None:
             params = semantics.positional(node, 0) or semantics.keyword(node, "params")
             for method in _uncalled(params.value if params is not None else None, _PARAMETER_METHODS, groups=True):
+                if self._assigned(method):
+                    continue
                 self.report(method, self._PARAMETERS_METHOD.format(code=self.ctx.code(method)), self._fix(method))
+
+    def _assigned(self, method: cst.Attribute) -> bool:
+        """The name is an attribute the code assigns, not the method: `self.parameters = list(net.parameters())`
+        in a class that is not a Module (LPIPS's `DistModel`)."""
+        return any(not origin.opaque and origin.node is not method for origin in Values.of(self.ctx).origins(method))
 
     def _fix(self, method: cst.Attribute) -> Fix:
         code = self.ctx.code(method)

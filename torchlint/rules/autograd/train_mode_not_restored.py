@@ -5,8 +5,11 @@ from typing import Dict, List, Optional, Set
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis import syntax
+from torchlint.analysis.loops import Event, Loop, LoopIndex, is_accumulating_backward
 from torchlint.analysis.values import Values
-from torchlint.analysis.loops import Event, Loop, LoopIndex
+from torchlint.engine.scopes import dotted_name
+from torchlint.engine.walk import walk
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 
@@ -20,6 +23,8 @@ _SHADOW_COPIES = frozenset({
 _SETS_TRAIN = frozenset({"sets-train", "may-set-train"})
 _TRAINING = frozenset({"backward", "optimizer-step"})
 _SWITCHES = _SETS_TRAIN | {"sets-eval"}
+# A model whose parameters these give away may be trained by what receives them.
+_PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
 
 
 class TrainModeNotRestored(Rule):
@@ -46,7 +51,15 @@ class TrainModeNotRestored(Rule):
     (`model.train() if phase == "train" else model.eval()`), nor a training function
     that switches the mode itself before its first step: a linear probe on frozen
     features calls `model.eval()` and then trains, on purpose, from the first epoch on
-    (one that switches to eval mode after its steps is still reported).
+    (one that switches to eval mode after its steps is still reported), nor an evaluation
+    on a loop's last iteration only (`if i == len(loader) - 1:`, `i + 1 == len(loader)`,
+    also over `tqdm(loader)` or `list(enumerate(loader))`): that loop has no step after
+    it, and the loop around it is judged on its own, so a `model.train()` at the top of
+    the epoch covers it; nor `eval()` on a model the loop only runs for inference, when
+    the loop runs its backward itself: every call of it under `no_grad`, given to no
+    call but functions of the file that do not train (a hand-rolled EMA updated by
+    `accumulate(g_ema, generator)`; not a model a wrapper it trains holds, `ddp =
+    DDP(model)`).
 
     ## Why is this bad?
     `eval()` is a switch, not a scope. From the second epoch on, training runs with
@@ -129,7 +142,10 @@ class TrainModeNotRestored(Rule):
             if not self.loops.trains(loop):
                 continue
             for event, _ in self.loops.sites(loop, "sets-eval"):
-                if id(event.node) in reported or id(event.node) in self.shadow_evals or self._restores_train(event) or self._restored_before_training(loop, event):
+                if (
+                    id(event.node) in reported or id(event.node) in self.shadow_evals or self._restores_train(event)
+                    or self._restored_before_training(loop, event) or self._only_inferred_in(loop, event)
+                ):
                     continue
                 reported.add(id(event.node))
                 if "sets-eval" in event.facts:
@@ -144,13 +160,61 @@ class TrainModeNotRestored(Rule):
         if any(self._restores_train(event) and event.excludes(switch) for event in events):
             return True  # `model.train() if phase == "train" else model.eval()`: each iteration picks its mode
         position = events.index(switch)
-        # Round to the switch itself: a training function that switched to eval mode runs again next epoch.
-        for event in events[position + 1:] + events[:position + 1]:
+        following = events[position + 1:]
+        last_iteration = id(loop.node) in switch.last_of
+        if not last_iteration:
+            # Round to the switch itself: a training function that switched to eval mode runs again next epoch.
+            following += events[:position + 1]
+        for event in following:
             if self._restores_train(event):
                 return True
             if self._trains(event):
                 return self._picks_own_mode(event)
-        return False
+        # A switch on the loop's last iteration only (`if i == len(loader) - 1:`) has no next step in this loop:
+        # the loop around it, if any, is judged on its own.
+        return last_iteration
+
+    def _only_inferred_in(self, loop: Loop, switch: Event) -> bool:
+        """The model switched (`g_ema.eval()`) is not the one the loop trains: the loop runs its backward itself, and
+        uses that model only for inference (every call of it under `no_grad`), giving it to no call except functions
+        of the file that do not train (`accumulate(g_ema, generator)`): a hand-rolled average of the trained model."""
+        if "sets-eval" not in switch.facts or not any(
+            is_accumulating_backward(event.node) for event in loop.events if "backward" in event.facts
+        ):
+            return False
+        model = semantics.receiver(switch.node)
+        if model is None or dotted_name(model) is None:
+            return False
+        written = syntax.expression_key(self.ctx.code(model))
+        inferred = True
+        stack: List[cst.CSTNode] = list(loop.around)
+
+        def names_model(expr: cst.BaseExpression) -> bool:
+            return dotted_name(expr) is not None and syntax.expression_key(self.ctx.code(expr)) == written
+
+        def on_visit(node: cst.CSTNode) -> bool:
+            nonlocal inferred
+            stack.append(node)
+            if type(node) is not cst.Call or not inferred:
+                return inferred
+            func = node.func
+            if names_model(func) or (type(func) is cst.Attribute and func.attr.value == "forward" and names_model(func.value)):
+                inferred = semantics.grad_enabled_at(stack, self.ctx) is False
+            elif any(names_model(arg.value) for arg in node.args):
+                callee = self.ctx.callgraph.callee_key(node, stack)
+                inferred = callee is not None and not any(self.ctx.callgraph.facts_of(callee, fact) for fact in _TRAINING)
+            elif type(func) is cst.Attribute and func.attr.value in _PARAMETER_METHODS and names_model(func.value):
+                inferred = False
+            elif dotted_name(func) is not None and semantics.grad_enabled_at(stack, self.ctx) is not False:
+                # `ddp_model(x)` where `ddp_model = DDP(model)`: the wrapper runs the model in its mode
+                inferred = not any(
+                    type(origin.node) is cst.Call and any(names_model(arg.value) for arg in origin.node.args)
+                    for origin in Values.of(self.ctx).origins(func, tuple(stack))
+                )
+            return inferred
+
+        walk(loop.node.body, on_visit, lambda node: stack.pop())
+        return inferred
 
     def _picks_own_mode(self, event: Event) -> bool:
         """The event calls a training function that switches the mode itself before its first training step (a

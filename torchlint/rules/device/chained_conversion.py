@@ -3,6 +3,7 @@ from typing import List, Optional
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.values import Values
 from torchlint.finding import Edit, Fix
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import attributes
@@ -28,7 +29,8 @@ class ChainedConversion(Rule):
     Not flagged: `.cpu().numpy()`, `.detach().cpu()`, `.to(memory_format=...)`, and
     two casts in a row: `.half().float()` rounds through float16, which one cast
     would not, so it is not the same as a single conversion. Nor a cast chained with a
-    move to the CPU (`x.cpu().float()`, `x.byte().cpu()`), nor with a move passing
+    move to the CPU (`x.cpu().float()`, `x.byte().cpu()`, `x.half().to(device)` where
+    `device` only ever holds `torch.device("cpu")`), nor with a move passing
     `non_blocking=True`: torch's CUDA copy converts on the CPU when it blocks and on the
     GPU when it does not, so for those one `.to(device, dtype)` does the same work as
     the two calls (a copy to the host in the source dtype, then a conversion there; a
@@ -138,7 +140,7 @@ class ChainedConversion(Rule):
     def _move_and_cast(self, inner: _shared.Conversion, outer: _shared.Conversion) -> None:
         cast_first = inner.casts
         move = outer if cast_first else inner
-        if _to_host(move) or _may_not_block(move):
+        if _to_host(self.ctx, move) or _may_not_block(move):
             # One `.to(device, dtype)` converts on the CPU when blocking and on the GPU when not (torch's CUDA copy):
             # the same work as the two calls, or more, for a copy to the host or one that does not block.
             return
@@ -149,8 +151,9 @@ class ChainedConversion(Rule):
             )
         else:
             message = (
-                f"`.{_label(inner.call)}` then `.{_label(outer.call)}`: the tensor is copied to the device in its source dtype, "
-                "then converted there into a second device tensor; write one `.to(device, dtype)`"
+                f"`.{_label(inner.call)}` then `.{_label(outer.call)}`: unless the tensor has that dtype already, it is copied "
+                "to the device in its source dtype, then converted there into a second device tensor; write one "
+                "`.to(device, dtype)`, which does no more work in either case"
             )
         self.report(outer.call, message, self._merge(inner, outer, safe=cast_first))
 
@@ -167,12 +170,22 @@ class ChainedConversion(Rule):
         return Fix.safe(description, edit) if safe else Fix.unsafe(description, edit)
 
 
-def _to_host(move: _shared.Conversion) -> bool:
-    """`.cpu()`, `.to("cpu")`, `.to(torch.device("cpu"))`."""
+def _to_host(ctx, move: _shared.Conversion) -> bool:
+    """`.cpu()`, `.to("cpu")`, `.to(torch.device("cpu"))`, or `.to(device)` where every value `device` may hold is
+    one of those (`device = torch.device("cpu")`, the only assignment of a notebook)."""
     node = move.device_node
-    if type(node) is cst.Call and node.args:
-        return semantics.literal(node.args[0].value, None) == "cpu"
-    return move.to_host
+    if type(node) in (cst.Name, cst.Attribute):
+        origins = Values.of(ctx).origins(node)
+        return bool(origins) and all(
+            not origin.opaque and origin.node is not node and _names_host(origin.node) for origin in origins
+        )
+    return _names_host(node) if type(node) is cst.Call else move.to_host
+
+
+def _names_host(node: cst.CSTNode) -> bool:
+    if type(node) is cst.Call:
+        return bool(node.args) and semantics.literal(node.args[0].value, None) == "cpu"
+    return semantics.literal(node, None) == "cpu"
 
 
 def _may_not_block(move: _shared.Conversion) -> bool:

@@ -35,6 +35,9 @@ CUDA_ONLY_LIBRARIES = (
 EXTENSION_LOADERS = frozenset({"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"})
 CUDA_EXTENSION = frozenset({"torch.utils.cpp_extension.CUDAExtension"})
 _CUDA_SOURCE = re.compile(r".*\.cuh?")
+# How far `_imports_project_cuda_build` follows a file's imports into its project.
+_MAX_BUILD_DEPTH = 4
+_MAX_BUILD_MODULES = 32
 # `with torch.cuda.device(1):` names a GPU by its index too.
 CUDA_DEVICE_CONTEXT = "torch.cuda.device"
 # The fact a function shows when it decides for CUDA (`_decides_cuda`), for files that call it from another file.
@@ -97,7 +100,10 @@ class CudaWithoutFallback(Rule):
     count); building a CUDA extension (`torch.utils.cpp_extension.load(...)` with `.cu`
     sources, `load_inline(cuda_sources=...)`, `CUDAExtension(...)`); importing a
     module that the project's `setup.py` (next to the file, or at the top of its
-    package) builds as a `CUDAExtension`, as a test of custom kernels does. What that
+    package) builds as a `CUDAExtension`, as a test of custom kernels does; importing
+    a project module that compiles CUDA code when imported (`cpp_extension.load` of
+    `.cu` sources at its top level, there or in a project module it imports, four
+    imports deep: StyleGAN2's `op` package), which fails without CUDA first. What that
     gives up: such files are not checked at all, so a single-GPU `.cuda()` in one of
     them goes unreported, and a config module's `"cuda"` is left to its reader,
     where it arrives as a variable and is not reported either.
@@ -205,22 +211,14 @@ class CudaWithoutFallback(Rule):
             self._add(node.value)
 
     def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            self._imported(dotted_name(alias.name))
+        for path in _import_paths(node):
+            self._imported(path)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        module = "." * len(node.relative) + ((dotted_name(node.module) or "") if node.module is not None else "")
-        if isinstance(node.names, cst.ImportStar):
-            self._imported(module)
-            return
-        for alias in node.names:
-            name = dotted_name(alias.name)
-            if name:
-                self._imported(module + name if module.endswith(".") or not module else f"{module}.{name}")
+        for path in _import_paths(node):
+            self._imported(path)
 
-    def _imported(self, path: Optional[str]) -> None:
-        if not path:
-            return
+    def _imported(self, path: str) -> None:
         self.imports.append(path)
         if any(path == library or path.startswith(library + ".") for library in CUDA_ONLY_LIBRARIES):
             # An import inside a function, a branch or a `try` that falls back keeps the file runnable without it.
@@ -255,6 +253,7 @@ class CudaWithoutFallback(Rule):
         # by index (a model split over devices), or a CUDA extension of its own project.
         if (
             self.exempt or not self.sites or len(self.indices) > 1 or self._imports_project_cuda_extension()
+            or self._imports_project_cuda_build()
             or self._calls_project_cuda_setup()
         ):
             return
@@ -293,6 +292,78 @@ class CudaWithoutFallback(Rule):
         finder = _CudaExtensions(setup)
         walk_visitor(setup.module, finder)
         return any(_same_module(built, path) for built in finder.names for path in self.imports)
+
+
+    def _imports_project_cuda_build(self) -> bool:
+        """The file imports a project module that compiles CUDA code when it is imported (`cpp_extension.load(...)`
+        of `.cu` sources at module level, as StyleGAN2's `op` package does), itself or through the project modules
+        it imports in turn: without CUDA the import fails first (`OSError: CUDA_HOME environment variable is not
+        set`). Followed `_MAX_BUILD_DEPTH` imports deep, at most `_MAX_BUILD_MODULES` modules."""
+        pending = [(self.ctx.filename, path, 0) for path in self.imports]
+        seen: Set[str] = set()
+        while pending and len(seen) < _MAX_BUILD_MODULES:
+            importer, path, depth = pending.pop()
+            found = PROJECT.resolve(importer, path, self.ctx.config)
+            if found is None and not path.startswith("."):
+                # Absolute imports resolve against where the program starts, the linted file's folder (`sys.path`),
+                # also for a module imported from it: `gans/models/StyleGAN2/model.py` importing `gans.models...`.
+                found = PROJECT.resolve(self.ctx.filename, path, self.ctx.config)
+            if found is None or found[0].path in seen:
+                continue
+            module = found[0]
+            seen.add(module.path)
+            build = module.context.shared(_ImportTimeBuild)
+            if build.compiles_cuda:
+                return True
+            if depth + 1 < _MAX_BUILD_DEPTH:
+                pending.extend((module.path, imported, depth + 1) for imported in build.imports)
+        return False
+
+
+class _ImportTimeBuild:
+    """What importing a module does, for `_imports_project_cuda_build` (`ctx.shared`, one per parsed module): whether
+    its module-level code compiles a CUDA extension, and the modules its module-level statements import."""
+
+    def __init__(self, ctx):
+        self.compiles_cuda = False
+        self.imports: List[str] = []
+        for statement in ctx.module.body:
+            if type(statement) is not cst.SimpleStatementLine:
+                continue
+            for small in statement.body:
+                if type(small) in (cst.Import, cst.ImportFrom):
+                    self.imports.extend(_import_paths(small))
+                else:
+                    finder = _Calls()
+                    walk_visitor(small, finder)
+                    self.compiles_cuda = self.compiles_cuda or any(
+                        ctx.qualified_name(call.func, [ctx.module]) in EXTENSION_LOADERS and _compiles_cuda(call)
+                        for call in finder.calls
+                    )
+
+
+class _Calls(cst.CSTVisitor):
+    def __init__(self):
+        self.calls: List[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)
+
+
+def _import_paths(node) -> List[str]:
+    """The module paths an import statement names: `pkg.mod` for `import pkg.mod`, `pkg.mod.name` for `from pkg.mod
+    import name`, `.name` for `from . import name`, `pkg` for `from pkg import *`."""
+    if type(node) is cst.Import:
+        return [path for path in (dotted_name(alias.name) for alias in node.names) if path]
+    module = "." * len(node.relative) + ((dotted_name(node.module) or "") if node.module is not None else "")
+    if isinstance(node.names, cst.ImportStar):
+        return [module] if module else []
+    paths = []
+    for alias in node.names:
+        name = dotted_name(alias.name)
+        if name:
+            paths.append(module + name if module.endswith(".") or not module else f"{module}.{name}")
+    return paths
 
 
 def _names_a_device(ctx, target: cst.BaseExpression) -> bool:

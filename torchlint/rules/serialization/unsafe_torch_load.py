@@ -4,6 +4,7 @@ from typing import List, Optional, Set, Tuple
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis import syntax
 from torchlint.analysis.modules import decorator_name
 from torchlint.finding import Edit, Fix
 from torchlint.engine.context import last_parts
@@ -175,7 +176,7 @@ class UnsafeTorchLoad(Rule):
 
     def _file_key(self, file: cst.BaseExpression) -> Tuple[Optional[int], str]:
         function = self.ctx.enclosing(cst.FunctionDef, cst.Lambda)
-        return (id(function) if function is not None else None, self.ctx.code(file))
+        return (id(function) if function is not None else None, syntax.expression_key(self.ctx.code(file)))
 
     def _reads_back_own_save(self, node: cst.Call) -> bool:
         source = semantics.keyword(node, "f") or semantics.positional(node, 0)
