@@ -77,6 +77,20 @@ CASES = {
             y = h  # <-
             h = update(h)
         """, "h", ["init()", "update(h)"]),
+    "a loop body that rebinds the name before the use hides its later assignments": ("""
+        for step in steps:
+            noise = make_noise().astype(float32)
+            out = convert(noise)  # <-
+            noise = other()
+        """, "noise", ["make_noise().astype(float32)"]),
+    "a rebinding in an outer loop's body hides only that loop's later assignments": ("""
+        for epoch in epochs:
+            h = init()
+            for step in steps:
+                y = h  # <-
+                h = update(h)
+            h = last()
+        """, "h", ["init()", "update(h)"]),
     "a parameter is opaque": ("""
         def f(n):
             return n  # <-

@@ -107,6 +107,8 @@ class Flow:
             ):
                 hidden_before = chain_order
         found = []
+        # The binding that runs whenever this statement does, before it (none: the name may be unbound here).
+        latest: Tuple[int, ...] = ()
         for binding in reversed(bindings):
             if binding.order >= order:
                 continue
@@ -116,11 +118,13 @@ class Flow:
                 continue
             found.append(binding)
             if blocks[: len(binding.blocks)] == binding.blocks:
+                latest = binding.blocks
                 break
-        # In a loop, what the body binds after this statement holds on the next iteration.
+        # In a loop, what the body binds after this statement holds on the next iteration, unless the body binds
+        # the name again before it, every iteration (`a = ...; use(a); a = other`).
         for block in blocks:
             end = self.loop_ends.get(block)
-            if end is not None:
+            if end is not None and block not in latest:
                 found.extend(b for b in bindings if order <= b.order <= end and b not in found)
         return found
 

@@ -123,6 +123,11 @@ class CudaWithoutFallback(Rule):
         "accelerator device when none is available` for `.cuda(index)`); choose the device once, "
         '`torch.device("cuda" if torch.cuda.is_available() else "cpu")`, and move with `.to(device)`'
     )
+    generator_message = (
+        "hard-coded CUDA device and no availability check in this file: without a GPU this raises `RuntimeError: "
+        "Cannot get CUDA generator without ATen_cuda library` (CPU build of torch); choose the device once, "
+        '`torch.device("cuda" if torch.cuda.is_available() else "cpu")`, and build the generator there'
+    )
     example = """
     import torch
 
@@ -149,6 +154,8 @@ class CudaWithoutFallback(Rule):
         self.module_values: Dict[int, Tuple[cst.BaseExpression, Tuple[str, ...]]] = {}
         # ids of the sites that are device values (a string, `torch.device(...)`), not moves
         self.device_values: Set[int] = set()
+        # ids of the "cuda" strings given to `torch.Generator(device=...)`, which fails with its own error
+        self.generator_devices: Set[int] = set()
         # The calls of functions imported from project files, with where they are: one may decide for CUDA.
         self.project_calls: List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]] = []
 
@@ -172,6 +179,8 @@ class CudaWithoutFallback(Rule):
                 continue
             if arg.keyword.value in DEVICE_KEYWORDS and _shared.is_cuda_string(arg.value):
                 self._add(arg.value)
+                if name == "torch.Generator":
+                    self.generator_devices.add(id(arg.value))
             elif arg.keyword.value == "device_ids" and type(arg.value) in (cst.List, cst.Tuple):
                 # `DataParallel(model, device_ids=[0, 1])` names the GPUs it runs on
                 for element in arg.value.elements:
@@ -263,7 +272,7 @@ class CudaWithoutFallback(Rule):
             # (a config file), like an `add_argument(..., default="cuda")`; its reader takes a variable.
             if self._is_module_setting(site) and read.isdisjoint(self.module_values[id(site)][1]):
                 continue
-            self.report(site)
+            self.report(site, self.generator_message if id(site) in self.generator_devices else None)
 
     def _calls_project_cuda_setup(self) -> bool:
         """The file calls a function of another project file that checks for CUDA or sets the program up for it."""

@@ -35,7 +35,9 @@ class LayerBuiltInForward(Rule):
     registered; a layer inside it is reported itself); construction in `__init__` or in
     helpers called from `__init__`; a dropout built under `if self.training:`; lazy
     creation that keeps the layer, `self.proj = nn.Linear(...)` under an `if` (`if
-    self.proj is None:`), which runs once; methods with a decorator other than a grad
+    self.proj is None:`), which runs once, or a parameter replaced under an `if`, also
+    a submodule's (`self.embedding.weight = nn.Parameter(...)` in an EMA codebook update
+    under `if self.training:`), which registers it; methods with a decorator other than a grad
     mode or autocast (`@singleton("projector")` in lucidrains' BYOL/DINO code, a
     `@cached_property`), which may build the layer once and keep it.
 
@@ -147,7 +149,7 @@ class LayerBuiltInForward(Rule):
         if type(statement) is not cst.Assign or statement.value is not call or len(statement.targets) != 1:
             return False
         target = statement.targets[0].target
-        if not is_self_attribute(target, method):
+        if not _attribute_of_self(target, method):
             if type(target) is not cst.Name or not any(
                 type(value) is cst.Name and value.value == target.value and module.assigning_method(value) is method
                 for values in module.attributes().values() for value in values
@@ -179,6 +181,13 @@ class LayerBuiltInForward(Rule):
                 "and 0 each time and are never trained or saved; build it once in `__init__`"
             )
         return self.message.replace("`forward`", where, 1)
+
+
+def _attribute_of_self(target: cst.BaseExpression, method: cst.FunctionDef) -> bool:
+    """`self.proj`, or an attribute of a submodule (`self.embedding.weight`), where assigning registers it."""
+    while type(target) is cst.Attribute and not is_self_attribute(target, method):
+        target = target.value
+    return is_self_attribute(target, method)
 
 
 def _has_state(module: ModuleClass, seen: frozenset = frozenset()) -> bool:

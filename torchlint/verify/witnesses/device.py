@@ -28,7 +28,8 @@ _CASTS = {"float": "torch.float32", "double": "torch.float64", "half": "torch.fl
     x = torch.ones(2)
     moved = x.to(device)
     error = raised(lambda: x.cuda())
-    # A CPU build refuses CUDA by name; `.cuda(index)` fails earlier, on the missing accelerator.
+    # A CPU build refuses CUDA by name (a generator: its CUDA library); `.cuda(index)` fails earlier, on the missing
+    # accelerator.
     if error is not None and ("CUDA" in str(error) or "accelerator" in str(error)):
         confirmed(f"x.to(device) ran on {moved.device}; x.cuda() ignores `device`: " + describe(error))
     if error is None and x.cuda().device != moved.device:
@@ -208,7 +209,8 @@ def _hide_gpus(device: str) -> dict:
 
     shown = $shown
     error = raised(lambda: $use)
-    # A CPU build refuses CUDA by name; `.cuda(index)` fails earlier, on the missing accelerator.
+    # A CPU build refuses CUDA by name (a generator: its CUDA library); `.cuda(index)` fails earlier, on the missing
+    # accelerator.
     if error is not None and ("CUDA" in str(error) or "accelerator" in str(error)):
         confirmed(describe(error) + f" (`{shown}` on a machine without a usable GPU)")
     not_reproduced(f"`{shown}` ran without a GPU: " + describe(error))
@@ -224,8 +226,11 @@ def cuda_without_fallback(site, entry):
         use = f"torch.zeros(1).cuda({', '.join(kept or [])})"
         return entry.witness(FROM_FINDING, "a small tensor stands in for the moved value", site.device, use=Code(use), shown=use)
     if isinstance(node, (cst.SimpleString, cst.Call)) and site.blocked_call(node) is None:
-        # `torch.device("cuda")` alone does not fail: the witness places a tensor there.
-        use = f"torch.zeros(1, device={site.code(node)})"
+        # `torch.device("cuda")` alone does not fail: the witness places a tensor there, or builds the generator it
+        # is given to (which fails with an error of its own).
+        call = site.enclosing(node, cst.Call)
+        builds_generator = call is not None and site.qualified_name(call.func) == "torch.Generator"
+        use = f"torch.Generator(device={site.code(node)})" if builds_generator else f"torch.zeros(1, device={site.code(node)})"
         return entry.witness(FROM_FINDING, "", site.device, use=Code(use), shown=use)
     return entry.canonical("the flagged device expression is not a literal", site.device)
 
