@@ -12,7 +12,8 @@ that runs whenever the statement runs (it sits in a block that also holds the
 statement), since it hides everything before it. So after `if a: x = 1` /
 `else: x = 2` both values reach, while `x = model(x)` / `x = x.softmax(1)` leaves
 only the softmax. A statement inside a loop also sees the bindings later in the
-same loop body (the previous iteration's). Code in another scope (a function
+same loop body (the previous iteration's), unless a binding that runs before it on
+every iteration hides them (`a = f(); use(a); a = g()`). Code in another scope (a function
 reading a module variable) may run at any time: it sees every binding.
 
 The arms of an `if` never run in one pass: a binding in one does not reach a statement
