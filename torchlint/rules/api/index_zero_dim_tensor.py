@@ -17,6 +17,8 @@ _SHAPE_KEEPING = frozenset({"detach", "clone", "contiguous", "abs", "sqrt", "exp
 _NUMBER_ARITHMETIC = frozenset({"add", "sub", "mul", "div", "add_", "sub_", "mul_", "div_"})
 _ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Power)
 _MAX_DEPTH = 4
+# Before 0.4 a loss was a one-element tensor: `loss.data[0]` was the way to read it, and `.item()` did not exist.
+ITEM_SINCE = (0, 4)
 
 
 class IndexZeroDimTensor(Rule):
@@ -34,8 +36,10 @@ class IndexZeroDimTensor(Rule):
     Not flagged: indexing a tensor with dimensions (`out.data[0]` of a batch, `x.sum(1)[0]`),
     `.size()[0]`, lists and tuples, assignments to an element (`w.data[0] = 1.0`), and values
     the rule cannot follow: a criterion received as a parameter (`def train(model,
-    criterion)`), an accumulator updated with `+=`. Given up for that precision: those
-    values, which fail just the same when they are 0-dim.
+    criterion)`), an accumulator updated with `+=`; code for torch below 0.4
+    (`torch-version`, or the project's own torch requirement), where a loss was a
+    one-element tensor, `loss.data[0]` read it and `.item()` did not exist yet. Given up
+    for that precision: those values, which fail just the same when they are 0-dim.
 
     ## Why is this bad?
     Before torch 0.4 a loss was a 1-element tensor and `loss.data[0]` read its value. Since
@@ -80,7 +84,7 @@ class IndexZeroDimTensor(Rule):
         self.tensor_methods = False
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
-        if not _indexes_zero(node) or self._is_target(node):
+        if self.ctx.config.torch_version < ITEM_SINCE or not _indexes_zero(node) or self._is_target(node):
             return
         indexed = node.value
         through_data = type(indexed) is cst.Attribute and indexed.attr.value == "data"

@@ -12,6 +12,8 @@ from torchlint.rules.triggers import words
 
 _LEGACY_LOSSES = LEGACY_REDUCTION_MODULES | LEGACY_REDUCTION_FUNCTIONS
 _BACKWARD_FUNCTIONS = frozenset({"torch.autograd.backward"})
+# `reduction=` came with torch 0.4.1; `torch-version` keeps major.minor, so a project on 0.4 counts as having it.
+REDUCTION_SINCE = (0, 4)
 
 
 class RemovedKeyword(Rule):
@@ -25,7 +27,10 @@ class RemovedKeyword(Rule):
 
     Not flagged: `retain_graph=` and `reduction=`; keywords named `reduce` of other calls
     (`scatter_reduce`, `torch.distributed`); losses of other libraries; these keywords
-    passed by position (`nn.L1Loss(False)`), which the rule does not read.
+    passed by position (`nn.L1Loss(False)`), which the rule does not read; `size_average=`
+    and `reduce=` in code for torch below 0.4 (`torch-version`, or the project's own
+    torch requirement), where they were the only spelling (`reduction=` came with 0.4.1;
+    `torch-version` ignores the patch, so a project on 0.4 is judged as having it).
 
     ## Why is this bad?
     `retain_variables` is gone: on torch 2.13 `loss.backward(retain_variables=True)` raises
@@ -81,7 +86,7 @@ class RemovedKeyword(Rule):
             self.report(retain, fix=fix)
             return
         legacy = [arg for arg in node.args if arg.keyword is not None and arg.keyword.value in LEGACY_KEYWORDS]
-        if not legacy or not self.ctx.qualified_name_in(node.func, _LEGACY_LOSSES):
+        if not legacy or self.ctx.config.torch_version < REDUCTION_SINCE or not self.ctx.qualified_name_in(node.func, _LEGACY_LOSSES):
             return
         values = {arg.keyword.value: semantics.literal(arg.value) for arg in legacy}
         exact = all(value is None or isinstance(value, bool) for value in values.values())

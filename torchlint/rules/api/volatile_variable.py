@@ -12,6 +12,8 @@ from torchlint.rules.triggers import words
 
 VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 # Calls that need the graph: wrapping them in `no_grad` would break training, not restore the old evaluation.
+# Before 0.4 `volatile=True` was how evaluation skipped autograd, and `torch.no_grad()` did not exist.
+NO_GRAD_SINCE = (0, 4)
 _NEEDS_GRAPH = frozenset({"backward", "step", "zero_grad", "grad"})
 
 
@@ -22,7 +24,9 @@ class VolatileVariable(Rule):
     `torch.autograd`.
 
     Not flagged: `Variable(x)` alone (TL602 reports it as deprecated) and `volatile=False`,
-    which asked for nothing.
+    which asked for nothing; code for torch below 0.4 (`torch-version`, or the project's
+    own torch requirement), where `volatile=True` still worked and `torch.no_grad()` did
+    not exist.
 
     ## Why is this bad?
     Before torch 0.4, a volatile input made everything computed from it skip autograd: the
@@ -77,7 +81,7 @@ class VolatileVariable(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         volatile = semantics.keyword(node, "volatile")
-        if volatile is None or semantics.literal(volatile.value) is False:
+        if volatile is None or semantics.literal(volatile.value) is False or self.ctx.config.torch_version < NO_GRAD_SINCE:
             return
         if not self.ctx.qualified_name_in(node.func, VARIABLE):
             return

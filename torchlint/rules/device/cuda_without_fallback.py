@@ -5,6 +5,7 @@ import libcst as cst
 
 from torchlint.analysis import syntax
 from torchlint.analysis.facts import project_import_names
+from torchlint.analysis.modules import STATELESS_LAYERS, ModuleClasses
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.summaries import function_facts, imported_function
 from torchlint.analysis.values import Values
@@ -87,6 +88,8 @@ class CudaWithoutFallback(Rule):
     (including `add_argument(..., default="cuda")`), `.cuda(rank)` included; code
     in a branch taken only when the program asks for CUDA (`if args.cuda:`,
     `if backend == "cuda":`, `x.cuda() if use_gpu else x`); `def cuda(...)` methods;
+    `.cuda()` on a torch layer with no parameters or buffers (`nn.LogSoftmax(dim=1).cuda()`
+    moves nothing and runs on a CPU build);
     a device setting for another module: a module-level `device = "cuda"` (or
     `= torch.device("cuda")`) that nothing in the file reads, as in a config module
     the training script imports. And files written for CUDA machines only:
@@ -167,7 +170,7 @@ class CudaWithoutFallback(Rule):
                 self.project_calls.append((node, tuple(self.ctx.stack)))
         elif semantics.method_name(node) == "cuda":
             read = _shared.conversion(node, self.ctx)
-            if read is not None and not _shared.computed_cuda_device(read):
+            if read is not None and not _shared.computed_cuda_device(read) and not self._moves_nothing(node):
                 self._note_index(read.device_node)
                 self._add(node)
         elif semantics.method_name(node) == "to":
@@ -185,6 +188,20 @@ class CudaWithoutFallback(Rule):
                 # `DataParallel(model, device_ids=[0, 1])` names the GPUs it runs on
                 for element in arg.value.elements:
                     self._note_index(element.value)
+
+    def _moves_nothing(self, call: cst.Call) -> bool:
+        """`.cuda()` on a torch layer with no parameters or buffers (`nn.LogSoftmax(dim=1).cuda()`): there is no
+        tensor to move, and a CPU build of torch runs it without complaint (observed on torch 2.13)."""
+        receiver = semantics.receiver(call)
+        if receiver is None:
+            return False
+        origins = Values.of(self.ctx).origins(receiver)
+        classes = ModuleClasses.of(self.ctx)
+        return bool(origins) and all(
+            type(origin.node) is cst.Call and not origin.applied
+            and classes.builds_module(origin.node, origin.place.stack) in STATELESS_LAYERS
+            for origin in origins
+        )
 
     def _check_module_call(self, node: cst.Call, name: str) -> None:
         if _decides_cuda(node, name):
