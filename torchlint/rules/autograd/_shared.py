@@ -93,6 +93,9 @@ def _add_names(expr: Optional[cst.CSTNode], found: List[str]) -> None:
     elif expr_type is cst.Tuple or expr_type is cst.List or expr_type is cst.Dict:
         for element in expr.elements:
             _add_names(element.value, found)
+    elif expr_type is cst.IfExp:  # either arm is the value; the test is only read
+        _add_names(expr.body, found)
+        _add_names(expr.orelse, found)
 
 
 def grad_disabled_by_a_caller(function_key: str, ctx: "FileContext") -> Optional[cst.Call]:
