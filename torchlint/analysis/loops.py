@@ -126,7 +126,7 @@ def is_last_iteration_test(ctx: "FileContext", test: cst.BaseExpression, loop: c
             length = right
         else:
             continue
-        counted = _length_of(length) if length is not None else None
+        counted = _length_of(ctx, length) if length is not None else None
         if counted is not None and counted in _iterated_sequences(ctx, loop, stack):
             return True
     return False
@@ -149,9 +149,9 @@ def _iterated_sequences(ctx: "FileContext", loop: cst.For, stack: Sequence[cst.C
     pending = [loop.iter]
     while pending and len(found) < 8:
         expr = pending.pop()
-        found.add(_key(expr))
+        found.add(syntax.expression_key(ctx.code(expr)))
         if type(expr) is cst.Call and expr.args and expr.args[0].keyword is None and not expr.args[0].star:
-            length = _length_of(expr.args[0].value) if dotted_name(expr.func) == "range" else None
+            length = _length_of(ctx, expr.args[0].value) if dotted_name(expr.func) == "range" else None
             if length is not None:
                 found.add(length)
             else:
@@ -163,10 +163,10 @@ def _iterated_sequences(ctx: "FileContext", loop: cst.For, stack: Sequence[cst.C
     return frozenset(found)
 
 
-def _length_of(expr: cst.BaseExpression) -> Optional[str]:
-    """The key of `items` for `len(items)`."""
+def _length_of(ctx: "FileContext", expr: cst.BaseExpression) -> Optional[str]:
+    """The key (`syntax.expression_key`) of `items` for `len(items)`."""
     if type(expr) is cst.Call and dotted_name(expr.func) == "len" and len(expr.args) == 1:
-        return _key(expr.args[0].value)
+        return syntax.expression_key(ctx.code(expr.args[0].value))
     return None
 
 
@@ -185,10 +185,6 @@ def _is_plus_one(expr: cst.BaseExpression, name: str) -> bool:
 
 def _is_name(expr: cst.BaseExpression, name: str) -> bool:
     return type(expr) is cst.Name and expr.value == name
-
-
-def _key(expr: cst.BaseExpression) -> str:
-    return syntax.expression_key(cst.Module([]).code_for_node(expr))
 
 
 class LoopIndex:

@@ -5,7 +5,6 @@ from typing import Dict, List, Optional, Set
 import libcst as cst
 
 from torchlint import semantics
-from torchlint.analysis import syntax
 from torchlint.analysis.loops import Event, Loop, LoopIndex, is_accumulating_backward
 from torchlint.analysis.values import Values
 from torchlint.engine.scopes import dotted_name
@@ -183,14 +182,14 @@ class TrainModeNotRestored(Rule):
         ):
             return False
         model = semantics.receiver(switch.node)
-        if model is None or dotted_name(model) is None:
+        written = dotted_name(model) if model is not None else None
+        if written is None:
             return False
-        written = syntax.expression_key(self.ctx.code(model))
         inferred = True
         stack: List[cst.CSTNode] = list(loop.around)
 
         def names_model(expr: cst.BaseExpression) -> bool:
-            return dotted_name(expr) is not None and syntax.expression_key(self.ctx.code(expr)) == written
+            return dotted_name(expr) == written
 
         def on_visit(node: cst.CSTNode) -> bool:
             nonlocal inferred

@@ -319,7 +319,6 @@ class CudaWithoutFallback(Rule):
         walk_visitor(setup.module, finder)
         return any(_same_module(built, path) for built in finder.names for path in self.imports)
 
-
     def _imports_project_cuda_build(self) -> bool:
         """The file imports a project module that compiles CUDA code when it is imported (`cpp_extension.load(...)`
         of `.cu` sources at module level, as StyleGAN2's `op` package does), itself or through the project modules

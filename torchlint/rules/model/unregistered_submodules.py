@@ -185,6 +185,8 @@ class UnregisteredSubmodules(Rule):
         by_attribute: Dict[Tuple[int, str], List[Tuple[cst.BaseExpression, tuple]]] = {}
         for target, value, module, _, stack in self.assignments:
             by_attribute.setdefault((id(module.node), target.attr.value), []).append((value, stack))
+        # (target, value, what it holds, where) for each container that holds layers or parameters
+        found: List[Tuple[cst.Attribute, cst.BaseExpression, Set[str], tuple]] = []
         for target, value, module, method, stack in self.assignments:
             if id(module.node) in self.registering_classes:
                 continue
@@ -203,15 +205,21 @@ class UnregisteredSubmodules(Rule):
             if local is not None and (id(module.node), local) in self.registered:
                 continue
             kinds = set(filter(None, (self._layer_kind(layer, layer_stack) for layer, layer_stack in layers)))
-            if kinds and not self._read_only_while_built(target.attr.value):
+            if kinds:
+                found.append((target, value, kinds, stack))
+        # One walk of the file for every attribute about to be reported.
+        built_only = self._read_only_while_built({target.attr.value for target, _, _, _ in found}) if found else set()
+        for target, value, kinds, stack in found:
+            if target.attr.value not in built_only:
                 self.report(target, self._message(target, value, kinds), self._fix(value, kinds, stack))
 
-    def _read_only_while_built(self, attribute: str) -> bool:
-        """Every read of an attribute of that name in the file (`self.x`, `model.x`) is in code that runs only while
-        a model is built: a table of candidate backbones that `__init__` picks one from (`self.backbone =
+    def _read_only_while_built(self, attributes: Set[str]) -> Set[str]:
+        """The names among `attributes` whose every read in the file (`self.x`, `model.x`) is in code that runs only
+        while a model is built: a table of candidate backbones that `__init__` picks one from (`self.backbone =
         self.backbones[name]`, which registers the one picked). The others never run, so that they are not
-        registered changes nothing. An attribute never read is still reported."""
-        reads: List[bool] = []
+        registered changes nothing. An attribute never read is not among them."""
+        # name -> whether each read runs only while a model is built
+        reads: Dict[str, List[bool]] = {}
         stores: Set[int] = set()
         stack: List[cst.CSTNode] = []
 
@@ -226,18 +234,19 @@ class UnregisteredSubmodules(Rule):
                     stores.add(id(written.value if type(written) is cst.Subscript else written))
                     if type(written) is cst.Attribute and type(node.value) is cst.BinaryOperation:
                         # `self.x = self.x + [...]` grows it
-                        stores.update(id(side) for side in (node.value.left, node.value.right) if _same(side, written))
+                        grown = dotted_name(written)
+                        stores.update(id(side) for side in (node.value.left, node.value.right) if dotted_name(side) == grown)
             elif node_type is cst.AnnAssign or node_type is cst.AugAssign:
                 stores.add(id(node.target))
             elif node_type is cst.Attribute:
                 if node.attr.value in _FILLING_METHODS:
                     stores.add(id(node.value))
-                elif node.attr.value == attribute and id(node) not in stores:
-                    reads.append(runs_in_builder(self.ctx, stack))
+                elif node.attr.value in attributes and id(node) not in stores:
+                    reads.setdefault(node.attr.value, []).append(runs_in_builder(self.ctx, stack))
             return True
 
         walk(self.ctx.module, on_visit, lambda node: stack.pop())
-        return bool(reads) and all(reads)
+        return {name for name, built in reads.items() if all(built)}
 
     def _message(self, target: cst.Attribute, value: cst.BaseExpression, kinds: Set[str]) -> str:
         held = "parameters" if kinds == {"parameter"} else "layers"
@@ -358,13 +367,6 @@ class UnregisteredSubmodules(Rule):
             if self.ctx.qualified_name(cst.parse_expression(candidate), stack) == "torch.nn":
                 return candidate
         return None
-
-
-def _same(expr: cst.BaseExpression, attribute: cst.Attribute) -> bool:
-    return (
-        type(expr) is cst.Attribute and expr.attr.value == attribute.attr.value and type(expr.value) is cst.Name
-        and type(attribute.value) is cst.Name and expr.value.value == attribute.value.value
-    )
 
 
 def _has_elements(value: cst.BaseExpression) -> bool:
