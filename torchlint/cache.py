@@ -9,6 +9,9 @@ finding names the cache file itself: torchlint's version, its own code (an edite
 rule must not serve stale findings), and the config's settings. So two settings
 keep two caches and switching back and forth stays warm.
 
+Summaries of imported project files (`analysis/summaries.py`) are kept beside the findings of
+the same settings, one file each (`SummaryStore`).
+
 The cache lives in `.torchlint_cache/` at the config root, next to a `.gitignore`
 that keeps it out of version control. It is an optimisation only: a cache that is
 missing, corrupt, from another version or unwritable is ignored silently and the
@@ -211,12 +214,63 @@ def _checksum(payload: bytes) -> bytes:
 
 
 def _write(path: Path, entries: Entries) -> None:
-    folder = path.parent.parent
-    folder.mkdir(parents=True, exist_ok=True)
-    ignore = folder / ".gitignore"
-    if not ignore.exists():
-        ignore.write_text("# Created by torchlint: the cache is not part of the project.\n*\n")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_folder(path.parent)
     payload = marshal.dumps(entries)
     # Written aside and renamed, so a concurrent run reads the old cache or the new one, never half of one.
     replace_atomically(str(path), _MAGIC + _checksum(payload) + payload)
+
+
+def _make_folder(folder: Path) -> None:
+    """`folder`, inside the cache folder, made with the cache folder's `.gitignore` when missing."""
+    top = next(parent for parent in (folder, *folder.parents) if parent.name == FOLDER)
+    top.mkdir(parents=True, exist_ok=True)
+    ignore = top / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# Created by torchlint: the cache is not part of the project.\n*\n")
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+class SummaryStore:
+    """Summaries of project files (`analysis/summaries.py`), one file each, next to the findings of the same settings.
+
+    A summary is found by the file's path and holds the content digest it was built from: an edited file's summary
+    is built again and replaces the old one, so the store holds one summary per imported file. Reads and writes
+    that fail are ignored, as for the findings: a summary that cannot be read is built again from the file.
+    """
+
+    _MAGIC = b"torchlint-summary-1\n"
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    @classmethod
+    def for_config(cls, config) -> "SummaryStore":
+        return cls(Path(config.root) / FOLDER / torchlint.__version__ / f"{settings_digest(config)}.summaries")
+
+    def _path(self, path: str) -> Path:
+        return self.folder / f"{hashlib.blake2b(os.path.abspath(path).encode(), digest_size=16).hexdigest()}.bin"
+
+    def load(self, path: str, digest: bytes) -> Optional[bytes]:
+        """The payload saved for `path` when it was saved for the bytes of this digest."""
+        try:
+            with open(self._path(path), "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return None
+        header = len(self._MAGIC) + _CHECKSUM_SIZE
+        body = data[header:]
+        if not data.startswith(self._MAGIC) or data[len(self._MAGIC):header] != _checksum(body):
+            return None
+        try:
+            saved_digest, payload = marshal.loads(body)
+        except (EOFError, ValueError, TypeError):
+            return None
+        return payload if saved_digest == digest and isinstance(payload, bytes) else None
+
+    def save(self, path: str, digest: bytes, payload: bytes) -> None:
+        body = marshal.dumps((digest, payload))
+        try:
+            _make_folder(self.folder)
+            replace_atomically(str(self._path(path)), self._MAGIC + _checksum(body) + body)
+        except OSError:
+            pass

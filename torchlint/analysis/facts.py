@@ -14,7 +14,7 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.analysis import syntax
 from torchlint.analysis.project import PROJECT
-from torchlint.analysis.summaries import function_facts, imported_function
+from torchlint.analysis.summaries import function_facts, imported_function, shows_no_fact
 from torchlint.analysis.values import Origin, Place, Values
 from torchlint.engine.context import last_parts
 from torchlint.engine.facts import recognizes
@@ -109,7 +109,9 @@ def calls_project_function(call: cst.Call, ctx: "FileContext") -> Optional[str]:
 def project_call_shows(call: cst.CSTNode, ctx: "FileContext", fact: str) -> bool:
     """The project function `call` calls (a node `calls_project_function` noted) shows `fact` in its own file."""
     path = ctx.shared(_ProjectCalls).get(id(call))
-    origins = Values.of(ctx).imported(path) if path is not None else None
+    if path is None or shows_no_fact(ctx, path, fact):
+        return False
+    origins = Values.of(ctx).imported(path)
     function = imported_function(origins, ctx) if origins is not None else None
     return function is not None and bool(function_facts(function[0], fact))
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Set
 import libcst as cst
 
 from torchlint.analysis import syntax
+from torchlint.analysis.summaries import no_module_class
 from torchlint.analysis.values import Values, method_of
 from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
 from torchlint.engine.walk import walk_visitor
@@ -169,6 +170,9 @@ class ModuleClasses:
             value = base.value.value if type(base.value) is cst.Subscript else base.value
             if type(value) not in (cst.Name, cst.Attribute) or is_torch_module_class(self.ctx.qualified_name(value, module.around)):
                 continue
+            path = values.import_path(value, module.around)
+            if path is not None and no_module_class(self.ctx, path, is_torch_module_class):
+                continue  # the imported file's summary tells, without parsing it
             for origin in values.origins(value, module.around):
                 if type(origin.node) is cst.ClassDef:
                     there = ModuleClasses.of(origin.place.context)

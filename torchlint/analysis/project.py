@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Tuple
 
 from torchlint import source as sources
 from torchlint.engine import parsing
@@ -65,6 +66,8 @@ class Project:
         self._importer_folders: Dict[Tuple[str, str], str] = {}
         # path -> digest of every project file read since `start_recording` (what the current lint depended on)
         self.consulted: Dict[str, bytes] = {}
+        # what the `recording` blocks now open have read
+        self._recorders: List[Dict[str, bytes]] = []
 
     def forget_layout(self) -> None:
         """Forget which files exist, for a process that outlives a change to them (the language server, when a
@@ -78,11 +81,46 @@ class Project:
     def resolve(self, importer: str, dotted: str, config: "Config") -> Optional[Tuple[ProjectModule, str]]:
         """For an import path as `import_bindings` writes it (`model.Net`, `.data.make_loaders`, `utils`): the
         project module it is in and the name within it ("" for the module itself), or None."""
-        located = self._located(importer, dotted)
-        if located is None or located[0] == os.path.abspath(importer):
+        located = self.locate(importer, dotted)
+        if located is None:
             return None
         module = self._load(located[0], config)
         return (module, located[1]) if module is not None else None
+
+    def locate(self, importer: str, dotted: str) -> Optional[Tuple[str, str]]:
+        """The project file an import path names and the name within it, as `resolve` finds them, without reading the
+        file; None for a path that names no project file or names the importer itself."""
+        located = self._located(importer, dotted)
+        return None if located is None or located[0] == os.path.abspath(importer) else located
+
+    def read(self, path: str) -> Optional[Tuple[bytes, bytes]]:
+        """A project file's bytes and digest, recorded as read by the current lint (`consulted`); None when it cannot
+        be read or is over the size a project file may have."""
+        try:
+            data = sources.read_bytes(path)
+        except OSError:
+            return None
+        if len(data) > _MAX_BYTES:
+            return None
+        digest = sources.content_digest(data)
+        self.record(path, digest)
+        return data, digest
+
+    def record(self, path: str, digest: bytes) -> None:
+        self.consulted[path] = digest
+        for recorder in self._recorders:
+            recorder[path] = digest
+
+    @contextmanager
+    def recording(self) -> Iterator[Dict[str, bytes]]:
+        """The project files read inside the block (besides `consulted`, which keeps them too): what an answer built
+        there depends on."""
+        recorder: Dict[str, bytes] = {}
+        self._recorders.append(recorder)
+        try:
+            yield recorder
+        finally:
+            self._recorders.remove(recorder)
 
     def holds(self, importer: str, dotted: str) -> bool:
         """The import path names a file of the project (without reading it)."""
@@ -108,7 +146,7 @@ class Project:
                 continue
             if len(data) > _MAX_BYTES:
                 continue
-            self.consulted[path] = sources.content_digest(data)
+            self.record(path, sources.content_digest(data))
             if accepts(data):
                 return True
         return False
@@ -129,23 +167,21 @@ class Project:
         return found
 
     def _load(self, path: str, config: "Config") -> Optional[ProjectModule]:
-        try:
-            data = sources.read_bytes(path)
-        except OSError:
-            return None
-        digest = sources.content_digest(data)
+        read = self.read(path)
+        return self.parsed(path, read[0], read[1], config) if read is not None else None
+
+    def parsed(self, path: str, data: bytes, digest: bytes, config: "Config") -> Optional[ProjectModule]:
+        """The project file `path` with these bytes (`read`), parsed once while they stay the same; None when it does
+        not parse."""
         cached = self._modules.get(path)
         if cached is not None and cached.digest == digest:
             self._modules.move_to_end(path)
-            self.consulted[path] = digest
             return cached
         module = _parse(path, data, digest, config)
         self._modules[path] = module
         self._modules.move_to_end(path)
         while len(self._modules) > _MAX_MODULES:
             self._modules.popitem(last=False)
-        if module is not None:
-            self.consulted[path] = digest
         return module
 
 
@@ -153,8 +189,6 @@ def _parse(path: str, data: bytes, digest: bytes, config: "Config") -> Optional[
     # Imported here: the engine's context builds on the vocabulary, which builds on the value model.
     from torchlint.engine.context import FileContext
 
-    if len(data) > _MAX_BYTES:
-        return None
     try:
         text = sources.decode(data).text
         if parsing.may_be_nested_too_deeply(text) and not parsing.compiles(text):

@@ -1,30 +1,54 @@
-"""What the functions of an imported project file do: its call graph with the engine's facts.
+"""What an imported project file holds, for the questions other files ask of it.
 
-A rule that meets a call of a function imported from a project file (`from data import
-train_epoch`, found by the value model) asks `function_facts(origin)`: the same facts
-("starts-workers", "clears-grad", ...) the engine notes while walking a linted file,
-for the imported file, built by one walk of it on first use and kept with its parsed
-module (`analysis/project.py`), so a second importer reads them for free.
+Two kinds of summary live here.
 
-The walk is a plain one, not the engine's: the engine's walker lives in the runner,
-which imports the rules, and the rules import this module; and an imported file
-needs the recognizers only, not the rules' dispatch the runner's walk is tuned for.
+The call graph with facts. A rule that meets a call of a function imported from a project
+file (`from data import train_epoch`, found by the value model) asks `function_facts(origin)`:
+the same facts ("starts-workers", "clears-grad", ...) the engine notes while walking a
+linted file, for the imported file, built by one walk of it on first use and kept with its
+parsed module (`analysis/project.py`), so a second importer reads them for free. The walk is
+a plain one, not the engine's: the engine's walker lives in the runner, which imports the
+rules, and the rules import this module; and an imported file needs the recognizers only,
+not the rules' dispatch the runner's walk is tuned for.
+
+The module summary (`ModuleSummary`), written to the cache. A fresh process that lints one
+file (pre-commit, a CI step on the changed files) would otherwise parse every project file
+that file imports, to answer questions most of which come out "no": is the imported base class
+`BaseDataset` an `nn.Module`? Does the imported `run()` start DataLoader workers? The summary
+records, for each module-level name, what the value model would follow it to (an import path,
+the classes and functions that define it, or "a value": anything else), for each class what
+its bases are, and for each function the facts it shows within `function_facts`'s reach. It is
+a plain structure, written with `marshal` next to the cached findings and found by the file's
+path and content digest (`cache.SummaryStore`), with the project files its facts were read
+from and their digests: when one of those changes, it is built again.
+
+A summary only ever says "certainly not" (`no_module_class`, `shows_no_fact`): when it cannot
+tell (a name bound by a value, a base that is a torch layer, a function that shows the fact),
+the question goes to the value model and the parsed file, as before, so an answer from a
+summary is the answer the tree would give. Summaries are used only where findings are cached
+(the command line without `--no-cache`): a run without a cache would parse the file to build
+the summary and gain nothing.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional, Set, Tuple
+import marshal
+from typing import TYPE_CHECKING, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 import libcst as cst
 
+from torchlint.analysis.project import PROJECT
+from torchlint.analysis.values import Values
+from torchlint.cache import SummaryStore
 from torchlint.engine.callgraph import CallGraph
 # Filled by analysis/facts.py and the families' _facts.py, which the rules asking these questions import.
 from torchlint.engine.facts import RECOGNIZERS
-from torchlint.engine.scopes import SCOPE_TYPES
+from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
 from torchlint.engine.walk import walk
 
 if TYPE_CHECKING:
     from torchlint.analysis.values import Origin
+    from torchlint.config import Config
     from torchlint.engine.context import FileContext
 
 
@@ -68,15 +92,30 @@ class _Summary:
             _IN_PROGRESS.discard(id(ctx))
 
 
-def function_facts(function: "Origin", fact: str, depth: int = 8) -> List[cst.CSTNode]:
+# How far `function_facts` follows a function's calls in its file.
+_FACTS_DEPTH = 8
+
+
+def function_facts(function: "Origin", fact: str) -> List[cst.CSTNode]:
     """The nodes showing `fact` in the function `function` (an origin in an imported project file) or in the
-    functions of that file it calls, `depth` calls deep; [] for a function of the linted file itself."""
+    functions of that file it calls, `_FACTS_DEPTH` calls deep; [] for a function of the linted file itself."""
     ctx = function.place.context
     if type(function.node) is not cst.FunctionDef or id(ctx) in _IN_PROGRESS:
         return []
     summary = ctx.shared(_Summary)
     key = summary.graph.key_of(function.node, function.place.scopes + (function.node,))
-    return summary.graph.facts_of(key, fact, depth)
+    return summary.graph.facts_of(key, fact, _FACTS_DEPTH)
+
+
+def imported_function_showing(ctx: "FileContext", func: cst.BaseExpression, stack, fact: str) -> Optional[Tuple["Origin", str]]:
+    """The function of another project file that `func` (a callee evaluated inside `stack`) names, and its name, when
+    it shows `fact` (`function_facts`)."""
+    values = Values.of(ctx)
+    path = values.import_path(func, scope_nodes_of(stack))
+    if path is not None and shows_no_fact(ctx, path, fact):
+        return None
+    found = imported_function(values.origins(func, stack), ctx)
+    return found if found is not None and function_facts(found[0], fact) else None
 
 
 def imported_function(origins: List["Origin"], ctx: "FileContext") -> Optional[Tuple["Origin", str]]:
@@ -85,3 +124,247 @@ def imported_function(origins: List["Origin"], ctx: "FileContext") -> Optional[T
         if type(origin.node) is cst.FunctionDef and origin.place.context is not ctx:
             return origin, origin.node.name.value
     return None
+
+
+# ---------------------------------------------------------------- module summaries
+
+# A base or a name as the summary refers to it: ("name", local name), ("import", import path) or ("none",) for one the
+# value model follows to nothing (a call, an attribute of something not imported).
+Reference = Tuple[str, ...]
+
+
+class ModuleSummary(NamedTuple):
+    """What a project file's module-level names are, in plain values `marshal` writes.
+
+    `names`: name -> ("import", import path), ("defined", indices into `definitions`) or ("value",) when any binding
+    assigns a value (the summary does not follow values); a name bound nowhere in the module is absent.
+    `definitions`: ("class", ((qualified name of a base or "", its Reference), ...)), ("function", facts) or
+    ("other",). `sections`: what a rule asked of the file through `Summaries.section`, by the name it gave.
+    `dependencies`: (path, digest) of each other project file read to build any of it.
+    """
+
+    names: Dict[str, tuple]
+    definitions: Tuple[tuple, ...]
+    sections: Dict[str, object]
+    dependencies: Tuple[Tuple[str, bytes], ...]
+
+
+def summarise(ctx: "FileContext") -> Optional[ModuleSummary]:
+    """The summary of a parsed project file; None while its call graph is being built (a file that imports itself
+    back)."""
+    if id(ctx) in _IN_PROGRESS:
+        return None
+    module = ctx.module
+    scope = ctx.scopes.scope_of(module)
+    values = Values.of(ctx)
+    flow = values.flow(module)
+    graph: Optional[CallGraph] = None
+    definitions: List[tuple] = []
+    indices: Dict[int, int] = {}
+    names: Dict[str, tuple] = {}
+    with PROJECT.recording() as read:
+        for name in sorted(scope.imports.keys() | scope.variables):
+            if name in scope.imports:  # as `Values._name`: an import hides the name's other bindings
+                names[name] = ("import", scope.imports[name])
+                continue
+            defined: Optional[List[int]] = []
+            for binding in flow.reaching(name, None):
+                if binding.definition is not None:
+                    if id(binding.definition) not in indices:
+                        if type(binding.definition) is cst.FunctionDef and graph is None:
+                            graph = ctx.shared(_Summary).graph
+                        indices[id(binding.definition)] = len(definitions)
+                        definitions.append(_definition(binding.definition, ctx, values, graph))
+                    defined.append(indices[id(binding.definition)])
+                elif binding.value is not None:
+                    defined = None
+                    break
+            names[name] = ("defined", tuple(defined)) if defined is not None else ("value",)
+    return ModuleSummary(names, tuple(definitions), {}, _dependencies(read, ctx.filename))
+
+
+def _dependencies(read: Dict[str, bytes], own: str, earlier: Tuple[Tuple[str, bytes], ...] = ()) -> Tuple[Tuple[str, bytes], ...]:
+    return tuple(sorted({**dict(earlier), **{path: digest for path, digest in read.items() if path != own}}.items()))
+
+
+def _definition(node: cst.CSTNode, ctx: "FileContext", values: Values, graph: Optional[CallGraph]) -> tuple:
+    around = (ctx.module,)
+    if type(node) is cst.ClassDef:
+        bases = []
+        for base in node.bases:
+            value = base.value.value if type(base.value) is cst.Subscript else base.value
+            qualified = ctx.qualified_name(value, around) or ""
+            if type(value) is cst.Name:
+                reference: Reference = ("name", value.value)
+            else:  # an attribute of an imported module, or something the value model follows to nothing
+                path = values.import_path(value, around)
+                reference = ("import", path) if path is not None else ("none",)
+            bases.append((qualified, reference))
+        return ("class", tuple(bases))
+    if type(node) is cst.FunctionDef and graph is not None:
+        key = graph.key_of(node, around + (node,))
+        shown = {fact for function in graph.reachable(key, _FACTS_DEPTH) for fact, nodes in function.facts.items() if nodes}
+        return ("function", tuple(sorted(shown)))
+    return ("other",)
+
+
+class Summaries:
+    """The module summaries one process has used, and the cache they are kept in (`use_store`)."""
+
+    def __init__(self):
+        self._store: Optional[SummaryStore] = None
+        self._store_config: Optional["Config"] = None
+        # path -> (digest, summary or None when the file does not parse)
+        self._known: Dict[str, Tuple[bytes, Optional[ModuleSummary]]] = {}
+
+    def use_store(self, config: Optional["Config"]) -> None:
+        """Keep summaries in the cache of `config`'s settings; None: use none (a run that caches no findings)."""
+        if config is None:
+            self._store = self._store_config = None
+        elif config is not self._store_config:
+            self._store, self._store_config = SummaryStore.for_config(config), config
+
+    def of(self, path: str, config: "Config") -> Optional[ModuleSummary]:
+        """The summary of the project file `path`, its reading recorded for the current lint; None without a store,
+        or when the file cannot be read or parsed."""
+        if self._store is None:
+            return None
+        read = PROJECT.read(path)
+        if read is None:
+            return None
+        data, digest = read
+        known = self._known.get(path)
+        if known is not None and known[0] == digest and (known[1] is None or self._current(known[1])):
+            return known[1]
+        summary = self._load(path, digest)
+        if summary is None:
+            summary = self._build(path, data, digest, config)
+        self._known[path] = (digest, summary)
+        return summary
+
+    def section(self, path: str, config: "Config", name: str, compute: Callable[["FileContext"], object]) -> Optional[object]:
+        """What `compute` (a function of a parsed file, returning a value `marshal` writes) says of the project file
+        `path`, kept in its summary under `name` for the next process; None when the file cannot be read or parsed.
+        For a question a rule asks of the files a linted one imports (`TL205`: does importing it compile CUDA code?)."""
+        summary = self.of(path, config)
+        if summary is not None and name in summary.sections:
+            return summary.sections[name]
+        read = PROJECT.read(path)
+        module = PROJECT.parsed(path, read[0], read[1], config) if read is not None else None
+        if module is None:
+            return None
+        if summary is None:  # no store: the parsed file keeps the answer for this process
+            return module.context.shared(_Sections).answer(name, compute)
+        with PROJECT.recording() as used:
+            value = compute(module.context)
+        summary = summary._replace(
+            sections={**summary.sections, name: value}, dependencies=_dependencies(used, path, summary.dependencies)
+        )
+        self._keep(path, read[1], summary)
+        return value
+
+    def _current(self, summary: ModuleSummary) -> bool:
+        """Every other file the summary was built from still has the bytes it had (each recorded as read)."""
+        for path, digest in summary.dependencies:
+            read = PROJECT.read(path)
+            if read is None or read[1] != digest:
+                return False
+        return True
+
+    def _load(self, path: str, digest: bytes) -> Optional[ModuleSummary]:
+        payload = self._store.load(path, digest)
+        if payload is None:
+            return None
+        try:
+            summary = ModuleSummary(*marshal.loads(payload))
+        except (EOFError, ValueError, TypeError):  # a damaged summary is built again
+            return None
+        return summary if self._current(summary) else None
+
+    def _build(self, path: str, data: bytes, digest: bytes, config: "Config") -> Optional[ModuleSummary]:
+        module = PROJECT.parsed(path, data, digest, config)
+        summary = summarise(module.context) if module is not None else None
+        if summary is not None:
+            self._keep(path, digest, summary)
+        return summary
+
+    def _keep(self, path: str, digest: bytes, summary: ModuleSummary) -> None:
+        self._known[path] = (digest, summary)
+        self._store.save(path, digest, marshal.dumps(tuple(summary)))
+
+
+class _Sections:
+    """The answers `Summaries.section` computed on one parsed file when there is no store (`ctx.shared`)."""
+
+    def __init__(self, ctx: "FileContext"):
+        self.ctx = ctx
+        self._answers: Dict[str, object] = {}
+
+    def answer(self, name: str, compute: Callable[["FileContext"], object]) -> object:
+        if name not in self._answers:
+            self._answers[name] = compute(self.ctx)
+        return self._answers[name]
+
+
+# One per process, like `PROJECT`.
+SUMMARIES = Summaries()
+
+
+def no_module_class(ctx: "FileContext", path: str, is_module_base: Callable[[str], bool]) -> bool:
+    """The import path `path`, followed by the value model from `ctx`'s file, certainly names no class with a base for
+    which `is_module_base` (a qualified name) holds, at any depth of project classes; False when unsure."""
+    visited: Set[Tuple[str, str]] = set()
+
+    def none_among(definitions: Optional[list]) -> bool:
+        if definitions is None:
+            return False
+        for summary, where, definition in definitions:
+            if definition[0] != "class":
+                continue
+            for qualified, reference in definition[1]:
+                if qualified and is_module_base(qualified):
+                    return False
+                if reference[0] == "name":
+                    found = _named(summary, where, reference[1], ctx.config, visited)
+                elif reference[0] == "import":
+                    found = _definitions(where, reference[1], ctx.config, visited)
+                else:
+                    continue
+                if not none_among(found):
+                    return False
+        return True
+
+    return none_among(_definitions(ctx.filename, path, ctx.config, visited))
+
+
+def shows_no_fact(ctx: "FileContext", path: str, fact: str) -> bool:
+    """No function the import path `path` names from `ctx`'s file shows `fact` (`function_facts`); False when unsure."""
+    definitions = _definitions(ctx.filename, path, ctx.config, set())
+    return definitions is not None and all(
+        definition[0] != "function" or fact not in definition[1] for _, _, definition in definitions
+    )
+
+
+def _definitions(importer: str, dotted: str, config: "Config", visited: Set[Tuple[str, str]]) -> Optional[list]:
+    """(summary, path, definition) for what an import path names, as `Values._in_project_file` follows it: [] when it
+    names nothing the model follows (an installed package, a module rather than a name in it); None when unsure."""
+    located = PROJECT.locate(importer, dotted)
+    if located is None or not located[1] or "." in located[1]:
+        return []
+    path, name = located
+    summary = SUMMARIES.of(path, config)
+    return _named(summary, path, name, config, visited) if summary is not None else None
+
+
+def _named(summary: ModuleSummary, path: str, name: str, config: "Config", visited: Set[Tuple[str, str]]) -> Optional[list]:
+    if (path, name) in visited:  # met again (a cycle, or two routes to one class): the tree answers
+        return None
+    visited.add((path, name))
+    entry = summary.names.get(name)
+    if entry is None:
+        return []
+    if entry[0] == "import":
+        return _definitions(path, entry[1], config, visited)
+    if entry[0] == "value":
+        return None
+    return [(summary, path, summary.definitions[index]) for index in entry[1]]

@@ -303,6 +303,20 @@ class Values:
             _ANSWERED[memo_key] = found
         return found
 
+    def import_path(self, expr: cst.BaseExpression, scopes: Sequence[cst.CSTNode]) -> Optional[str]:
+        """The import path the model follows `expr` through when it is evaluated inside `scopes` (`model.Net` for `Net`
+        after `from model import Net`, `utils.build` for `utils.build` after `import utils`); None when it follows
+        something else."""
+        if type(expr) is cst.Name:
+            scope = self.ctx.scopes.binding_scope(expr.value, scopes)
+            return scope.imports.get(expr.value) if scope is not None else None
+        receiver = expr.value if type(expr) is cst.Attribute else None
+        if type(receiver) is cst.Name and self.ctx.scopes.is_imported_anywhere(receiver.value):
+            path = self.ctx.scopes.resolve(receiver.value, scopes)
+            if path is not None:
+                return f"{path}.{expr.attr.value}"
+        return None
+
     def _name(self, name: cst.Name, place: Place, depth: int, seen: frozenset) -> List[Origin]:
         scope = self.ctx.scopes.binding_scope(name.value, place.scopes)
         if scope is None:
@@ -340,11 +354,10 @@ class Values:
         return Values.of(module.context)._name(cst.Name(name), Place(module.context, (module.context.module,)), depth, seen)
 
     def _attribute(self, attribute: cst.Attribute, place: Place, depth: int, seen: frozenset) -> List[Origin]:
+        path = self.import_path(attribute, place.scopes)
+        if path is not None:  # `utils.build` after `import utils`
+            return self._imported(path, attribute, place, depth, seen)
         receiver = attribute.value
-        if type(receiver) is cst.Name and self.ctx.scopes.is_imported_anywhere(receiver.value):
-            path = self.ctx.scopes.resolve(receiver.value, place.scopes)
-            if path is not None:  # `utils.build` after `import utils`
-                return self._imported(f"{path}.{attribute.attr.value}", attribute, place, depth, seen)
         owner = self.enclosing_class(place)
         if owner is None or type(receiver) is not cst.Name or not _is_self(receiver, place.scopes[-1]):
             return [Origin(attribute, place)]

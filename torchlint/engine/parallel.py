@@ -212,6 +212,7 @@ def _lint_one(path: str, filename: str, config: "Config", keyed: bool, use_prefi
     """The file's cache key (None when not keyed or unreadable) and its result, source kept only with findings."""
     # Imported on first use: a run answered from the cache never loads the engine, its rules or libcst.
     from torchlint.analysis.project import PROJECT
+    from torchlint.analysis.summaries import SUMMARIES
     from torchlint.engine.runner import lint_file
 
     try:
@@ -220,6 +221,9 @@ def _lint_one(path: str, filename: str, config: "Config", keyed: bool, use_prefi
         return None, lint_file(path, config, filename)
     # The project files this lint reads through imports are what its cached result depends on besides its bytes.
     PROJECT.start_recording()
+    # Imported files' summaries are kept with the cached findings, and only then: without a cache, building one
+    # would parse the file it spares parsing.
+    SUMMARIES.use_store(config if keyed else None)
     _collector.linted_one()
     result = lint_file_bytes(data, filename, config, use_prefilter)
     result.dependencies = tuple(sorted(PROJECT.consulted.items()))

@@ -7,8 +7,7 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.analysis import syntax
 from torchlint.analysis.file_kind import FileKind, is_main_guard
-from torchlint.analysis.summaries import function_facts, imported_function
-from torchlint.analysis.values import Values
+from torchlint.analysis.summaries import imported_function_showing
 from torchlint.engine.callgraph import MODULE
 from torchlint.analysis.facts import MULTIPROCESSING_SPAWN, project_import_names
 from torchlint.rules.base import Rule
@@ -125,8 +124,8 @@ class WorkersWithoutMainGuard(Rule):
         """A module-level call of a function another project file defines, which starts workers there."""
         if syntax.head_name(call.func) not in project_import_names(self.ctx):
             return
-        found = imported_function(Values.of(self.ctx).origins(call.func), self.ctx)
-        if found is not None and function_facts(found[0], STARTS_WORKERS):
+        found = imported_function_showing(self.ctx, call.func, self.ctx.stack, STARTS_WORKERS)
+        if found is not None:
             origin, name = found
             where = os.path.basename(origin.place.context.filename)
             self._note(self.ctx.stack, f"calling `{name}()`, which starts worker processes in {where},")

@@ -7,7 +7,7 @@ from torchlint.analysis import syntax
 from torchlint.analysis.facts import project_import_names
 from torchlint.analysis.modules import STATELESS_LAYERS, ModuleClasses
 from torchlint.analysis.project import PROJECT
-from torchlint.analysis.summaries import function_facts, imported_function
+from torchlint.analysis.summaries import SUMMARIES, imported_function_showing
 from torchlint.analysis.values import Values
 from torchlint.engine.context import last_parts
 from torchlint.engine.facts import recognizes
@@ -293,12 +293,7 @@ class CudaWithoutFallback(Rule):
 
     def _calls_project_cuda_setup(self) -> bool:
         """The file calls a function of another project file that checks for CUDA or sets the program up for it."""
-        values = Values.of(self.ctx)
-        for call, stack in self.project_calls:
-            found = imported_function(values.origins(call.func, stack), self.ctx)
-            if found is not None and function_facts(found[0], DECIDES_CUDA):
-                return True
-        return False
+        return any(imported_function_showing(self.ctx, call.func, stack, DECIDES_CUDA) for call, stack in self.project_calls)
 
     def _is_module_setting(self, site: cst.CSTNode) -> bool:
         """`site` is a device string or `torch.device(...)` (building one touches no GPU, unlike `.cuda()`) that
@@ -328,43 +323,50 @@ class CudaWithoutFallback(Rule):
         seen: Set[str] = set()
         while pending and len(seen) < _MAX_BUILD_MODULES:
             importer, path, depth = pending.pop()
-            found = PROJECT.resolve(importer, path, self.ctx.config)
+            found = self._import_time_build(importer, path)
             if found is None and not path.startswith("."):
                 # Absolute imports resolve against where the program starts, the linted file's folder (`sys.path`),
                 # also for a module imported from it: `gans/models/StyleGAN2/model.py` importing `gans.models...`.
-                found = PROJECT.resolve(self.ctx.filename, path, self.ctx.config)
-            if found is None or found[0].path in seen:
+                found = self._import_time_build(self.ctx.filename, path)
+            if found is None or found[0] in seen:
                 continue
-            module = found[0]
-            seen.add(module.path)
-            build = module.context.shared(_ImportTimeBuild)
-            if build.compiles_cuda:
+            module, (compiles_cuda, imports) = found
+            seen.add(module)
+            if compiles_cuda:
                 return True
             if depth + 1 < _MAX_BUILD_DEPTH:
-                pending.extend((module.path, imported, depth + 1) for imported in build.imports)
+                pending.extend((module, imported, depth + 1) for imported in imports)
         return False
 
+    def _import_time_build(self, importer: str, path: str) -> Optional[Tuple[str, Tuple[bool, Tuple[str, ...]]]]:
+        """The project file the import path names and what importing it does (`_import_time_build`), read from its
+        summary when one is stored."""
+        located = PROJECT.locate(importer, path)
+        if located is None:
+            return None
+        build = SUMMARIES.section(located[0], self.ctx.config, "import-time-build", _import_time_build)
+        return (located[0], build) if build is not None else None
 
-class _ImportTimeBuild:
-    """What importing a module does, for `_imports_project_cuda_build` (`ctx.shared`, one per parsed module): whether
-    its module-level code compiles a CUDA extension, and the modules its module-level statements import."""
 
-    def __init__(self, ctx):
-        self.compiles_cuda = False
-        self.imports: List[str] = []
-        for statement in ctx.module.body:
-            if type(statement) is not cst.SimpleStatementLine:
-                continue
-            for small in statement.body:
-                if type(small) in (cst.Import, cst.ImportFrom):
-                    self.imports.extend(_import_paths(small))
-                else:
-                    finder = _Calls()
-                    walk_visitor(small, finder)
-                    self.compiles_cuda = self.compiles_cuda or any(
-                        ctx.qualified_name(call.func, [ctx.module]) in EXTENSION_LOADERS and _compiles_cuda(call)
-                        for call in finder.calls
-                    )
+def _import_time_build(ctx) -> Tuple[bool, Tuple[str, ...]]:
+    """What importing a module does, for `_imports_project_cuda_build`: whether its module-level code compiles a CUDA
+    extension, and the modules its module-level statements import."""
+    compiles_cuda = False
+    imports: List[str] = []
+    for statement in ctx.module.body:
+        if type(statement) is not cst.SimpleStatementLine:
+            continue
+        for small in statement.body:
+            if type(small) in (cst.Import, cst.ImportFrom):
+                imports.extend(_import_paths(small))
+            else:
+                finder = _Calls()
+                walk_visitor(small, finder)
+                compiles_cuda = compiles_cuda or any(
+                    ctx.qualified_name(call.func, [ctx.module]) in EXTENSION_LOADERS and _compiles_cuda(call)
+                    for call in finder.calls
+                )
+    return compiles_cuda, tuple(imports)
 
 
 class _Calls(cst.CSTVisitor):

@@ -1,0 +1,141 @@
+"""Module summaries of imported project files, kept with the cached findings (torchlint/analysis/summaries.py).
+
+Each lint here runs as a fresh process would (`fresh_process`): nothing of the project in memory, so what one
+lint leaves for the next is only what the summary store on disk holds. A summary may only spare work: every
+finding is the one the parsed files give.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+from torchlint.analysis import project, summaries
+from torchlint.config import build
+from torchlint.engine import parallel, parsing
+from torchlint.engine.expectations import actual_findings, expected_findings
+
+PROJECTS = FIXTURES / "projects"
+PROJECT_FILES = sorted(path for path in PROJECTS.rglob("*.py") if not path.parent.name.startswith("settings_"))
+
+
+def fresh_process(monkeypatch) -> list:
+    """Forget every project file and summary this process holds; the paths the next lint parses are listed in
+    the returned list."""
+    project.PROJECT.__init__()
+    summaries.SUMMARIES.__init__()
+    parsing.TREES.__init__()
+    parsed = []
+    parse = project._parse
+
+    def recording_parse(path, *rest):
+        parsed.append(Path(path).name)
+        return parse(path, *rest)
+
+    monkeypatch.setattr(project, "_parse", recording_parse)
+    return parsed
+
+
+def lint(path: Path, root: Path, cached: bool = True):
+    config = build({"select": ["ALL"]}, root=root, path=None, where="test", torch_requirement_from=path.parent)
+    return parallel._lint_one(str(path), str(path), config, cached, True)[1]
+
+
+@pytest.mark.parametrize("path", PROJECT_FILES, ids=lambda path: str(path.relative_to(PROJECTS)))
+def test_project_files_find_the_same_with_summaries_built_and_stored(path: Path, tmp_path, monkeypatch):
+    for _ in ("built", "stored"):
+        fresh_process(monkeypatch)
+        assert actual_findings(lint(path, tmp_path).findings) == expected_findings(path.read_text())
+
+
+def write(folder: Path, files: dict) -> None:
+    for name, text in files.items():
+        (folder / name).write_text(text)
+
+
+PROJECT = {
+    "base.py": (
+        "import torch.nn as nn\n\n\nclass BaseDataset:\n    def __len__(self):\n        return 0\n\n\n"
+        "class BaseNet(nn.Module):\n    pass\n"
+    ),
+    "helpers.py": "def run(dataset):\n    return sorted(dataset)\n",
+    "train.py": (
+        "import torch\nfrom base import BaseDataset, BaseNet\nfrom helpers import run\n\n\n"
+        "class Data(BaseDataset):\n    def __getitem__(self, index):\n        return index\n\n\n"
+        "class Net(BaseNet):\n    def forward(self, x):\n        return torch.nn.Linear(4, 2)(x)\n\n\n"
+        "run(Data())\n"
+    ),
+}
+
+
+def test_a_stored_summary_answers_without_parsing_the_file(tmp_path, monkeypatch):
+    write(tmp_path, PROJECT)
+    parsed = fresh_process(monkeypatch)
+    without = actual_findings(lint(tmp_path / "train.py", tmp_path, cached=False).findings)
+    assert sorted(parsed) == ["base.py", "helpers.py"]
+    assert any(finding[2] == "TL702" for finding in without)  # `Net` is a Module through base.py: its layer is seen
+
+    parsed = fresh_process(monkeypatch)
+    assert actual_findings(lint(tmp_path / "train.py", tmp_path).findings) == without
+    assert sorted(parsed) == ["base.py", "helpers.py"]  # each parsed once, to build its summary
+
+    parsed = fresh_process(monkeypatch)
+    result = lint(tmp_path / "train.py", tmp_path)
+    assert actual_findings(result.findings) == without
+    # `BaseDataset` is no Module and `run` starts no workers, which the summaries tell; `BaseNet` is one, and
+    # what `Net` inherits from it is read from the tree.
+    assert parsed == ["base.py"]
+    assert sorted(Path(name).name for name, _ in result.dependencies) == ["base.py", "helpers.py"]
+
+
+LOADERS = {
+    "settings.py": "WORKERS = 0\n",
+    "helpers.py": (
+        "from torch.utils.data import DataLoader\nfrom settings import WORKERS\n\n\ndef run(dataset):\n"
+        "    for batch in DataLoader(dataset, num_workers=WORKERS):\n        print(batch)\n"
+    ),
+    "train.py": "from helpers import run\n\nrun(range(10))\n",
+}
+
+
+def test_a_summary_is_built_again_when_a_file_its_facts_came_from_changes(tmp_path, monkeypatch):
+    """`run` starts workers or not depending on settings.py, which helpers.py's summary was built from."""
+    write(tmp_path, LOADERS)
+    for _ in range(2):
+        fresh_process(monkeypatch)
+        assert actual_findings(lint(tmp_path / "train.py", tmp_path).findings) == []
+    write(tmp_path, {"settings.py": "WORKERS = 4\n"})
+    fresh_process(monkeypatch)
+    assert [finding[2] for finding in actual_findings(lint(tmp_path / "train.py", tmp_path).findings)] == ["TL302"]
+
+
+def test_a_damaged_summary_is_built_again(tmp_path, monkeypatch):
+    write(tmp_path, PROJECT)
+    fresh_process(monkeypatch)
+    expected = actual_findings(lint(tmp_path / "train.py", tmp_path).findings)
+    stored = sorted((tmp_path / ".torchlint_cache").rglob("*.summaries/*.bin"))
+    assert len(stored) == 2
+    for path in stored:
+        path.write_bytes(path.read_bytes()[:-3] + b"xyz")
+    parsed = fresh_process(monkeypatch)
+    assert actual_findings(lint(tmp_path / "train.py", tmp_path).findings) == expected
+    assert sorted(parsed) == ["base.py", "helpers.py"]
+
+
+def test_no_summary_is_written_without_a_cache(tmp_path, monkeypatch):
+    write(tmp_path, PROJECT)
+    fresh_process(monkeypatch)
+    lint(tmp_path / "train.py", tmp_path, cached=False)
+    assert not (tmp_path / ".torchlint_cache").exists()
+
+
+def test_an_edited_file_replaces_its_summary(tmp_path, monkeypatch):
+    """While `BaseNet` is a plain class, `Net` is no Module and its layer built in `forward` is no TL702."""
+    write(tmp_path, {**PROJECT, "base.py": PROJECT["base.py"].replace("class BaseNet(nn.Module):", "class BaseNet:")})
+    for _ in range(2):
+        fresh_process(monkeypatch)
+        assert "TL702" not in [finding[2] for finding in actual_findings(lint(tmp_path / "train.py", tmp_path).findings)]
+    write(tmp_path, {"base.py": PROJECT["base.py"]})
+    fresh_process(monkeypatch)
+    assert "TL702" in [finding[2] for finding in actual_findings(lint(tmp_path / "train.py", tmp_path).findings)]
+    assert len(list((tmp_path / ".torchlint_cache").rglob("*.summaries/*.bin"))) == 2
