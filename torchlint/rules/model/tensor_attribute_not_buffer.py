@@ -22,10 +22,18 @@ TENSOR_FACTORIES = frozenset(
 _SCALAR_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})
 # Methods on a tensor that give something else than a tensor.
 _NOT_TENSOR_METHODS = frozenset({"tolist", "item", "numpy", "size", "dim", "numel", "nelement", "data_ptr"})
+# Factories of a tensor from data, as written (`torch.from_numpy(np.array([...]))` too), for `_numbers_on_the_cpu`.
+_CPU_VECTOR_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor", "torch.from_numpy"})
+_NUMPY_ARRAYS = frozenset({"numpy.array", "numpy.asarray"})
 # Calls that make factories build on another device: tensors made in `__init__` are where the model goes.
 _DEFAULT_DEVICE_SETTERS = frozenset({"torch.set_default_device", "torch.set_default_tensor_type"})
 # A read that moves the tensor where it is used: `self.mask.to(x.device)`, `self.table.type_as(x)`.
 _MOVING_METHODS = frozenset({"to", "cuda", "type_as", "type", "cpu"})
+# Reads of what a tensor is, not of its values on a device: `self.grid.size()`, `self.grid.shape`.
+_SHAPE_READS = frozenset({"size", "dim", "numel", "nelement", "shape", "ndim"})
+# How `forward` reads an attribute: wherever the tensor is (`HARMLESS`), as one element of it (`self.std[0]`: a
+# 0-dim tensor, harmless while the tensor is on the CPU), or as a tensor it computes with.
+HARMLESS, ELEMENT, COMPUTED = "harmless", "element", "computed"
 
 
 class TensorAttributeNotBuffer(Rule):
@@ -41,8 +49,15 @@ class TensorAttributeNotBuffer(Rule):
     with tensors on any device), tensors created inside `forward`, constants used only
     in `__init__` or in methods `forward` does not call, attributes other methods assign
     again (state the class manages itself), attributes `forward` moves where it
-    reads them (`self.mask.to(x.device)`, `.type_as(x)`) or reads them only in the test
-    of an `if`/`while` (MONAI's `if self.node_a[0][d]:`, host-side control flow), and
+    reads them (`self.mask.to(x.device)`, `.type_as(x)`), reads only in the test
+    of an `if`/`while` (MONAI's `if self.node_a[0][d]:`, host-side control flow), only
+    for their shape (`self.grid.size()`, `.shape`, `len(self.grid)`), or only copied into
+    another tensor (`batch[i] = self.grid`, `out.copy_(self.grid)`: the copy converts to the
+    target's device and dtype), a 1-D CPU tensor of numbers read only one element at a time
+    (`self.std = torch.tensor([0.1, 0.1, 0.2, 0.2])` read as `self.std[0]`: each element is
+    a 0-dim CPU tensor, which works with tensors on any device and does not change their
+    dtype; the same on the GPU, `.cuda()`, is flagged: a 0-dim CUDA tensor does not mix
+    with another device), and
     files that set the
     default device or tensor type (`torch.set_default_device`,
     `torch.set_default_tensor_type`: karpathy's llm.c builds its KV cache on the GPU
@@ -111,8 +126,8 @@ class TensorAttributeNotBuffer(Rule):
         self.classes = ModuleClasses.of(ctx)
         # (target, statement, module class, init, stack)
         self.candidates: List[Tuple[cst.Attribute, cst.Assign, ModuleClass, cst.FunctionDef, tuple]] = []
-        # (class id, attribute) -> (method id, moved) of each read
-        self.reads: Dict[Tuple[int, str], List[Tuple[int, bool]]] = {}
+        # (class id, attribute) -> (method id, how it is read: HARMLESS, ELEMENT or COMPUTED) of each read
+        self.reads: Dict[Tuple[int, str], List[Tuple[int, str]]] = {}
         # (class id, attribute) registered as a buffer by name
         self.registered: Set[Tuple[int, str]] = set()
         self.default_device_set = False
@@ -134,12 +149,7 @@ class TensorAttributeNotBuffer(Rule):
         found = self.classes.enclosing(stack)
         if found is None or not is_self_attribute(node, found[1]):
             return
-        parent = stack[-2]
-        moved = (
-            type(parent) is cst.Attribute and parent.value is node and parent.attr.value in _MOVING_METHODS
-            and len(stack) > 2 and type(stack[-3]) is cst.Call
-        ) or _in_a_test(stack)
-        self.reads.setdefault((id(found[0].node), node.attr.value), []).append((id(found[1]), moved))
+        self.reads.setdefault((id(found[0].node), node.attr.value), []).append((id(found[1]), _read_kind(node, stack)))
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.qualified_name_in(node.func, _DEFAULT_DEVICE_SETTERS):
@@ -159,8 +169,8 @@ class TensorAttributeNotBuffer(Rule):
             if key in self.registered or self._assigned_elsewhere(module, target.attr.value, init):
                 continue
             forwards = self.classes.forward_methods(module)
-            reads = [moved for method, moved in self.reads.get(key, []) if method in forwards]
-            if not reads or any(reads):
+            kinds = {kind for method, kind in self.reads.get(key, []) if method in forwards}
+            if not kinds or HARMLESS in kinds or (COMPUTED not in kinds and self._numbers_on_the_cpu(statement.value, stack)):
                 continue
             if _requires_grad(statement.value):
                 self.report(target, self._parameter_message(target))
@@ -179,6 +189,22 @@ class TensorAttributeNotBuffer(Rule):
             data = syntax.positional(value, 0) or syntax.keyword(value, "data")
             return data is None or not isinstance(syntax.literal(data.value), (int, float, bool))
         return True
+
+    def _numbers_on_the_cpu(self, value: cst.BaseExpression, stack: tuple) -> bool:
+        """A 1-D tensor of numbers made on the CPU: `torch.tensor([0.1, 0.2])`,
+        `torch.from_numpy(np.array([0.1, 0.2]).astype(np.float32))` (without a `device=`, nothing chained on it)."""
+        if type(value) is not cst.Call or syntax.keyword(value, "device") is not None or not value.args:
+            return False
+        data = value.args[0].value
+        while type(data) is cst.Call and syntax.method_name(data) == "astype":  # `np.array([...]).astype(np.float32)`
+            data = data.func.value
+        if type(data) is cst.Call and self.ctx.qualified_name_in(data.func, _NUMPY_ARRAYS, stack) and data.args:
+            data = data.args[0].value
+        numbers = syntax.literal(data, None)
+        return (
+            self.ctx.qualified_name_in(value.func, _CPU_VECTOR_FACTORIES, stack) and isinstance(numbers, (list, tuple))
+            and bool(numbers) and all(type(number) in (int, float) for number in numbers)
+        )
 
     def _assigned_elsewhere(self, module: ModuleClass, name: str, init: cst.FunctionDef) -> bool:
         return any(module.assigning_method(value) is not init for value in module.attributes().get(name, []))
@@ -211,6 +237,35 @@ def _requires_grad(value: cst.BaseExpression) -> bool:
     while type(value) is cst.Call and type(value.func) is cst.Attribute and type(value.func.value) is cst.Call:
         value = value.func.value
     return type(value) is cst.Call and syntax.keyword_is_true(value, "requires_grad")
+
+
+def _read_kind(node: cst.Attribute, stack) -> str:
+    """How the read `node` (the last of `stack`) uses the tensor: HARMLESS when it works wherever the tensor is
+    (moved to where it is used, read on the host in a test, read for its shape, copied into another tensor), ELEMENT
+    for one element (`self.std[0]`), else COMPUTED."""
+    parent = stack[-2]
+    if _in_a_test(stack) or _copied(node, stack):
+        return HARMLESS
+    if type(parent) is cst.Attribute and parent.value is node:
+        if parent.attr.value in _MOVING_METHODS:
+            return HARMLESS if len(stack) > 2 and type(stack[-3]) is cst.Call else COMPUTED
+        return HARMLESS if parent.attr.value in _SHAPE_READS else COMPUTED
+    if type(parent) is cst.Subscript and parent.value is node and len(parent.slice) == 1:
+        index = parent.slice[0].slice
+        if type(index) is cst.Index and type(syntax.literal(index.value, None)) is int:
+            return ELEMENT
+    return COMPUTED
+
+
+def _copied(node: cst.Attribute, stack) -> bool:
+    """The read is the value copied into another tensor: `batch[i] = self.grid`, `out.copy_(self.grid)`, `len(...)`."""
+    parent = stack[-2]
+    if type(parent) is cst.Assign:
+        return parent.value is node and all(type(target.target) is cst.Subscript for target in parent.targets)
+    if type(parent) is cst.Arg and len(stack) > 2 and type(stack[-3]) is cst.Call:
+        call = stack[-3]
+        return syntax.method_name(call) == "copy_" or (type(call.func) is cst.Name and call.func.value == "len")
+    return False
 
 
 def _in_a_test(stack) -> bool:
