@@ -6,6 +6,7 @@ import libcst as cst
 from torchlint.analysis import syntax
 from torchlint.analysis.facts import project_import_names
 from torchlint.analysis.modules import STATELESS_LAYERS, ModuleClasses
+from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.summaries import SUMMARIES, imported_function_showing
 from torchlint.analysis.values import Values
@@ -91,8 +92,9 @@ class CudaWithoutFallback(Rule):
     `.cuda()` on a torch layer with no parameters or buffers (`nn.LogSoftmax(dim=1).cuda()`
     moves nothing and runs on a CPU build);
     a device setting for another module: a module-level `device = "cuda"` (or
-    `= torch.device("cuda")`) that nothing in the file reads, as in a config module
-    the training script imports. And files written for CUDA machines only:
+    `= torch.device("cuda")`, or in a module that is not a script or notebook, a
+    settings object's `config.device = "cuda"`) that nothing in the file reads, as in
+    a config module the training script imports. And files written for CUDA machines only:
     `torch.cuda.set_device(...)`, `init_process_group(backend="nccl")`; two or more
     GPUs named by index (`.cuda(0)` and `"cuda:1"`, `torch.cuda.device(1)`,
     `DataParallel(model, device_ids=[0, 1])`: a model split over devices or replicated
@@ -110,6 +112,11 @@ class CudaWithoutFallback(Rule):
     gives up: such files are not checked at all, so a single-GPU `.cuda()` in one of
     them goes unreported, and a config module's `"cuda"` is left to its reader,
     where it arrives as a variable and is not reported either.
+
+    Not seen as written for CUDA (so still reported): kernels built by the build
+    scripts of torch before 1.0 (`torch.utils.ffi.create_extension(..., with_cuda=True)`,
+    gone from torch since), so a file checking such a kernel against `.cuda()` tensors
+    is reported (faster-rcnn.pytorch's `compare_grid_sample`).
 
     ## Fix safety
     No fix: where the fallback belongs (one `device` chosen at start-up and passed
@@ -227,9 +234,14 @@ class CudaWithoutFallback(Rule):
                 self._add(device.value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        names = tuple(target.target.value for target in node.targets if type(target.target) is cst.Name)
+        # Plain names, and in a module other files import, attributes of them (`config.device = "cuda"`, a config
+        # module's settings object; a script or notebook hands such an object to its own code).
+        names = tuple(
+            dotted_name(target.target) if type(target.target) is cst.Name or self.ctx.file_kind is FileKind.LIBRARY else None
+            for target in node.targets
+        )
         # At module level: no function, class or lambda among the scopes around the statement.
-        if len(names) == len(node.targets) and len(self.ctx.scope_nodes) == 1:
+        if all(names) and len(self.ctx.scope_nodes) == 1:
             # Visited before its value: a site found in the value can tell it is a module-level setting.
             self.module_values[id(node.value)] = (node.value, names)
         # `device = "cuda"`: the one place a script usually picks its device.
@@ -480,7 +492,8 @@ def _names_read(module: cst.Module) -> FrozenSet[str]:
 
 class _NamesRead(cst.CSTVisitor):
     """The names a module reads anywhere (not those it only assigns, defines, imports, or writes as keywords or
-    attribute names): a name used as a value in any scope counts, shadowed or not."""
+    attribute names), with the dotted names of the attributes it reads (`config.device`): a name used as a value in
+    any scope counts, shadowed or not."""
 
     def __init__(self):
         self.names: Set[str] = set()
@@ -489,11 +502,16 @@ class _NamesRead(cst.CSTVisitor):
         self.names.add(node.value)
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
+        dotted = dotted_name(node)
+        if dotted is not None:  # `config.device` read: the setting `config.device = "cuda"` is used here
+            self.names.add(dotted)
         walk_visitor(node.value, self)
         return False
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
-        return not isinstance(node.target, cst.Name)
+        if type(node.target) is cst.Attribute:  # `config.device = ...` reads `config`, not `config.device`
+            walk_visitor(node.target.value, self)
+        return type(node.target) not in (cst.Name, cst.Attribute)
 
     def visit_Arg(self, node: cst.Arg) -> bool:
         walk_visitor(node.value, self)
