@@ -103,9 +103,9 @@ def test_tl201_moves_to_the_device_of_another_value(before, after):
     ("x = x.half().to(device, copy=True)", "x = x.to(device, torch.float16, copy=True)", "safe"),
     ("x = x.to(torch.bfloat16).to(device=device)", "x = x.to(device, torch.bfloat16)", "safe"),
     ("x = x.type(torch.FloatTensor).cuda(1)", 'x = x.to("cuda:1", torch.float32)', "safe"),
-    ("y = y.to(device).long()", "y = y.to(device, torch.int64)", "unsafe"),
-    ("y = y.cuda(1).double()", 'y = y.to("cuda:1", torch.float64)', "unsafe"),
-    ("y = (y.cuda()).to(dtype)", 'y = y.to("cuda", dtype)', "unsafe"),
+    ("y = y.to(device).half()", "y = y.to(device, torch.float16)", "unsafe"),
+    ("y = y.cuda(1).bool()", 'y = y.to("cuda:1", torch.bool)', "unsafe"),
+    ("y = (y.cuda()).to(torch.bfloat16)", 'y = y.to("cuda", torch.bfloat16)', "unsafe"),
     ("y = y.to(dev).to(dev)", "y = y.to(dev)", "safe"),
     # A run of repeated moves is one finding, fixed in one round (check_fix asserts exactly one finding).
     ("y = y.cuda().cuda().cuda()", "y = y.cuda()", "safe"),
