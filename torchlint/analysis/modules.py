@@ -56,6 +56,9 @@ STATELESS_LAYERS = frozenset(
         "PairwiseDistance", "Fold", "Unfold", "LocalResponseNorm",
     )
 )
+# The arguments through which a torch loss holds a tensor (`weight` and `pos_weight` buffers); a positional argument
+# may be one of them too (`nn.CrossEntropyLoss(class_weights)`).
+_LOSS_TENSOR_KEYWORDS = frozenset({"weight", "pos_weight"})
 _LIGHTNING_PACKAGES = ("pytorch_lightning.", "lightning.")
 # torchvision's model builders: `torchvision.models.resnet18`, `torchvision.models.detection.fasterrcnn_resnet50_fpn`
 # (not the other names of its modules: `torchvision.models.inception.InceptionOutputs`).
@@ -182,6 +185,17 @@ class ModuleClasses:
         self._bases[id(module.node)] = found
         return found
 
+    def builds_stateless_module(self, call: cst.Call, stack: Sequence[cst.CSTNode], depth: int = 0) -> bool:
+        """`call` builds a module that holds no parameter and no buffer: a torch layer without any (`nn.ReLU()`), a
+        torch loss given no weight (`nn.CrossEntropyLoss()`: its `weight` buffer is None), or a stateless Module class
+        of the file or of a project file (`builds_stateless_class`)."""
+        built = self.builds_module(call, stack)
+        if built in STATELESS_LAYERS:
+            return True
+        if is_loss_class(built):
+            return not any(arg.keyword is None or arg.keyword.value in _LOSS_TENSOR_KEYWORDS for arg in call.args)
+        return built == "class" and self._all_stateless(call, stack, depth + 1)
+
     def builds_stateless_class(self, call: cst.Call, stack: Sequence[cst.CSTNode]) -> bool:
         """`call` builds a Module class of the file or of a project file that holds no parameter and no buffer
         (`stateless`): a list of fresh ones loses nothing when it is not registered."""
@@ -231,10 +245,7 @@ class ModuleClasses:
         if not syntax.is_missing(syntax.literal(value)) or type(value) in _ARITHMETIC:
             return True
         if type(value) is cst.Call:
-            built = self.builds_module(value, stack)
-            if built in STATELESS_LAYERS:
-                return True
-            return built == "class" and self._all_stateless(value, stack, depth + 1)
+            return self.builds_stateless_module(value, stack, depth)
         if type(value) is cst.Name and not called:
             origins = Values.of(self.ctx).origins(value, stack)
             # A parameter of the method: were it a module, the class would call it.

@@ -5,7 +5,7 @@ import libcst as cst
 
 from torchlint.analysis import syntax
 from torchlint.analysis.facts import project_import_names
-from torchlint.analysis.modules import STATELESS_LAYERS, ModuleClasses
+from torchlint.analysis.modules import ModuleClasses
 from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.summaries import SUMMARIES, imported_function_showing
@@ -84,13 +84,19 @@ class CudaWithoutFallback(Rule):
     project that sets the program up for CUDA only (`utils.init_distributed_mode(args)`,
     which calls `init_process_group("nccl")` and `torch.cuda.set_device`; followed into
     the project's files and the functions they call; a helper's availability check alone,
-    as in a `set_seed`, does not count); devices that come from a
+    as in a `set_seed`, does not count), or that import a module-level name of their
+    project whose value checks (a test suite's `_MARK_REQUIRE_GPU = {"condition": not
+    torch.cuda.is_available(), ...}`, used in `pytest.mark.skipif(**_MARK_REQUIRE_GPU)`);
+    devices that come from a
     variable, a function parameter (its default included) or a command-line argument
     (including `add_argument(..., default="cuda")`), `.cuda(rank)` included; code
     in a branch taken only when the program asks for CUDA (`if args.cuda:`,
     `if backend == "cuda":`, `x.cuda() if use_gpu else x`); `def cuda(...)` methods;
-    `.cuda()` on a torch layer with no parameters or buffers (`nn.LogSoftmax(dim=1).cuda()`
-    moves nothing and runs on a CPU build);
+    `.cuda()` on a module with no parameters or buffers, which moves nothing and runs on
+    a CPU build: a torch layer such as `nn.LogSoftmax(dim=1)`, a torch loss given no
+    weight (`nn.CrossEntropyLoss().cuda()`: its `weight` buffer is None), or a Module
+    class of the project that holds neither (a criterion built by a project's
+    `get_criterion(p)`, followed into its file);
     a device setting for another module: a module-level `device = "cuda"` (or
     `= torch.device("cuda")`, or in a module that is not a script or notebook, a
     settings object's `config.device = "cuda"`) that nothing in the file reads, as in
@@ -197,16 +203,16 @@ class CudaWithoutFallback(Rule):
                     self._note_index(element.value)
 
     def _moves_nothing(self, call: cst.Call) -> bool:
-        """`.cuda()` on a torch layer with no parameters or buffers (`nn.LogSoftmax(dim=1).cuda()`): there is no
-        tensor to move, and a CPU build of torch runs it without complaint (observed on torch 2.13)."""
+        """`.cuda()` on a module with no parameters or buffers (`nn.LogSoftmax(dim=1).cuda()`, an unweighted
+        `nn.CrossEntropyLoss().cuda()`): there is no tensor to move, and a CPU build of torch runs it without complaint
+        (observed on torch 2.13; a loss given `weight=` raises)."""
         receiver = semantics.receiver(call)
         if receiver is None:
             return False
         origins = Values.of(self.ctx).origins(receiver)
-        classes = ModuleClasses.of(self.ctx)
         return bool(origins) and all(
             type(origin.node) is cst.Call and not origin.applied
-            and classes.builds_module(origin.node, origin.place.stack) in STATELESS_LAYERS
+            and ModuleClasses.of(origin.place.context).builds_stateless_module(origin.node, origin.place.stack)
             for origin in origins
         )
 
@@ -293,6 +299,7 @@ class CudaWithoutFallback(Rule):
             self.exempt or not self.sites or len(self.indices) > 1 or self._imports_project_cuda_extension()
             or self._imports_project_cuda_build()
             or self._calls_project_cuda_setup()
+            or self._imports_availability_check()
         ):
             return
         read = _names_read(self.ctx.module) if any(map(self._is_module_setting, self.sites)) else frozenset()
@@ -306,6 +313,19 @@ class CudaWithoutFallback(Rule):
     def _calls_project_cuda_setup(self) -> bool:
         """The file calls a function of another project file that checks for CUDA or sets the program up for it."""
         return any(imported_function_showing(self.ctx, call.func, stack, DECIDES_CUDA) for call, stack in self.project_calls)
+
+    def _imports_availability_check(self) -> bool:
+        """The file imports a module-level name of its project whose value checks for CUDA (a test suite's
+        `_MARK_REQUIRE_GPU = {"condition": not torch.cuda.is_available(), ...}` in `tests/__init__.py`, used as
+        `pytest.mark.skipif(**_MARK_REQUIRE_GPU)`), as if it checked itself."""
+        for path in self.imports:
+            located = PROJECT.locate(self.ctx.filename, path)
+            if located is None or not located[1] or "." in located[1]:
+                continue
+            checking = SUMMARIES.section(located[0], self.ctx.config, "names-checking-availability", _names_checking_availability)
+            if checking is not None and located[1] in checking:
+                return True
+        return False
 
     def _is_module_setting(self, site: cst.CSTNode) -> bool:
         """`site` is a device string or `torch.device(...)` (building one touches no GPU, unlike `.cuda()`) that
@@ -358,6 +378,23 @@ class CudaWithoutFallback(Rule):
             return None
         build = SUMMARIES.section(located[0], self.ctx.config, "import-time-build", _import_time_build)
         return (located[0], build) if build is not None else None
+
+
+def _names_checking_availability(ctx) -> Tuple[str, ...]:
+    """The names a module's top-level assignments bind to a value that calls an availability check
+    (`HAS_GPU = torch.cuda.is_available()`, `REQUIRES_GPU = {"condition": not torch.cuda.device_count(), ...}`)."""
+    names: List[str] = []
+    for statement in ctx.module.body:
+        if type(statement) is not cst.SimpleStatementLine:
+            continue
+        for small in statement.body:
+            if type(small) is not cst.Assign:
+                continue
+            finder = _Calls()
+            walk_visitor(small.value, finder)
+            if any(ctx.qualified_name(call.func, [ctx.module]) in AVAILABILITY_CHECKS for call in finder.calls):
+                names.extend(target.target.value for target in small.targets if type(target.target) is cst.Name)
+    return tuple(names)
 
 
 def _import_time_build(ctx) -> Tuple[bool, Tuple[str, ...]]:
