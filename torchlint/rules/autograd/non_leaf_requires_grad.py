@@ -140,8 +140,17 @@ class NonLeafRequiresGrad(Rule):
                 factory_name in EXACT_IN_EVERY_DTYPE or all(name == "device" for name, _ in keywords)
             )
             fix = (Fix.safe if same_values else Fix.unsafe)(f"pass `{described}` to the factory", edit)
-        parent = self.ctx.stack[-2] if len(self.ctx.stack) > 1 else None
-        targets = _plain_targets(parent, node)
+        # The value that leaves the chain of conversions this one is in (`.type(...)` then `.to(device)`) is what the
+        # code keeps: where it goes decides whether being a leaf matters.
+        stack = self.ctx.stack
+        index = len(stack) - 1
+        while (
+            index >= 2 and type(stack[index - 1]) is cst.Attribute and type(stack[index - 2]) is cst.Call
+            and semantics.method_name(stack[index - 2]) in CONVERSIONS
+        ):
+            index -= 2
+        parent = stack[index - 1] if index >= 1 else None
+        targets = _plain_targets(parent, stack[index])
         if targets:
             self.pending.append((node, fix, tuple(self.ctx.code(target) for target in targets)))
         elif type(parent) is not cst.Arg or any(optimizer_class(outer, self.ctx) for outer in self.ctx.stack[:-1]):
