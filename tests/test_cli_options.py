@@ -13,7 +13,7 @@ from torchlint.cli import main
 
 BAD = "from torch.utils.data import DataLoader\nloader = DataLoader(ds, persistent_workers=True)\n"
 SYNCHRONOUS = "from torch.utils.data import DataLoader\nfor batch in DataLoader(ds):\n    model(batch).backward()\n"
-FIXABLE = "import torch\nx = torch.zeros(3).to(torch.device('cpu'))\nfor step in range(2):\n    y = x.float().to(x.device)\n"
+FIXABLE = "import torch\nx = torch.arange(3).to(torch.device('cpu'))\nfor step in range(2):\n    y = x.float().to(x.device)\n"
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from torchlint.reporters import REPORTERS, source_key
 BAD = "from torch.utils.data import DataLoader\nloader = DataLoader(ds, persistent_workers=True)\n"
 FIXABLE = (
     "import torch\n"
-    "x = torch.zeros(3).to(torch.device('cpu'))\n"
+    "x = torch.arange(3).to(torch.device('cpu'))\n"
     "for step in range(2):\n"
     "    y = x.float().to(x.device)\n"
 )

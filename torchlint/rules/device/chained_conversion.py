@@ -39,6 +39,11 @@ class ChainedConversion(Rule):
     staging buffer on the GPU), or more (`x.byte().cpu()` converts on the GPU and copies
     a quarter of the bytes).
 
+    Nor a cast to float32 of what a factory made in float32 already
+    (`torch.zeros(n).float().to(device)`, `torch.randn(n).type(torch.FloatTensor).cuda()`,
+    directly or through a name; not in a file that changes the default dtype): the cast
+    returns the tensor it is given, and the move is the whole conversion.
+
     Nor a move chained before a cast to 32 or 64 bits (`x.cuda().float()`,
     `y.to(device).long()`, `.double()`, `.int()`), or to a dtype held in a variable
     (`x.to(device).to(dtype)`: its width is not in the source). Read on public training code, that
@@ -158,6 +163,8 @@ class ChainedConversion(Rule):
             # One `.to(device, dtype)` converts on the CPU when blocking and on the GPU when not (torch's CUDA copy):
             # the same work as the two calls, or more, for a copy to the host or one that does not block.
             return
+        if cast_first and self._float32_already(inner):
+            return  # `torch.zeros(n).float().to(device)`: the cast returns the tensor it is given
         if not cast_first and outer.dtype not in _NARROW_DTYPES:
             # `.cuda().float()`, `.to(device).long()`: most often the data has that dtype already (a no-op), or is
             # narrower (uint8 images), where converting after the copy moves fewer bytes than one `.to(device, dtype)`.
@@ -175,6 +182,20 @@ class ChainedConversion(Rule):
             )
         self.report(outer.call, message, self._merge(inner, outer, safe=cast_first))
 
+    def _float32_already(self, cast: _shared.Conversion) -> bool:
+        """`cast` is to float32 and every value reaching it comes from a factory that makes float32 by default
+        (`torch.zeros(n)`, `torch.rand(n)`, without `dtype=`), in a file that does not change the default."""
+        if cast.dtype != "float32" or "set_default_" in self.ctx.text:
+            return False
+        receiver = semantics.receiver(cast.call)
+        origins = Values.of(self.ctx).origins(receiver, through_casts=False) if receiver is not None else []
+        return bool(origins) and all(
+            type(origin.node) is cst.Call and not origin.applied and origin.place.context is self.ctx
+            and self.ctx.qualified_name_in(origin.node.func, _FLOAT32_FACTORIES, origin.place.stack)
+            and semantics.keyword(origin.node, "dtype") is None
+            for origin in origins
+        )
+
     def _merge(self, inner: _shared.Conversion, outer: _shared.Conversion, safe: bool) -> Optional[Fix]:
         move, cast = (outer, inner) if safe else (inner, outer)
         keywords = cast.keywords + move.keywords
@@ -188,6 +209,8 @@ class ChainedConversion(Rule):
         return Fix.safe(description, edit) if safe else Fix.unsafe(description, edit)
 
 
+# Factories whose result has the default dtype, float32, when not given `dtype=`.
+_FLOAT32_FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "empty", "rand", "randn", "eye", "linspace", "logspace"))
 # Casts to fewer than 32 bits a value: after a move, the usual source (float32 data, int64 indices) is wider.
 _NARROW_DTYPES = frozenset({"float16", "bfloat16", "int16", "int8", "uint8", "bool"})
 
