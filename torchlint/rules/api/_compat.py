@@ -4,7 +4,7 @@ Libraries that support several torch releases pick the API at run time: a
 version test (`if pytorch_after(1, 11): ... else: ...`), a feature test
 (`hasattr(nn.utils.parametrizations, "weight_norm")`), or a fallback in
 `except ImportError:`. The old name in such code is not the path a current torch
-takes, so TL601, TL602 and TL605 leave it alone.
+takes, so TL601, TL602, TL605 and TL608 leave it alone.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import libcst as cst
 from torchlint.engine.scopes import ScopeNode, import_bindings
 from torchlint.engine.walk import statement_structure, walk, walk_visitor
 
-# Names that announce a torch version test: `torch.__version__`, `Version(...)`, `pytorch_after(1, 11)`,
-# `is_torch_greater_or_equal_than_2_0`, `_TORCH_GREATER_EQUAL_2_1`, `is_torch_version(">=", "2.0")`.
-_VERSION_NAME = re.compile(r"version|pytorch_after|torch_greater|torch_less", re.IGNORECASE)
+# Names that announce a torch (or torchvision) version test: `torch.__version__`, `Version(...)`,
+# `pytorch_after(1, 11)`, `is_torch_greater_or_equal_than_2_0`, `_TORCH_GREATER_EQUAL_2_1`,
+# `is_torch_version(">=", "2.0")`, `_TORCHVISION_LESS_THAN_0_13`.
+_VERSION_NAME = re.compile(r"version|pytorch_after|torch(vision)?_(greater|less)", re.IGNORECASE)
 # ... except these, which test the Python release (`sys.version_info >= (3, 11)`), not torch's.
 _PYTHON_VERSION_NAMES = frozenset({"version_info", "python_version"})
 FALLBACK_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError"})

@@ -7,6 +7,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.finding import Fix
+from torchlint.rules.api._compat import in_compat_branch
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 
@@ -52,7 +53,10 @@ class TorchvisionPretrained(Rule):
     Not `torch.hub.load` or other libraries' `pretrained=` arguments, and not in code for
     torch below 1.12 (`torch-version`, or the project's own torch requirement): torchvision
     0.13, which brought `weights=`, needs torch 1.12, so such code has a torchvision where
-    `pretrained=` is the only way and `weights=` a `TypeError`.
+    `pretrained=` is the only way and `weights=` a `TypeError`. Nor in code chosen by the
+    running version: either arm of a torch or torchvision version test
+    (`if _TORCHVISION_LESS_THAN_0_13: ...(pretrained=True) else: ...(weights=...)`), or an
+    `except ImportError:`/`AttributeError:` fallback, as TL601, TL602 and TL605 do.
 
     ## Why is this bad?
     torchvision deprecated them in 0.13: each call warns `UserWarning: The parameter
@@ -104,6 +108,8 @@ class TorchvisionPretrained(Rule):
             key = builder_key(qualified)
             if key is None:
                 return
+        if in_compat_branch(self.ctx.stack, lambda expr: self.ctx.qualified_name(expr) is not None):
+            return  # `if _TORCHVISION_LESS_THAN_0_13: ...(pretrained=True) else: ...(weights=...)`
         for old, new in RENAMED.items():
             arg = semantics.keyword(node, old)
             if arg is not None:
