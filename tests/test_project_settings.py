@@ -146,6 +146,7 @@ DECLARATIONS = [
 def write(folder, files):
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text, encoding="utf-8")
     return folder
 
@@ -154,6 +155,17 @@ def write(folder, files):
 def test_each_kind_of_file_gives_the_floor_of_its_torch_requirement(tmp_path, files, floor, kind, section, requirement):
     found = find_torch_requirement(write(tmp_path, files))
     assert (found.floor, found.source.kind, found.source.section, found.source.requirement) == (floor, kind, section, requirement)
+
+
+def test_a_requirements_file_reads_the_files_it_includes_as_pip_does(tmp_path):
+    files = {
+        "requirements.txt": "numpy\n-r requirements/base.txt\n",
+        "requirements/base.txt": "--requirement=../requirements.txt\ntorchvision\n-r extra.txt\n",
+        "requirements/extra.txt": "torch>=1.9  # cu118\n",
+    }
+    found = find_torch_requirement(write(tmp_path, files))
+    assert (found.floor, found.source.path) == ((1, 9), tmp_path / "requirements" / "extra.txt")
+    assert find_torch_requirement(write(tmp_path / "cycle", {"requirements.txt": "-r requirements.txt\nnumpy\n"})) is None
 
 
 def test_the_first_of_several_requirements_files_in_sorted_order_is_the_one_named(tmp_path):

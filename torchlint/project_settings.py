@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import os
 import re
 import sys
 import warnings
@@ -342,21 +343,35 @@ def _requirements_files(folder: Path) -> List[Path]:
 
 
 _COMMENT = re.compile(r"(^|\s)#.*")
+# `-r base.txt`, `--requirement=base.txt`: another requirements file, read as part of this one.
+_INCLUDE = re.compile(r"(?:-r|--requirement)(?:\s+|=)?(\S+)")
+_MAX_INCLUDE_DEPTH = 8
 # pip's per-requirement options (`--hash=...`, `--config-settings ...`) follow the requirement.
 _TRAILING_OPTIONS = re.compile(r"\s-{1,2}[A-Za-z].*")
 
 
-def _requirements_txt(path: Path) -> Iterator[_Declared]:
+def _requirements_txt(path: Path, including: Tuple[Path, ...] = ()) -> Iterator[_Declared]:
+    """The torch requirements of a pip requirements file, then of the files it includes (`-r base.txt`, as pip reads
+    them: relative to the including file), each named as the file it is written in."""
     text = _read_text(path)
     if text is None:
         return
-    lines = []
+    lines, included = [], []
     for line in re.sub(r"\\\r?\n", " ", text).splitlines():
-        line = _TRAILING_OPTIONS.sub("", _COMMENT.sub("", line)).strip()
-        # `-r other.txt`, `-e ./pkg`, `--index-url ...`: options, not requirements.
+        line = _COMMENT.sub("", line).strip()
+        include = _INCLUDE.fullmatch(line)
+        if include is not None:
+            included.append(Path(os.path.normpath(path.parent / include.group(1))))
+            continue
+        line = _TRAILING_OPTIONS.sub("", line).strip()
+        # `-e ./pkg`, `-c constraints.txt`, `--index-url ...`: options, not requirements.
         if line and not line.startswith("-"):
             lines.append(line)
     yield from _torch_requirements(REQUIREMENTS, path, "", lines)
+    if len(including) < _MAX_INCLUDE_DEPTH:
+        for other in included:
+            if other not in including and other != path and _is_file(other):
+                yield from _requirements_txt(other, including + (path,))
 
 
 def _read_text(path: Path) -> Optional[str]:
