@@ -89,3 +89,13 @@ def test_a_misspelt_super_init_call_is_named_with_the_error_it_raises():
     messages = [finding.message for finding in findings]
     assert "construction raises `AttributeError: 'super' object has no attribute '_init_'`" in messages[-1]
     assert all("cannot assign module before Module.__init__() call" in message for message in messages[:-1])
+
+
+@pytest.mark.parametrize("made", ["torch.randn(3, requires_grad=True)", "torch.randn(3).requires_grad_()", "torch.zeros(3).float().requires_grad_(True)"])
+def test_a_tensor_attribute_meant_as_a_parameter_is_told_to_be_one_without_a_fix(made):
+    code = (
+        "import torch\nimport torch.nn as nn\n\n\nclass Linear(nn.Module):\n    def __init__(self):\n"
+        f"        super().__init__()\n        self.w = {made}\n\n    def forward(self, x):\n        return x @ self.w\n"
+    )
+    [finding] = lint_text(code, "model.py", make_config(select=["TL707"]))
+    assert "not an `nn.Parameter`" in finding.message and finding.fix is None

@@ -63,8 +63,9 @@ class TensorAttributeNotBuffer(Rule):
     `torch.set_default_tensor_type`: karpathy's llm.c builds its KV cache on the GPU
     that way).
 
-    A tensor made with `requires_grad=True` is meant as a parameter: the message then
-    says to wrap it in `nn.Parameter` (no fix is offered).
+    A tensor made with `requires_grad=True`, or with `.requires_grad_()` chained on it, is
+    meant as a parameter: the message then says to wrap it in `nn.Parameter` (no fix is
+    offered).
 
     Given up for that precision: a tensor attribute read only through an alias or a
     helper of another object is not seen as read.
@@ -233,8 +234,13 @@ class TensorAttributeNotBuffer(Rule):
 
 
 def _requires_grad(value: cst.BaseExpression) -> bool:
-    """The factory (under the methods chained on it) is given `requires_grad=True`: meant as a parameter."""
+    """The factory is given `requires_grad=True`, or a method chained on it is `.requires_grad_()` (with no argument
+    or `True`): meant as a parameter."""
     while type(value) is cst.Call and type(value.func) is cst.Attribute and type(value.func.value) is cst.Call:
+        if value.func.attr.value == "requires_grad_":
+            flag = syntax.positional(value, 0) or syntax.keyword(value, "requires_grad")
+            if flag is None or syntax.literal(flag.value, None) is True:
+                return True
         value = value.func.value
     return type(value) is cst.Call and syntax.keyword_is_true(value, "requires_grad")
 
