@@ -139,3 +139,55 @@ def test_an_edited_file_replaces_its_summary(tmp_path, monkeypatch):
     fresh_process(monkeypatch)
     assert "TL702" in [finding[2] for finding in actual_findings(lint(tmp_path / "train.py", tmp_path).findings)]
     assert len(list((tmp_path / ".torchlint_cache").rglob("*.summaries/*.bin"))) == 2
+
+
+ALIASED = {
+    **LOADERS,
+    "alias.py": "import helpers\n\nrun = helpers.run\n",
+    "first.py": "from alias import run\nfrom helpers import run as run_again\n\nrun(range(10))\nrun_again(range(10))\n",
+}
+
+
+def test_a_summary_built_after_the_tree_read_its_facts_still_lists_the_files_they_came_from(tmp_path, monkeypatch):
+    """first.py follows `alias.run`, a value, through the tree, which builds helpers.py's facts before its summary is
+    asked for: the summary must still depend on settings.py, where the worker count is."""
+    write(tmp_path, ALIASED)
+    fresh_process(monkeypatch)
+    assert actual_findings(lint(tmp_path / "first.py", tmp_path).findings) == []
+    write(tmp_path, {"settings.py": "WORKERS = 4\n"})
+    fresh_process(monkeypatch)
+    result = lint(tmp_path / "train.py", tmp_path)
+    assert [finding[2] for finding in actual_findings(result.findings)] == ["TL302"]
+    assert "settings.py" in {Path(name).name for name, _ in result.dependencies}
+
+
+def test_a_stored_summary_of_another_shape_is_built_again(tmp_path, monkeypatch):
+    import marshal
+
+    write(tmp_path, PROJECT)
+    fresh_process(monkeypatch)
+    expected = actual_findings(lint(tmp_path / "train.py", tmp_path).findings)
+    store = summaries.SUMMARIES._store
+    for name in ("base.py", "helpers.py"):
+        path = str(tmp_path / name)
+        digest = project.PROJECT.read(path)[1]
+        store.save(path, digest, marshal.dumps(("names", ("definitions",), {}, ())))
+    parsed = fresh_process(monkeypatch)
+    assert actual_findings(lint(tmp_path / "train.py", tmp_path).findings) == expected
+    assert sorted(parsed) == ["base.py", "helpers.py"]
+
+
+def test_a_summary_that_cannot_be_built_leaves_the_question_to_the_tree(tmp_path, monkeypatch):
+    """Building a.py's summary walks every function's facts, into an import cycle the lint itself never follows."""
+    write(tmp_path, {
+        "a.py": "from torch.utils.data import DataLoader\nfrom b import loader\n\n\ndef f():\n    for x in loader:\n        print(x)\n",
+        "b.py": "from c import loader\n",
+        "c.py": "from b import loader\n",
+        "x.py": "import torch\nfrom a import Base\n\n\nclass Net(Base):\n    pass\n\n\nmodel = torch.nn.Linear(2, 2).cuda()\n",
+    })
+    fresh_process(monkeypatch)
+    expected = actual_findings(lint(tmp_path / "x.py", tmp_path, cached=False).findings)
+    assert [finding[2] for finding in expected] == ["TL205"]
+    for _ in ("built", "stored"):
+        fresh_process(monkeypatch)
+        assert actual_findings(lint(tmp_path / "x.py", tmp_path).findings) == expected

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Tuple
 
 from torchlint import source as sources
-from torchlint.engine import parsing
+from torchlint.analysis import syntax
+from torchlint.engine import context, parsing
 
 if TYPE_CHECKING:
     from torchlint.config import Config
@@ -92,6 +93,12 @@ class Project:
         file; None for a path that names no project file or names the importer itself."""
         located = self._located(importer, dotted)
         return None if located is None or located[0] == os.path.abspath(importer) else located
+
+    def locate_name(self, importer: str, dotted: str) -> Optional[Tuple[str, str]]:
+        """The project file and the module-level name in it that an import path names (`model.Net`); None for a
+        path that names a module itself (`utils`), a name inside a name (`utils.Config.load`), or no project file."""
+        located = self.locate(importer, dotted)
+        return located if located is not None and located[1] and "." not in located[1] else None
 
     def read(self, path: str) -> Optional[Tuple[bytes, bytes]]:
         """A project file's bytes and digest, recorded as read by the current lint (`consulted`); None when it cannot
@@ -272,3 +279,36 @@ class _Folders:
 
 # One per process: the pool's workers each keep their own.
 PROJECT = Project()
+
+
+def star_imported(ctx: "FileContext", name: str) -> Optional[str]:
+    """What `name` stands for in `ctx`'s file when only its star imports can bind it: the import path that a
+    star-imported project module binds the name to at its top level (`torch` for `torch` after `from .imports
+    import *`, when imports.py does `import torch`), if that module exports it (listed in a literal `__all__`, or
+    public when there is none). A later star import wins, as in Python; a name the module binds any other way, or
+    one of an installed package, stays unknown."""
+    for path in reversed(ctx.scopes.star_imports()):
+        found = PROJECT.resolve(ctx.filename, path, ctx.config) if path.strip(".") else None
+        if found is None or found[1]:
+            continue
+        there = found[0].context
+        scope = there.scopes.scope_of(there.module)
+        if not _exports(scope, name):
+            continue
+        return scope.imports.get(name)
+    return None
+
+
+def _exports(scope, name: str) -> bool:
+    """A star import of the module binds `name`: it is in the module's literal `__all__`, or public without one."""
+    if name not in scope.imports and name not in scope.variables:
+        return False
+    listed = scope.assignments.get("__all__")
+    if listed is None:
+        return not name.startswith("_") and "__all__" not in scope.variables
+    names = syntax.literal(listed[-1], None)
+    return isinstance(names, (list, tuple)) and name in names and len(listed) == 1
+
+
+# Names a star import binds are read from the project's files: the engine asks this for them.
+context.STAR_IMPORTS = star_imported

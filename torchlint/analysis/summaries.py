@@ -22,10 +22,12 @@ a plain structure, written with `marshal` next to the cached findings and found 
 path and content digest (`cache.SummaryStore`), with the project files its facts were read
 from and their digests: when one of those changes, it is built again.
 
-A summary only ever says "certainly not" (`no_module_class`, `shows_no_fact`): when it cannot
-tell (a name bound by a value, a base that is a torch layer, a function that shows the fact),
-the question goes to the value model and the parsed file, as before, so an answer from a
-summary is the answer the tree would give. Summaries are used only where findings are cached
+The names, bases and facts only ever say "certainly not" (`no_module_class`, `shows_no_fact`):
+when they cannot tell (a name bound by a value, a base that is a torch layer, a function that
+shows the fact), the question goes to the value model and the parsed file, as before. A
+section (`Summaries.section`) keeps what its rule computed from the file, the computation the
+rule makes on the parsed file without a store. So an answer from a summary is the answer the
+tree would give. Summaries are used only where findings are cached
 (the command line without `--no-cache`): a run without a cache would parse the file to build
 the summary and gain nothing.
 """
@@ -56,8 +58,9 @@ if TYPE_CHECKING:
 _IN_PROGRESS: Set[int] = set()
 
 
-class _Summary:
-    """One imported file's call graph with facts (`ctx.shared(_Summary)`)."""
+class _FactGraph:
+    """One imported file's call graph with facts (`ctx.shared(_FactGraph)`), and the other project files its walk
+    read (a worker count imported from a `settings.py`): its facts hold while those keep their bytes."""
 
     def __init__(self, ctx: "FileContext"):
         graph = ctx.callgraph = CallGraph()
@@ -87,9 +90,30 @@ class _Summary:
         self.graph = graph
         _IN_PROGRESS.add(id(ctx))
         try:
-            walk(ctx.module, on_visit, on_leave)
+            with PROJECT.recording() as read:
+                walk(ctx.module, on_visit, on_leave)
         finally:
             _IN_PROGRESS.discard(id(ctx))
+        self.read: Dict[str, bytes] = {path: digest for path, digest in read.items() if path != ctx.filename}
+
+
+def _fact_graph(ctx: "FileContext") -> _FactGraph:
+    """The file's fact graph, built again when a file its walk read has changed since (a process that outlives an
+    edit: `--watch`). Checking them records them as read by the current lint and by any summary being built,
+    whose answers depend on them however long ago the graph was built."""
+    found = ctx.shared(_FactGraph)
+    if not _unchanged(found.read):
+        found = ctx.renew_shared(_FactGraph)
+    return found
+
+
+def _unchanged(read) -> bool:
+    """Every (path, digest) of `read` still names the bytes the file has (each recorded as read)."""
+    for path, digest in (read.items() if isinstance(read, dict) else read):
+        found = PROJECT.read(path)
+        if found is None or found[1] != digest:
+            return False
+    return True
 
 
 # How far `function_facts` follows a function's calls in its file.
@@ -102,9 +126,9 @@ def function_facts(function: "Origin", fact: str) -> List[cst.CSTNode]:
     ctx = function.place.context
     if type(function.node) is not cst.FunctionDef or id(ctx) in _IN_PROGRESS:
         return []
-    summary = ctx.shared(_Summary)
-    key = summary.graph.key_of(function.node, function.place.scopes + (function.node,))
-    return summary.graph.facts_of(key, fact, _FACTS_DEPTH)
+    graph = _fact_graph(ctx).graph
+    key = graph.key_of(function.node, function.place.scopes + (function.node,))
+    return graph.facts_of(key, fact, _FACTS_DEPTH)
 
 
 def imported_function_showing(ctx: "FileContext", func: cst.BaseExpression, stack, fact: str) -> Optional[Tuple["Origin", str]]:
@@ -151,9 +175,17 @@ class ModuleSummary(NamedTuple):
 
 def summarise(ctx: "FileContext") -> Optional[ModuleSummary]:
     """The summary of a parsed project file; None while its call graph is being built (a file that imports itself
-    back)."""
+    back), or when building it fails: it walks more of the file than a lint's questions may (every function's
+    facts), and what the tree path would not have met must not end the lint (a cycle of imports too deep to follow)."""
     if id(ctx) in _IN_PROGRESS:
         return None
+    try:
+        return _summarise(ctx)
+    except Exception:  # RecursionError included: the questions then go to the tree, as without a summary
+        return None
+
+
+def _summarise(ctx: "FileContext") -> ModuleSummary:
     module = ctx.module
     scope = ctx.scopes.scope_of(module)
     values = Values.of(ctx)
@@ -172,7 +204,7 @@ def summarise(ctx: "FileContext") -> Optional[ModuleSummary]:
                 if binding.definition is not None:
                     if id(binding.definition) not in indices:
                         if type(binding.definition) is cst.FunctionDef and graph is None:
-                            graph = ctx.shared(_Summary).graph
+                            graph = _fact_graph(ctx).graph
                         indices[id(binding.definition)] = len(definitions)
                         definitions.append(_definition(binding.definition, ctx, values, graph))
                     defined.append(indices[id(binding.definition)])
@@ -222,7 +254,8 @@ class Summaries:
         if config is None:
             self._store = self._store_config = None
         elif config is not self._store_config:
-            self._store, self._store_config = SummaryStore.for_config(config), config
+            # Another config's summaries may differ (its settings name another folder): none is carried over.
+            self._store, self._store_config, self._known = SummaryStore.for_config(config), config, {}
 
     def of(self, path: str, config: "Config") -> Optional[ModuleSummary]:
         """The summary of the project file `path`, its reading recorded for the current lint; None without a store,
@@ -234,7 +267,7 @@ class Summaries:
             return None
         data, digest = read
         known = self._known.get(path)
-        if known is not None and known[0] == digest and (known[1] is None or self._current(known[1])):
+        if known is not None and known[0] == digest and (known[1] is None or _unchanged(known[1].dependencies)):
             return known[1]
         summary = self._load(path, digest)
         if summary is None:
@@ -250,7 +283,9 @@ class Summaries:
         if summary is not None and name in summary.sections:
             return summary.sections[name]
         read = PROJECT.read(path)
-        module = PROJECT.parsed(path, read[0], read[1], config) if read is not None else None
+        if read is None or (summary is not None and read[1] != self._known[path][0]):
+            return None  # unreadable, or edited since `of` read it: the caller asks the tree next time
+        module = PROJECT.parsed(path, read[0], read[1], config)
         if module is None:
             return None
         if summary is None:  # no store: the parsed file keeps the answer for this process
@@ -263,14 +298,6 @@ class Summaries:
         self._keep(path, read[1], summary)
         return value
 
-    def _current(self, summary: ModuleSummary) -> bool:
-        """Every other file the summary was built from still has the bytes it had (each recorded as read)."""
-        for path, digest in summary.dependencies:
-            read = PROJECT.read(path)
-            if read is None or read[1] != digest:
-                return False
-        return True
-
     def _load(self, path: str, digest: bytes) -> Optional[ModuleSummary]:
         payload = self._store.load(path, digest)
         if payload is None:
@@ -279,7 +306,7 @@ class Summaries:
             summary = ModuleSummary(*marshal.loads(payload))
         except (EOFError, ValueError, TypeError):  # a damaged summary is built again
             return None
-        return summary if self._current(summary) else None
+        return summary if _well_formed(summary) and _unchanged(summary.dependencies) else None
 
     def _build(self, path: str, data: bytes, digest: bytes, config: "Config") -> Optional[ModuleSummary]:
         module = PROJECT.parsed(path, data, digest, config)
@@ -291,6 +318,49 @@ class Summaries:
     def _keep(self, path: str, digest: bytes, summary: ModuleSummary) -> None:
         self._known[path] = (digest, summary)
         self._store.save(path, digest, marshal.dumps(tuple(summary)))
+
+
+def _well_formed(summary: ModuleSummary) -> bool:
+    """The stored values have the shapes the questions read (a file that passed its checksum but came from elsewhere
+    is built again, as a damaged one is)."""
+    names, definitions, sections, dependencies = summary
+    if not (isinstance(names, dict) and isinstance(definitions, tuple) and isinstance(sections, dict)):
+        return False
+    if not all(isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], bytes)
+               for item in (dependencies if isinstance(dependencies, tuple) else [None])):
+        return False
+    if not all(isinstance(definition, tuple) and len(definition) >= 1 and _well_formed_definition(definition) for definition in definitions):
+        return False
+    for entry in names.values():
+        if not isinstance(entry, tuple) or not entry or entry[0] not in _NAME_KINDS:
+            return False
+        if entry[0] == "import" and not (len(entry) == 2 and isinstance(entry[1], str)):
+            return False
+        if entry[0] == "defined" and not (
+            len(entry) == 2 and isinstance(entry[1], tuple)
+            and all(type(index) is int and 0 <= index < len(definitions) for index in entry[1])
+        ):
+            return False
+    return True
+
+
+def _well_formed_definition(definition: tuple) -> bool:
+    kind = definition[0]
+    if kind == "other":
+        return True
+    if len(definition) != 2 or not isinstance(definition[1], tuple):
+        return False
+    if kind == "function":
+        return all(isinstance(fact, str) for fact in definition[1])
+    return kind == "class" and all(
+        isinstance(base, tuple) and len(base) == 2 and isinstance(base[0], str) and isinstance(base[1], tuple)
+        and base[1] and base[1][0] in _REFERENCE_KINDS and all(isinstance(part, str) for part in base[1])
+        for base in definition[1]
+    )
+
+
+_NAME_KINDS = frozenset({"import", "defined", "value"})
+_REFERENCE_KINDS = frozenset({"name", "import", "none"})
 
 
 class _Sections:
@@ -348,8 +418,8 @@ def shows_no_fact(ctx: "FileContext", path: str, fact: str) -> bool:
 def _definitions(importer: str, dotted: str, config: "Config", visited: Set[Tuple[str, str]]) -> Optional[list]:
     """(summary, path, definition) for what an import path names, as `Values._in_project_file` follows it: [] when it
     names nothing the model follows (an installed package, a module rather than a name in it); None when unsure."""
-    located = PROJECT.locate(importer, dotted)
-    if located is None or not located[1] or "." in located[1]:
+    located = PROJECT.locate_name(importer, dotted)
+    if located is None:
         return []
     path, name = located
     summary = SUMMARIES.of(path, config)

@@ -347,8 +347,10 @@ class Values:
         return found if found is not None else [Origin(written, place)]
 
     def _in_project_file(self, path: str, depth: int, seen: frozenset) -> Optional[List[Origin]]:
+        if PROJECT.locate_name(self.ctx.filename, path) is None:
+            return None
         found = PROJECT.resolve(self.ctx.filename, path, self.ctx.config)
-        if found is None or not found[1] or "." in found[1]:
+        if found is None:
             return None
         module, name = found
         return Values.of(module.context)._name(cst.Name(name), Place(module.context, (module.context.module,)), depth, seen)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -18,6 +18,11 @@ from torchlint.finding import Edit, Finding, Fix, Location
 if TYPE_CHECKING:
     from torchlint.config import Config
     from torchlint.rules.base import Rule
+
+
+# What a name that only a star import binds stands for (`torch` after `from .imports import *`): set by the project
+# index (`analysis/project.py`), which can read the imported module; until then such names name nothing.
+STAR_IMPORTS: Optional[Callable[["FileContext", str], Optional[str]]] = None
 
 
 class FileContext:
@@ -68,8 +73,10 @@ class FileContext:
         while type(head) is cst.Attribute:
             head = head.value
         # Most chains start at a local, `self` or a builtin: no import binds them anywhere in the file.
-        if type(head) is not cst.Name or not self.scopes.is_imported_anywhere(head.value):
+        if type(head) is not cst.Name:
             return None
+        if not self.scopes.is_imported_anywhere(head.value):
+            return self._star_imported_name(node, head.value, stack)
         scope_nodes = self._scope_nodes(stack)
         # Several rules ask about the same name in a row; the answer depends only on the node and its scope.
         key = (id(node), id(scope_nodes[-1]) if scope_nodes else None)
@@ -87,6 +94,21 @@ class FileContext:
                 qualified = f"{base}.{rest}" if rest else base
         self._qualified[key] = (node, qualified)
         return qualified
+
+    def _star_imported_name(self, node: cst.CSTNode, head: str, stack: Optional[Sequence[cst.CSTNode]]) -> Optional[str]:
+        """The qualified name of a chain whose head only a star import can bind (`torch.no_grad` after
+        `from .imports import *`, when imports.py does `import torch`), as `STAR_IMPORTS` finds it; None when the
+        file binds the head itself or no star import is followed."""
+        if STAR_IMPORTS is None or not self.scopes.star_imports():
+            return None
+        if self.scopes.binding_scope(head, self._scope_nodes(stack)) is not None:
+            return None
+        dotted = dotted_name(node)
+        base = STAR_IMPORTS(self, head) if dotted is not None else None
+        if base is None:
+            return None
+        rest = dotted.partition(".")[2]
+        return f"{base}.{rest}" if rest else base
 
     def qualified_name_in(self, node: cst.CSTNode, names: FrozenSet[str], stack: Optional[Sequence[cst.CSTNode]] = None) -> bool:
         """`qualified_name(node) in names`, answered without resolving when `node` cannot be any of them.
@@ -127,6 +149,12 @@ class FileContext:
         found = self._shared.get(kind)
         if found is None:
             found = self._shared[kind] = kind(self)
+        return found
+
+    def renew_shared(self, kind: type):
+        """`kind(ctx)` built again in place of the one `shared` kept: for state read from other files that changed
+        since (a project file's facts, in a process that outlives an edit)."""
+        found = self._shared[kind] = kind(self)
         return found
 
     def assigned_values(self, node: cst.CSTNode, stack: Optional[Sequence[cst.CSTNode]] = None) -> List[cst.BaseExpression]:

@@ -233,6 +233,7 @@ class Scopes:
         self._imported: Optional[Dict[str, Set[str]]] = None
         self._importing: Optional[Dict[str, Set[str]]] = None
         self._parts_of: Dict[str, FrozenSet[str]] = {}
+        self._stars: Optional[Tuple[str, ...]] = None
 
     def imported_names(self) -> FrozenSet[str]:
         """The names any import of the module binds, in whatever scope.
@@ -241,6 +242,20 @@ class Scopes:
         without scanning the scopes, from one pass over the module's statements.
         """
         return frozenset(self._import_paths())
+
+    def star_imports(self) -> Tuple[str, ...]:
+        """The module paths of the module-level `from X import *` statements, in source order (`.imports` for
+        `from .imports import *`): what they bind is not in the file."""
+        if self._stars is None:
+            found = []
+            for statement in self.module.body:
+                if type(statement) is cst.SimpleStatementLine:
+                    for small in statement.body:
+                        if type(small) is cst.ImportFrom and isinstance(small.names, cst.ImportStar):
+                            module = (dotted_name(small.module) or "") if small.module is not None else ""
+                            found.append("." * len(small.relative) + module)
+            self._stars = tuple(found)
+        return self._stars
 
     def is_imported_anywhere(self, name: str) -> bool:
         """Some import of the module binds `name`, in whatever scope (`imported_names`, without the set)."""

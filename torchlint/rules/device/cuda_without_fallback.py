@@ -319,8 +319,8 @@ class CudaWithoutFallback(Rule):
         `_MARK_REQUIRE_GPU = {"condition": not torch.cuda.is_available(), ...}` in `tests/__init__.py`, used as
         `pytest.mark.skipif(**_MARK_REQUIRE_GPU)`), as if it checked itself."""
         for path in self.imports:
-            located = PROJECT.locate(self.ctx.filename, path)
-            if located is None or not located[1] or "." in located[1]:
+            located = PROJECT.locate_name(self.ctx.filename, path)
+            if located is None:
                 continue
             checking = SUMMARIES.section(located[0], self.ctx.config, "names-checking-availability", _names_checking_availability)
             if checking is not None and located[1] in checking:
@@ -355,11 +355,11 @@ class CudaWithoutFallback(Rule):
         seen: Set[str] = set()
         while pending and len(seen) < _MAX_BUILD_MODULES:
             importer, path, depth = pending.pop()
-            found = self._import_time_build(importer, path)
+            found = self._what_importing_does(importer, path)
             if found is None and not path.startswith("."):
                 # Absolute imports resolve against where the program starts, the linted file's folder (`sys.path`),
                 # also for a module imported from it: `gans/models/StyleGAN2/model.py` importing `gans.models...`.
-                found = self._import_time_build(self.ctx.filename, path)
+                found = self._what_importing_does(self.ctx.filename, path)
             if found is None or found[0] in seen:
                 continue
             module, (compiles_cuda, imports) = found
@@ -370,7 +370,7 @@ class CudaWithoutFallback(Rule):
                 pending.extend((module, imported, depth + 1) for imported in imports)
         return False
 
-    def _import_time_build(self, importer: str, path: str) -> Optional[Tuple[str, Tuple[bool, Tuple[str, ...]]]]:
+    def _what_importing_does(self, importer: str, path: str) -> Optional[Tuple[str, Tuple[bool, Tuple[str, ...]]]]:
         """The project file the import path names and what importing it does (`_import_time_build`), read from its
         summary when one is stored."""
         located = PROJECT.locate(importer, path)
