@@ -17,7 +17,7 @@ from torchlint.cli import main
 from torchlint.config import load
 from torchlint.discovery import discover
 from torchlint.project_settings import (
-    CONDA, CONFIG, POETRY, PYPROJECT, REQUIREMENTS, SETUP_CFG, SETUP_PY, find_torch_requirement, specifier_floor,
+    CONDA, CONFIG, NBDEV, POETRY, PYPROJECT, REQUIREMENTS, SETUP_CFG, SETUP_PY, find_torch_requirement, specifier_floor,
 )
 
 PROJECTS = FIXTURES / "projects"
@@ -121,6 +121,8 @@ DECLARATIONS = [
     ({"pyproject.toml": '[tool.poetry.dependencies]\ntorch = [\n  {version = "^2.2", platform = "linux"},\n  {version = "^1.13", platform = "darwin"},\n]\n'},
      (1, 13), POETRY, "[tool.poetry.dependencies]", 'torch = "^1.13"'),
     ({"setup.cfg": "[options]\ninstall_requires = numpy; torch>=1.10\n"}, (1, 10), SETUP_CFG, "[options] install_requires", "torch>=1.10"),
+    ({"setup.py": "", "settings.ini": "[DEFAULT]\nlib_name = miniai\nrequirements = fastcore\npip_requirements = torch>=1.7,<2.1 datasets\n"},
+     (1, 7), NBDEV, "pip_requirements", "torch>=1.7,<2.1"),
     ({"setup.cfg": "[options.extras_require]\ngpu =\n    torch==2.3.1\n"}, (2, 3), SETUP_CFG, "[options.extras_require] gpu", "torch==2.3.1"),
     ({"setup.py": 'import setuptools\nsetuptools.setup(install_requires=("torch>=1.9",))\n'}, (1, 9), SETUP_PY, "install_requires", "torch>=1.9"),
     ({"setup.py": 'BASE = ["numpy"]\nGPU = BASE + ["torch>=2.2"]\nGPU = GPU + ["scipy"]\nfrom setuptools import setup\nsetup(install_requires=[*GPU])\n'},
@@ -166,6 +168,11 @@ def test_a_requirements_file_reads_the_files_it_includes_as_pip_does(tmp_path):
     found = find_torch_requirement(write(tmp_path, files))
     assert (found.floor, found.source.path) == ((1, 9), tmp_path / "requirements" / "extra.txt")
     assert find_torch_requirement(write(tmp_path / "cycle", {"requirements.txt": "-r requirements.txt\nnumpy\n"})) is None
+
+
+def test_a_settings_ini_that_is_not_nbdevs_is_not_read(tmp_path):
+    files = {"setup.py": "", "settings.ini": "[DEFAULT]\nrequirements = torch>=1.7\n"}
+    assert find_torch_requirement(write(tmp_path, files)) is None
 
 
 def test_the_first_of_several_requirements_files_in_sorted_order_is_the_one_named(tmp_path):

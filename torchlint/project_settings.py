@@ -32,11 +32,14 @@ Version = Tuple[int, int]
 
 # Where a `torch-version` can come from; the file kinds in the order they are tried.
 CONFIG, DEFAULT = "config", "default"
-PYPROJECT, POETRY, SETUP_CFG, SETUP_PY, REQUIREMENTS, CONDA = (
-    "pyproject", "poetry", "setup.cfg", "setup.py", "requirements", "conda",
+PYPROJECT, POETRY, SETUP_CFG, SETUP_PY, NBDEV, REQUIREMENTS, CONDA = (
+    "pyproject", "poetry", "setup.cfg", "setup.py", "nbdev", "requirements", "conda",
 )
 PROJECT_FILES = ("pyproject.toml", "setup.cfg", "setup.py", "environment.yml", "environment.yaml")
 REQUIREMENTS_GLOB = "requirements*.txt"
+# nbdev's settings, read for the requirements its generated setup.py takes from them (not a sign of a project folder:
+# other projects keep other settings under that name).
+NBDEV_SETTINGS = "settings.ini"
 TORCH_NAMES = ("torch", "pytorch")
 
 
@@ -119,6 +122,7 @@ def _declared(folder: Path) -> Iterator[_Declared]:
     yield from _pyproject(folder / "pyproject.toml")
     yield from _setup_cfg(folder / "setup.cfg")
     yield from _setup_py(folder / "setup.py")
+    yield from _nbdev_settings(folder / NBDEV_SETTINGS)
     for path in _requirements_files(folder):
         yield from _requirements_txt(path)
     for name in ("environment.yml", "environment.yaml"):
@@ -253,6 +257,25 @@ def _setup_py(path: Path) -> Iterator[_Declared]:
         return
     for keyword, requirements in found:
         yield from _torch_requirements(SETUP_PY, path, keyword, requirements)
+
+
+def _nbdev_settings(path: Path) -> Iterator[_Declared]:
+    """nbdev's `settings.ini`, which its generated `setup.py` reads for the requirements (`requirements = fastcore
+    torch>=1.7`, `pip_requirements = ...`, separated by spaces): only with nbdev's `lib_name`, since other projects
+    keep other settings under that name."""
+    if not _is_file(path):
+        return
+    import configparser  # only for a project with a settings.ini
+
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        if not parser.read(path, encoding="utf-8") or not parser.has_option("DEFAULT", "lib_name"):
+            return
+    except (configparser.Error, ValueError):  # ValueError: bytes that are not UTF-8
+        return
+    for key in ("requirements", "pip_requirements"):
+        value = parser.get("DEFAULT", key, fallback="")
+        yield from _torch_requirements(NBDEV, path, key, value.split())
 
 
 def _setup_keywords(tree: ast.Module) -> Iterator[Tuple[str, List[str]]]:

@@ -30,7 +30,7 @@ from torchlint.engine.runner import lint_text, parse_error
 from torchlint.finding import Finding
 from torchlint.integrations.server.coordinates import Lines, Units
 from torchlint.notebook import lint_notebook_bytes
-from torchlint.project_settings import PROJECT_FILES, REQUIREMENTS_GLOB
+from torchlint.project_settings import NBDEV_SETTINGS, PROJECT_FILES, REQUIREMENTS_GLOB
 
 PYTHON_SUFFIXES = (".py", ".pyi")
 CONFIG_FILES = ("torchlint.toml",)
@@ -46,7 +46,7 @@ def normalised(path: str) -> str:
 def changes_settings(path: str) -> bool:
     """A file whose change can change a config: a config file, or one the torch requirement is read from."""
     name = os.path.basename(path)
-    return name in CONFIG_FILES or name in PROJECT_FILES or fnmatch.fnmatch(name, REQUIREMENTS_GLOB)
+    return name in CONFIG_FILES or name in PROJECT_FILES or name == NBDEV_SETTINGS or fnmatch.fnmatch(name, REQUIREMENTS_GLOB)
 
 
 @dataclass(frozen=True)
