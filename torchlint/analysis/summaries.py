@@ -35,7 +35,7 @@ the summary and gain nothing.
 from __future__ import annotations
 
 import marshal
-from typing import TYPE_CHECKING, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -102,14 +102,14 @@ def _fact_graph(ctx: "FileContext") -> _FactGraph:
     edit: `--watch`). Checking them records them as read by the current lint and by any summary being built,
     whose answers depend on them however long ago the graph was built."""
     found = ctx.shared(_FactGraph)
-    if not _unchanged(found.read):
+    if not _unchanged(found.read.items()):
         found = ctx.renew_shared(_FactGraph)
     return found
 
 
-def _unchanged(read) -> bool:
+def _unchanged(read: Iterable[Tuple[str, bytes]]) -> bool:
     """Every (path, digest) of `read` still names the bytes the file has (each recorded as read)."""
-    for path, digest in (read.items() if isinstance(read, dict) else read):
+    for path, digest in read:
         found = PROJECT.read(path)
         if found is None or found[1] != digest:
             return False

@@ -59,6 +59,8 @@ class FileContext:
         # Where the top-level statements lie in the text, when the parse worked it out (engine/reparse.py).
         self._layout = layout
         self._qualified: Dict[Tuple[int, Optional[int]], Tuple[cst.CSTNode, Optional[str]]] = {}
+        # head name -> what the file's star imports bind it to (`_star_imported_name`)
+        self._star_bound: Dict[str, Optional[str]] = {}
         self._shared: Dict[type, object] = {}
 
     # ------------------------------------------------------------ names
@@ -104,7 +106,12 @@ class FileContext:
         if self.scopes.binding_scope(head, self._scope_nodes(stack)) is not None:
             return None
         dotted = dotted_name(node)
-        base = STAR_IMPORTS(self, head) if dotted is not None else None
+        if dotted is None:
+            return None
+        # Asked for every builtin the file calls (`len`, `print`): the imported module is read once per head.
+        if head not in self._star_bound:
+            self._star_bound[head] = STAR_IMPORTS(self, head)
+        base = self._star_bound[head]
         if base is None:
             return None
         rest = dotted.partition(".")[2]

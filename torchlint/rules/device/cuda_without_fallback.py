@@ -1,5 +1,5 @@
 import re
-from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -384,16 +384,11 @@ def _names_checking_availability(ctx) -> Tuple[str, ...]:
     """The names a module's top-level assignments bind to a value that calls an availability check
     (`HAS_GPU = torch.cuda.is_available()`, `REQUIRES_GPU = {"condition": not torch.cuda.device_count(), ...}`)."""
     names: List[str] = []
-    for statement in ctx.module.body:
-        if type(statement) is not cst.SimpleStatementLine:
-            continue
-        for small in statement.body:
-            if type(small) is not cst.Assign:
-                continue
-            finder = _Calls()
-            walk_visitor(small.value, finder)
-            if any(ctx.qualified_name(call.func, [ctx.module]) in AVAILABILITY_CHECKS for call in finder.calls):
-                names.extend(target.target.value for target in small.targets if type(target.target) is cst.Name)
+    for small in _top_level_statements(ctx.module):
+        if type(small) is cst.Assign and any(
+            ctx.qualified_name(call.func, [ctx.module]) in AVAILABILITY_CHECKS for call in _calls_in(small.value)
+        ):
+            names.extend(target.target.value for target in small.targets if type(target.target) is cst.Name)
     return tuple(names)
 
 
@@ -402,20 +397,28 @@ def _import_time_build(ctx) -> Tuple[bool, Tuple[str, ...]]:
     extension, and the modules its module-level statements import."""
     compiles_cuda = False
     imports: List[str] = []
-    for statement in ctx.module.body:
-        if type(statement) is not cst.SimpleStatementLine:
-            continue
-        for small in statement.body:
-            if type(small) in (cst.Import, cst.ImportFrom):
-                imports.extend(_import_paths(small))
-            else:
-                finder = _Calls()
-                walk_visitor(small, finder)
-                compiles_cuda = compiles_cuda or any(
-                    ctx.qualified_name(call.func, [ctx.module]) in EXTENSION_LOADERS and _compiles_cuda(call)
-                    for call in finder.calls
-                )
+    for small in _top_level_statements(ctx.module):
+        if type(small) in (cst.Import, cst.ImportFrom):
+            imports.extend(_import_paths(small))
+        else:
+            compiles_cuda = compiles_cuda or any(
+                ctx.qualified_name(call.func, [ctx.module]) in EXTENSION_LOADERS and _compiles_cuda(call)
+                for call in _calls_in(small)
+            )
     return compiles_cuda, tuple(imports)
+
+
+def _top_level_statements(module: cst.Module) -> Iterator[cst.BaseSmallStatement]:
+    """The simple statements at the top level of a module (`x = f()`, `import y`): what importing it runs first."""
+    for statement in module.body:
+        if type(statement) is cst.SimpleStatementLine:
+            yield from statement.body
+
+
+def _calls_in(node: cst.CSTNode) -> List[cst.Call]:
+    finder = _Calls()
+    walk_visitor(node, finder)
+    return finder.calls
 
 
 class _Calls(cst.CSTVisitor):
