@@ -115,6 +115,9 @@ def differences(before, after, where: str) -> dict:
     """Every place where two program states differ: `name.attribute` -> what differs."""
     if isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor):
         try:
+            # Exact (tolerance 0): a safe fix claims the same result, both programs run the same torch operations
+            # in this one process from the same seeds, and CPU kernels are deterministic for a fixed input and
+            # thread count. A fix that reorders arithmetic is unsafe and is compared elsewhere with a tolerance.
             torch.testing.assert_close(after, before, rtol=0, atol=0, equal_nan=True, check_dtype=False, check_device=False)
         except AssertionError as error:
             return {where: str(error).splitlines()[0]}
