@@ -9,10 +9,14 @@ FIXTURES = ROOT / "fixtures"
 
 
 def make_config(**table):
-    """A Config built from TOML-style keys (`torch-version="2.1"`), rooted at the fixtures folder."""
+    """A Config built from TOML-style keys (`torch-version="2.1"`), rooted at the fixtures folder.
+
+    Preview is on unless the test says otherwise: fixtures test what each rule finds, preview or not;
+    tests/test_preview.py tests the gate itself."""
     from torchlint.config import build
 
     table = {key.replace("_", "-"): value for key, value in table.items()}
+    table.setdefault("preview", True)
     return build(table, root=FIXTURES, path=None, where="test", torch_requirement_from=FIXTURES)
 
 

@@ -22,7 +22,8 @@ def project(tmp_path, monkeypatch):
 
 
 def check(capsys, *args):
-    code = main(["check", *map(str, args)])
+    # --preview: the fixable example is TL202's, a rule in preview.
+    code = main(["check", "--preview", *map(str, args)])
     out, err = capsys.readouterr()
     return code, out, err
 

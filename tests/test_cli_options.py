@@ -24,7 +24,8 @@ def project(tmp_path, monkeypatch):
 
 
 def check(capsys, *args):
-    code = main(["check", "--no-cache", *map(str, args)])
+    # --preview: the fixable example is TL202's, a rule in preview.
+    code = main(["check", "--preview", "--no-cache", *map(str, args)])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -87,7 +88,7 @@ def test_a_prefix_of_only_opt_in_rules_says_so(monkeypatch):
     from torchlint import config
     from torchlint.catalogue import RuleEntry
 
-    catalogue = (RuleEntry("TL101", "on-by-default", False), RuleEntry("TL901", "first-opt-in", True), RuleEntry("TL902", "second-opt-in", True))
+    catalogue = (RuleEntry("TL101", "on-by-default", False, False), RuleEntry("TL901", "first-opt-in", True, False), RuleEntry("TL902", "second-opt-in", True, False))
     monkeypatch.setattr(config, "RULES", catalogue)
     with pytest.raises(config.ConfigError, match=r"'TL9' matches only opt-in rules \(TL901, TL902\): select them by their exact code or name"):
         config.resolve_codes(["TL9"], "--select")

@@ -93,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="as --per-file-ignores, on top of the config's",
     )
     selection.add_argument("--ignore-noqa", action="store_true", help="report what `# noqa` comments would silence")
+    add_preview_option(selection)
     output = check.add_argument_group("output")
     output.add_argument("--output-format", choices=[name for name in OUTPUT_FORMATS if name in REPORTERS])
     output.add_argument("-o", "--output-file", type=Path, help="write the report to this file instead of standard output")
@@ -167,8 +168,8 @@ def run_rule(args) -> int:
 
     if args.all:
         for rule in all_rules():
-            default = "" if not rule.opt_in else " (opt-in)"
-            print(f"{rule.code}  {rule.name:<36} {rule.family():<14} fix: {rule.fix_safety}{default}")
+            tier = (" (opt-in)" if rule.opt_in else "") + (" (preview)" if rule.preview else "")
+            print(f"{rule.code}  {rule.name:<36} {rule.family():<14} fix: {rule.fix_safety}{tier}")
         return EXIT_CLEAN
     if not args.code:
         raise UsageError("give a rule code or name, or --all")
@@ -201,6 +202,7 @@ def resolve_config(args) -> Resolved:
         "fix": args.fix,
         "unsafe-fixes": args.unsafe_fixes,
         "ignore-noqa": getattr(args, "ignore_noqa", False) or None,
+        "preview": getattr(args, "preview", None),
     }
     # Command-line selectors are checked first, so their mistakes are not blamed on a config file.
     for option, key, purpose in (("--select", "select", None), ("--extend-select", "extend-select", None), ("--ignore", "extend-ignore", IGNORE)):
@@ -208,7 +210,17 @@ def resolve_config(args) -> Resolved:
     for option, key in (("--per-file-ignores", "per-file-ignores"), ("--extend-per-file-ignores", "extend-per-file-ignores")):
         for codes in (overrides[key] or {}).values():
             resolve_codes(codes, option, IGNORE)
-    return resolve(args.config, start, overrides, isolated=getattr(args, "isolated", False))
+    resolved = resolve(args.config, start, overrides, isolated=getattr(args, "isolated", False))
+    for code in sorted(resolved.config.preview_left_out):
+        print(f"torchlint: warning: {code} is in preview and does not run without `--preview` (or `preview = true`)", file=sys.stderr)
+    return resolved
+
+
+def add_preview_option(group) -> None:
+    group.add_argument(
+        "--preview", action=argparse.BooleanOptionalAction, default=None,
+        help="run the rules in preview too (`torchlint rule --all` marks them); --no-preview overrides the config",
+    )
 
 
 def _per_file_table(pairs: Optional[List[Tuple[str, List[str]]]]) -> Optional[Dict[str, List[str]]]:

@@ -16,12 +16,12 @@ TABLE_END = "<!-- rules-table:end -->"
 def rules_table() -> str:
     rows = ["| code | name | family | fix |", "|---|---|---|---|"]
     for rule in all_rules():
-        name = rule.name + (" (opt-in)" if rule.opt_in else "")
+        name = rule.name + (" (opt-in)" if rule.opt_in else "") + (" (preview)" if rule.preview else "")
         rows.append(f"| [{rule.code}](docs/rules/{rule.code}.md) | {name} | {rule.family()} | {rule.fix_safety} |")
     return "\n".join(rows)
 
 
-CATALOGUE_HEADER = '''"""Every rule's code, name and opt-in flag: what configuration needs, readable without importing the rules.
+CATALOGUE_HEADER = '''"""Every rule's code, name, opt-in and preview flags: what configuration needs, readable without importing the rules.
 
 Importing the rules imports libcst, about a third of a second; a run whose every file is
 answered from the cache needs neither. Written by `python -m torchlint.docs` from the rule
@@ -35,13 +35,14 @@ class RuleEntry(NamedTuple):
     code: str
     name: str
     opt_in: bool
+    preview: bool
 
 
 '''
 
 
 def catalogue() -> str:
-    rows = "".join(f'    RuleEntry("{rule.code}", "{rule.name}", {rule.opt_in}),\n' for rule in all_rules())
+    rows = "".join(f'    RuleEntry("{rule.code}", "{rule.name}", {rule.opt_in}, {bool(rule.preview)}),\n' for rule in all_rules())
     return CATALOGUE_HEADER + "RULES: Tuple[RuleEntry, ...] = (\n" + rows + ")\n"
 
 

@@ -74,6 +74,9 @@ class ChainedConversion(Rule):
 
     code = "TL202"
     name = "chained-conversion"
+    preview = (
+        "Held-out rounds 15-17 (20 repositories read at first sight, docs/precision.md): 6 of 16 findings true (38%); most false ones were casts that are no-ops on data already of that dtype, which the source does not show."
+    )
     # Every finding holds a call that only moves: `.cuda()`, `.cpu()` or `.to(...)` (`.type(torch.cuda.X)` also
     # casts, so it is never that call).
     triggers = attributes("cuda", "cpu", "to")

@@ -87,6 +87,9 @@ class TensorAttributeNotBuffer(Rule):
 
     code = "TL707"
     name = "tensor-attribute-not-buffer"
+    preview = (
+        "Held-out rounds 15-17 (20 repositories read at first sight, docs/precision.md): 8 of 22 findings true (36%); the false ones were tensors read only for their shape, copied into another tensor, or meant as parameters."
+    )
     triggers = IN_MODULE_CLASS & words("forward") & words(*(name.rpartition(".")[2] for name in TENSOR_FACTORIES))
     call_parts = last_parts(_DEFAULT_DEVICE_SETTERS) | {"register_buffer"}
     uses_callgraph = True
