@@ -75,10 +75,20 @@ def test_manifest_declares_both_hooks_as_the_contract_says():
     assert set(hooks) == {"torchlint", "torchlint-fix"}
     for hook in hooks.values():
         assert hook["language"] == "python"
-        assert hook["types_or"] == ["python", "pyi"]
+        assert hook["types_or"] == ["python", "pyi", "jupyter"]
         assert hook["require_serial"] is True
         assert "--force-exclude" in hook["entry"].split()
     assert "--fix" in hooks["torchlint-fix"]["entry"].split() and "--fix" not in hooks["torchlint"]["entry"].split()
+
+
+def test_a_bad_notebook_fails_the_commit_too(repository):
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(BAD)])
+    _, commit = repository("torchlint")
+    code, output = commit({"explore.ipynb": nbformat.writes(notebook)})
+    assert code != 0
+    assert "explore.ipynb" in output and "TL303" in output
 
 
 def test_a_bad_file_fails_the_commit_with_the_finding_printed(repository):
