@@ -6,8 +6,8 @@ torch code at import, so a spawn child that re-imports the script pays nothing.
 
 First of all it installs an audit hook (`sys.addaudithook`; it cannot be removed)
 that refuses, for the rest of the process and in spawn children that re-import
-the script: starting programs (`os.system`, `subprocess`, `os.exec*`,
-`os.posix_spawn`), network sockets, loading native code through `ctypes`,
+the script: starting programs other than this Python interpreter (`os.system`
+always; `subprocess`, `os.exec*`, `os.posix_spawn` of anything else), network sockets, loading native code through `ctypes`,
 writing, removing or renaming files outside the witness's folder and /dev/shm,
 and signalling processes outside the witness's session. Forking stays allowed:
 DataLoader workers are forked. An audit hook is no boundary against native code
@@ -32,9 +32,19 @@ def _install_guard():
     writes = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
     session = os.getsid(0)
     refused = frozenset({
-        "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.startfile", "subprocess.Popen", "pty.spawn",
-        "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "winreg.OpenKey", "webbrowser.open",
+        "os.system", "os.startfile", "pty.spawn", "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "webbrowser.open",
     })
+    # Starting programs: only this interpreter (TL302's and TL311's witnesses run Python programs of their own).
+    programs = ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn")
+    interpreter = os.path.realpath(sys.executable)
+
+    def this_interpreter(executable, argv):
+        program = executable if executable is not None else (argv[0] if argv else None)
+        try:
+            return program is not None and os.path.realpath(os.fsdecode(program)) == interpreter
+        except (TypeError, ValueError):
+            return False
+
     paths = {"os.remove": 0, "os.rmdir": 0, "os.rename": (0, 1), "os.replace": (0, 1), "os.link": (0, 1), "os.symlink": (0, 1),
              "os.mkdir": 0, "os.chmod": 0, "os.chown": 0, "os.truncate": 0, "os.utime": 0, "shutil.rmtree": 0}
 
@@ -50,6 +60,8 @@ def _install_guard():
     def guard(event, args):
         if event in refused:
             raise PermissionError(f"torchlint verify: a witness may not {event}")
+        if event in programs and not this_interpreter(args[0], args[1] if len(args) > 1 else None):
+            raise PermissionError(f"torchlint verify: a witness may start no program but Python ({event})")
         if event == "open" and len(args) >= 3:
             flags = args[2] if isinstance(args[2], int) else 0
             mode = args[1] if isinstance(args[1], str) else ""

@@ -57,6 +57,7 @@ DENIED_MODULES = (
     "torch.fx", "torch.export", "torch.profiler", "torch.compiler", "torch.library", "torch.ops", "torch.classes",
     "torch.testing", "torch.backends", "torch.cuda.memory", "torch._dynamo", "torch._inductor", "torch._export",
 )
+STDLIB_MODULES = frozenset(getattr(sys, "stdlib_module_names", ())) | {"os", "sys", "subprocess", "socket", "pickle", "builtins"}
 # Plain values a torch namespace holds (`torch.pi`, `torch.e`).
 PLAIN_VALUES = (bool, int, float, complex, str, type(None))
 
@@ -86,6 +87,10 @@ def forbidden_name(name):
         return "reaches a private or special attribute"
     if parts[0] != "torch":
         return "is not torch's"
+    # Spelled out, code reaches torch's objects directly: a chain that re-enters `torch` or goes through a
+    # standard-library module (`torch.utils.data.dataloader.os`) is one a module's imports make possible.
+    if "torch" in parts[1:] or any(part in STDLIB_MODULES for part in parts[1:-1]):
+        return "goes through a module that torch's modules import, not through torch's own"
     if name in DENIED_NAMES or _in(name, DENIED_MODULES):
         return "reads, writes or compiles outside the witness"
     return None
@@ -262,6 +267,8 @@ def run_child(request):
             resource.setrlimit(getattr(resource, name), tuple(limit) if isinstance(limit, list) else (limit, limit))
         os.environ.clear()
         os.environ.update(request["env"])
+        if "tempfile" in sys.modules:  # its folder, cached in the server, is the server's: TMPDIR is read again
+            sys.modules["tempfile"].tempdir = None
         for fd, name in ((1, ".stdout"), (2, ".stderr")):
             target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.dup2(target, fd)
@@ -274,6 +281,7 @@ def run_child(request):
         sys.stdout = open(1, "w", buffering=1, closefd=False)
         sys.stderr = open(2, "w", buffering=1, closefd=False)
         isolate(request["workdir"])
+        os.chdir(request["workdir"])  # the folder's own (writable) mount now, not the read-only one beneath
         keeper = os.getpid()
         witness = os.fork()
         if witness == 0:
