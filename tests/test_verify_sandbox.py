@@ -91,7 +91,7 @@ def listener():
 @pytest.mark.parametrize("name, why", [
     # Allowed by their spelling: only the live objects show where they lead.
     ("torch.nn.modules.module.namedtuple", "is defined in `collections`, not in torch"),
-    ("torch.nn.functional.Callable", "is defined in `typing`, not in torch"),
+    ("torch.nn.functional.Callable", "is defined in `collections.abc`, not in torch"),
     ("torch.nn.modules.module.Module.register_forward_hook", "not of a module"),
 ])
 def test_the_live_objects_refuse_names_the_spelling_allows(name, why):
