@@ -161,7 +161,10 @@ class _Server:
         number = -self.requests  # witnesses' ids are >= 0
         self._send({"id": number, "resolve": list(names)})
         pending: List[dict] = []
+        deadline = time.monotonic() + SERVER_START_SECONDS
         while number not in self.refusals:
+            if time.monotonic() > deadline:  # the server never answered: nothing it was asked about may run
+                return {name: "could not be judged (the witness server did not answer)" for name in names}
             time.sleep(POLL_SECONDS)
             pending.extend(self.replies())
         self.buffer = b"".join((json.dumps(message) + "\n").encode() for message in pending) + self.buffer

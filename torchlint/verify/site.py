@@ -178,8 +178,9 @@ class Site:
             return True
         name = self.qualified_name(node)
         if name is None:
-            # A value of the witness's (a stand-in, a local) and its public attributes, or a builtin.
-            return chain[0] not in DANGEROUS_BUILTINS
+            # A value of the witness's (a stand-in, a local) and its public attributes, or a builtin
+            # (`f(x).eval` is a method, not the builtin).
+            return not (_rooted_at_name(node) and chain[0] in DANGEROUS_BUILTINS)
         return is_callee or name in also_allowed or self.is_allowed_callable(name)
 
     # ------------------------------------------------------------ arguments
@@ -292,6 +293,12 @@ def _chain_names(node: cst.CSTNode) -> List[str]:
     if isinstance(node, cst.Name):
         names.append(node.value)
     return list(reversed(names))
+
+
+def _rooted_at_name(node: cst.CSTNode) -> bool:
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return isinstance(node, cst.Name)
 
 
 def _chains(root: cst.CSTNode, parents: Dict[int, cst.CSTNode]):
