@@ -59,8 +59,11 @@ def run_verify(args) -> int:
         jobs = args.jobs or os.cpu_count() or 1
         progress = _progress if sys.stderr.isatty() else None
         verifications = verify(findings, sources, config, pool, args.device, jobs, progress)
+        missing = [name for name, active in (pool.protections or {}).items() if not active]
     if progress:
         sys.stderr.write("\r\x1b[K")
+    if missing:
+        sys.stderr.write(f"torchlint verify: witnesses ran without: {', '.join(missing)} (refused by the kernel; see docs/verify.md)\n")
     output_format = args.output_format or config.output_format or "full"
     if output_format == "json":
         payload = [dict(finding.as_json(), verification=result.as_json()) for finding, result in zip(findings, verifications)]

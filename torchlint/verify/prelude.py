@@ -3,6 +3,15 @@
 A witness runs as `python -I witness.py DEVICE` in an empty temporary folder and
 ends by printing one verdict line that the parent reads back. Nothing here runs
 torch code at import, so a spawn child that re-imports the script pays nothing.
+
+First of all it installs an audit hook (`sys.addaudithook`; it cannot be removed)
+that refuses, for the rest of the process and in spawn children that re-import
+the script: starting programs other than this Python interpreter (`os.system`
+always; `subprocess`, `os.exec*`, `os.posix_spawn` of anything else), network sockets, loading native code through `ctypes`,
+writing, removing or renaming files outside the witness's folder and /dev/shm,
+and signalling processes outside the witness's session. Forking stays allowed:
+DataLoader workers are forked. An audit hook is no boundary against native code
+that is already loaded; it is one layer of several (see docs/verify.md).
 """
 
 import json
@@ -13,6 +22,75 @@ import warnings
 VERDICT_MARK = "@@torchlint-verdict@@ "
 DEVICE = sys.argv[1] if len(sys.argv) > 1 else "cpu"
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+
+
+def _install_guard():
+    import os
+    import socket
+
+    folders = tuple(os.path.realpath(folder) + os.sep for folder in (os.getcwd(), "/dev/shm"))
+    writes = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+    session = os.getsid(0)
+    refused = frozenset({
+        "os.system", "os.startfile", "pty.spawn", "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "webbrowser.open",
+    })
+    # Starting programs: only this interpreter (TL302's and TL311's witnesses run Python programs of their own).
+    programs = ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn")
+    interpreter = os.path.realpath(sys.executable)
+
+    def this_interpreter(executable, argv):
+        program = executable if executable is not None else (argv[0] if argv else None)
+        try:
+            return program is not None and os.path.realpath(os.fsdecode(program)) == interpreter
+        except (TypeError, ValueError):
+            return False
+
+    paths = {"os.remove": 0, "os.rmdir": 0, "os.rename": (0, 1), "os.replace": (0, 1), "os.link": (0, 1), "os.symlink": (0, 1),
+             "os.mkdir": 0, "os.chmod": 0, "os.chown": 0, "os.truncate": 0, "os.utime": 0, "shutil.rmtree": 0}
+
+    def inside(path):
+        if isinstance(path, int):  # an open descriptor: where it points was judged when it was opened
+            return True
+        try:
+            resolved = os.path.realpath(os.fsdecode(path))
+        except (TypeError, ValueError):
+            return False
+        return resolved == os.devnull or (resolved + os.sep).startswith(folders)
+
+    def guard(event, args):
+        if event in refused:
+            raise PermissionError(f"torchlint verify: a witness may not {event}")
+        if event in programs and not this_interpreter(args[0], args[1] if len(args) > 1 else None):
+            raise PermissionError(f"torchlint verify: a witness may start no program but Python ({event})")
+        if event == "open" and len(args) >= 3:
+            flags = args[2] if isinstance(args[2], int) else 0
+            mode = args[1] if isinstance(args[1], str) else ""
+            if (flags & writes or any(letter in mode for letter in "wax+")) and args[0] is not None and not inside(args[0]):
+                raise PermissionError(f"torchlint verify: a witness may not write {args[0]!r}")
+        elif event in paths:
+            where = paths[event]
+            if not all(inside(args[index]) for index in ((where,) if isinstance(where, int) else where)):
+                raise PermissionError(f"torchlint verify: a witness may not {event} outside its folder")
+        elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"):
+            if getattr(args[0], "family", None) != socket.AF_UNIX:
+                raise PermissionError("torchlint verify: a witness may not use the network")
+        elif event == "socket.getaddrinfo":
+            raise PermissionError("torchlint verify: a witness may not use the network")
+        elif event in ("os.kill", "os.killpg") and args:
+            # kill(pid > 0), kill(-pgid), killpg(pgid); 0 is the caller's own group, kill(-1) everyone.
+            target = -args[0] if event == "os.kill" and args[0] < 0 else args[0]
+            try:
+                same = target == 0 and args[0] != -1 or target > 1 and os.getsid(target) == session
+            except OSError:
+                same = False
+            if not same:
+                raise PermissionError("torchlint verify: a witness may not signal processes outside its own")
+
+    sys.addaudithook(guard)
+
+
+if __name__ in ("__main__", "__mp_main__"):  # the witness itself or a spawn child, never torchlint
+    _install_guard()
 
 
 def _verdict(status, evidence, reason=""):

@@ -6,6 +6,7 @@ imported here: the witnesses import it in their own processes.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import importlib.util
 from dataclasses import dataclass
@@ -13,8 +14,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from torchlint.finding import Finding
 from torchlint.verify import sandbox
-from torchlint.verify.site import ParsedFile
-from torchlint.verify.witness import CANONICAL, Witness
+from torchlint.verify.site import ParsedFile, Resolver
+from torchlint.verify.witness import CANONICAL, FROM_FINDING, Witness
 from torchlint.verify.witnesses import load_all
 
 CONFIRMED, NOT_REPRODUCED = "confirmed", "not-reproduced"
@@ -61,8 +62,15 @@ def resolve_device(requested: str, pool: sandbox.Pool) -> tuple:
     return "cpu", ""
 
 
-def plan(finding: Finding, text: Optional[str], config, device: str, files: Optional[dict] = None) -> Union[Witness, str]:
-    """The witness for a finding, or the reason none can run; `files` caches each file's parse."""
+def plan(
+    finding: Finding, text: Optional[str], config, device: str, files: Optional[dict] = None, resolver: Optional[Resolver] = None,
+) -> Union[Witness, str]:
+    """The witness for a finding, or the reason none can run; `files` caches each file's parse.
+
+    `resolver` judges the names the finding's code reaches on the live objects (the fork
+    server's); without it, only their spelling is judged here, and the live objects in the
+    witness's process before its program runs.
+    """
     entry = load_all().get(finding.code)
     if entry is None:
         return "no witness for this rule"
@@ -72,15 +80,18 @@ def plan(finding: Finding, text: Optional[str], config, device: str, files: Opti
     if text is not None:
         files = {} if files is None else files
         if finding.filename not in files:
-            files[finding.filename] = ParsedFile.parse(finding.filename, text, config)
+            files[finding.filename] = ParsedFile.parse(finding.filename, text, config, resolver)
         parsed = files[finding.filename]
         site = parsed.site(finding, device) if parsed is not None else None
     if site is None:
         return entry.canonical("the flagged code could not be located", device)
     try:
-        return entry.derive(site, entry)
+        built = entry.derive(site, entry)
     except Exception as error:  # a builder's bug must not hide the verdicts of other findings
         return entry.canonical(f"building from the finding failed ({type(error).__name__})", device)
+    if isinstance(built, Witness) and built.origin == FROM_FINDING:
+        built = dataclasses.replace(built, checks=tuple(sorted(site.checked)))
+    return built
 
 
 def verify(
@@ -99,13 +110,17 @@ def verify(
     if device is None:
         return [Verification(f"skipped ({why})", "", requested_device, torch_version)] * len(findings)
     files = {}
-    plans = [plan(finding, sources.get(finding.filename), config, device, files) for finding in findings]
+    resolver = pool.resolver(_names_to_judge(findings, sources, config, files))
+    for parsed in files.values():
+        if parsed is not None:
+            parsed.resolver = resolver
+    plans = [plan(finding, sources.get(finding.filename), config, device, files, resolver) for finding in findings]
     runs: Dict[tuple, int] = {}
     jobs_list: List[sandbox.Job] = []
     for planned in plans:
         if isinstance(planned, Witness) and planned.key not in runs:
             runs[planned.key] = len(jobs_list)
-            jobs_list.append(sandbox.Job(planned.program, device, planned.timeout, planned.env))
+            jobs_list.append(sandbox.Job(planned.program, device, planned.timeout, planned.env, planned.checks))
     done = (lambda count: progress(count, len(jobs_list))) if progress else None
     outcomes = pool.run(jobs_list, jobs, done)
     results = []
@@ -115,6 +130,19 @@ def verify(
         else:
             results.append(judge(planned, outcomes[runs[planned.key]], device, torch_version))
     return results
+
+
+def _names_to_judge(findings: Sequence[Finding], sources: Mapping[str, str], config, files: dict) -> set:
+    """Every name the files with findings reach through their imports: judged by the fork server in one batch.
+
+    Files are parsed without a resolver here; the resolver is set on them once it exists.
+    """
+    names = set()
+    for filename in {finding.filename for finding in findings if finding.filename in sources}:
+        parsed = files[filename] = ParsedFile.parse(filename, sources[filename], config)
+        if parsed is not None:
+            names |= parsed.dotted_names()
+    return names
 
 
 def judge(witness: Witness, outcome: sandbox.Outcome, device: str, torch_version: str) -> Verification:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import string
 import textwrap
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Dict, Optional, Union
+from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple, Union
 
 if TYPE_CHECKING:
     from torchlint.verify.site import Site
@@ -38,11 +38,13 @@ class Witness:
     note: str = ""
     timeout: float = 30.0
     env: Dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    # Names from the finding's code, judged again on the live objects before the program runs.
+    checks: Tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple:
         """Findings whose witnesses are the same program share one run."""
-        return (self.program, self.timeout, tuple(sorted(self.env.items())))
+        return (self.program, self.timeout, tuple(sorted(self.env.items())), self.checks)
 
 
 @dataclass(frozen=True)
