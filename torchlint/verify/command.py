@@ -17,7 +17,7 @@ _COUNTED = (("confirmed", "confirmed"), ("not-reproduced", "not reproduced"), ("
 
 
 def register(subparsers) -> None:
-    from torchlint.cli import _codes_list
+    from torchlint.cli import _codes_list, add_preview_option
 
     verify = subparsers.add_parser("verify", help="lint, then confirm each finding by running it with torch")
     verify.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
@@ -27,6 +27,7 @@ def register(subparsers) -> None:
     verify.add_argument("--select", type=_codes_list, help="exactly these rules")
     verify.add_argument("--extend-select", type=_codes_list, help="these rules too")
     verify.add_argument("--ignore", type=_codes_list, help="not these rules")
+    add_preview_option(verify)
     verify.add_argument("--config", type=Path, help="a pyproject.toml or torchlint.toml to use instead of the nearest one")
     verify.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     verify.add_argument("-q", "--quiet", action="store_true", help="no summary line")
