@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import textwrap
-from typing import TYPE_CHECKING, ClassVar, FrozenSet, Optional
+from typing import TYPE_CHECKING, ClassVar, FrozenSet, Optional, Sequence
 
 import libcst as cst
 
@@ -62,6 +62,20 @@ class Rule:
 
     def report(self, node: cst.CSTNode, message: Optional[str] = None, fix: Optional["Fix"] = None) -> None:
         self.ctx.report(self, node, message or self.message, fix)
+
+    def report_seen(
+        self, node: cst.CSTNode, stack: Sequence[cst.CSTNode], message: Optional[str] = None, fix: Optional["Fix"] = None,
+    ) -> None:
+        """Report from `finish` a node seen during the walk, given the nodes that were around it then
+        (`tuple(self.ctx.stack)` in the visit). A report made after the walk without them has the position pass walk
+        the module down to the node, once per finding: a file with many findings reported in `finish` (a thousand
+        `.cuda()` lines for TL205) then costs the square of its size. With them, it costs the statement's code."""
+        walked = self.ctx.stack
+        self.ctx.stack = list(stack)
+        try:
+            self.report(node, message, fix)
+        finally:
+            self.ctx.stack = walked
 
     def finish(self) -> None:
         """Called once after the walk; rules that decide from whole-module facts report here."""
