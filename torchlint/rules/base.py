@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import inspect
 import textwrap
-from typing import TYPE_CHECKING, ClassVar, FrozenSet, Optional, Sequence
+from typing import TYPE_CHECKING, ClassVar, FrozenSet, Optional
 
 import libcst as cst
 
+from torchlint.analysis.ancestors import Ancestors
 from torchlint.engine.expectations import EXPECT_COMMENT
 
 if TYPE_CHECKING:
@@ -61,19 +62,15 @@ class Rule:
         self.crashed = False
 
     def report(self, node: cst.CSTNode, message: Optional[str] = None, fix: Optional["Fix"] = None) -> None:
-        self.ctx.report(self, node, message or self.message, fix)
-
-    def report_seen(
-        self, node: cst.CSTNode, stack: Sequence[cst.CSTNode], message: Optional[str] = None, fix: Optional["Fix"] = None,
-    ) -> None:
-        """Report from `finish` a node seen during the walk, given the nodes that were around it then
-        (`tuple(self.ctx.stack)` in the visit). A report made after the walk without them has the position pass walk
-        the module down to the node, once per finding: a file with many findings reported in `finish` (a thousand
-        `.cuda()` lines for TL205) then costs the square of its size. With them, it costs the statement's code."""
+        if self.ctx.stack:
+            self.ctx.report(self, node, message or self.message, fix)
+            return
+        # After the walk (`finish`): the nodes around `node` from the file's parents, found once for all its findings,
+        # where the position pass would walk the module to each finding (analysis/ancestors.py).
         walked = self.ctx.stack
-        self.ctx.stack = list(stack)
+        self.ctx.stack = self.ctx.shared(Ancestors).stack_to(node)
         try:
-            self.report(node, message, fix)
+            self.ctx.report(self, node, message or self.message, fix)
         finally:
             self.ctx.stack = walked
 

@@ -160,8 +160,7 @@ class CudaWithoutFallback(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        # Each site with the nodes around it when it was seen, for reporting it after the walk (`report_seen`).
-        self.sites: List[Tuple[cst.CSTNode, Tuple[cst.CSTNode, ...]]] = []
+        self.sites: List[cst.CSTNode] = []
         self.exempt = False
         # The GPU indices the file names (`"cuda:1"`, `.cuda(2)`): two or more is a multi-GPU program.
         self.indices: Set[int] = set()
@@ -283,7 +282,7 @@ class CudaWithoutFallback(Rule):
             self._note_index(site)
             self.device_values.add(id(site))
         if not (_shared.implements_method(self.ctx, "cuda") or self._chosen_elsewhere()):
-            self.sites.append((site, tuple(self.ctx.stack)))
+            self.sites.append(site)
 
     def _chosen_elsewhere(self) -> bool:
         """A parameter default, or a branch taken only when the code asks for CUDA (`if args.cuda:`)."""
@@ -303,13 +302,13 @@ class CudaWithoutFallback(Rule):
             or self._imports_availability_check()
         ):
             return
-        read = _names_read(self.ctx.module) if any(self._is_module_setting(site) for site, _ in self.sites) else frozenset()
-        for site, stack in self.sites:
+        read = _names_read(self.ctx.module) if any(map(self._is_module_setting, self.sites)) else frozenset()
+        for site in self.sites:
             # `device = "cuda"` at module level that nothing in the file reads: a setting another module imports
             # (a config file), like an `add_argument(..., default="cuda")`; its reader takes a variable.
             if self._is_module_setting(site) and read.isdisjoint(self.module_values[id(site)][1]):
                 continue
-            self.report_seen(site, stack, self.generator_message if id(site) in self.generator_devices else None)
+            self.report(site, self.generator_message if id(site) in self.generator_devices else None)
 
     def _calls_project_cuda_setup(self) -> bool:
         """The file calls a function of another project file that checks for CUDA or sets the program up for it."""
