@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import inspect
 import textwrap
-from typing import TYPE_CHECKING, ClassVar, FrozenSet, Optional
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, ClassVar, FrozenSet, Iterator, Optional
 
 import libcst as cst
 
@@ -62,15 +63,22 @@ class Rule:
         self.crashed = False
 
     def report(self, node: cst.CSTNode, message: Optional[str] = None, fix: Optional["Fix"] = None) -> None:
-        if self.ctx.stack:
+        with self.seen_at(node):
             self.ctx.report(self, node, message or self.message, fix)
+
+    @contextmanager
+    def seen_at(self, node: cst.CSTNode) -> Iterator[None]:
+        """After the walk (`finish`), `ctx.stack` holds the nodes around `node` while the block runs, from the file's
+        parents found once (analysis/ancestors.py): positions of the finding and of its fix's edits in the same
+        statement come from them. Without them the position pass walks the module down to each node asked about, so a
+        file with n findings reported after the walk costs the square of its size. During the walk: nothing to do."""
+        if self.ctx.stack:
+            yield
             return
-        # After the walk (`finish`): the nodes around `node` from the file's parents, found once for all its findings,
-        # where the position pass would walk the module to each finding (analysis/ancestors.py).
         walked = self.ctx.stack
         self.ctx.stack = self.ctx.shared(Ancestors).stack_to(node)
         try:
-            self.ctx.report(self, node, message or self.message, fix)
+            yield
         finally:
             self.ctx.stack = walked
 
