@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
 import time
@@ -291,10 +292,14 @@ def table(results: Sequence[Growth]) -> str:
         one, four, sixteen = result.costs
         rows.append(
             f"| {result.case} | {result.source} | {one.findings} / {four.findings} / {sixteen.findings} "
-            f"| {one.calls} | {four.calls} | {sixteen.calls} | {result.ratio:.1f} | {result.marginal:.2f} "
+            f"| {one.calls} | {four.calls} | {sixteen.calls} | {_figure(result.ratio, 1)} | {_figure(result.marginal, 2)} "
             f"| {one.seconds:.2f} / {sixteen.seconds:.2f} | {'SUPERLINEAR' if result.superlinear else ''} |"
         )
     return "\n".join(rows)
+
+
+def _figure(value: float, digits: int) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.{digits}f}"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -325,7 +330,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(table(results))
     if args.json:
         args.json.write_text(json.dumps(
-            [dict(asdict(result), ratio=result.ratio, marginal=result.marginal) for result in results], indent=1,
+            [
+                dict(asdict(result), **{name: None if math.isnan(value) else value for name, value in (
+                    ("ratio", result.ratio), ("marginal", result.marginal))})
+                for result in results
+            ],
+            indent=1,
         ))
     flagged = [result.case for result in results if result.superlinear]
     if flagged:

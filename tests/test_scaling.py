@@ -6,7 +6,7 @@ The cost is counted, not timed (Python function calls and built-in calls while t
 16 x 1.5 the cost at 1x, and the step from 4x to 16x within 1.5 times four times the step from 1x
 to 4x (that second figure is immune to costs a file pays once). Why 1.5: a linear rule's cost per
 repetition still varies a little (a set or scope that grows, a lookup over a longer list of
-bindings: the benchmark's rules measure 0.95-1.35 on the marginal figure), while a cost that grows
+bindings: the benchmark's cases measure 1.00-1.29 on the marginal figure, docs/performance.md), while a cost that grows
 with the square of the file measures 2-4 at these sizes (TL205 before its fix: many `.cuda()` lines
 cost a walk of the module per finding). The counts themselves vary by a few calls from one process
 to another (string hashing orders some sets), far inside that margin.
