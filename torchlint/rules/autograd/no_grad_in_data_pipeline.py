@@ -197,7 +197,8 @@ class NoGradInDataPipeline(Rule):
     def finish(self) -> None:
         for region in self.regions:
             if region.only_builds_tensors and (region.in_dataset or self._is_collate_function(region.function)):
-                self.report(region.node, fix=self._fix(region))
+                with self.seen_at(region.node):
+                    self.report(region.node, fix=self._fix(region))
 
     def _fix(self, region: _Region) -> Optional[Fix]:
         lines = self.ctx.text.splitlines()
