@@ -57,6 +57,7 @@ RULES: Tuple[RuleEntry, ...] = (
     RuleEntry("TL404", "activation-into-wrong-loss", False),
     RuleEntry("TL501", "unsafe-torch-load", False),
     RuleEntry("TL502", "whole-object-checkpoint", False),
+    RuleEntry("TL503", "refused-checkpoint-value", False),
     RuleEntry("TL601", "removed-api", False),
     RuleEntry("TL602", "deprecated-api", False),
     RuleEntry("TL603", "requires-grad-typo", False),

@@ -27,8 +27,9 @@ class WholeObjectCheckpoint(Rule):
 
     - `torch.save(obj, f)` where `obj` is a whole `nn.Module` (a torch layer or container, a
       `torchvision.models` builder's result, a class of the file with a `forward`), an
-      optimizer or scheduler of `torch.optim`, or a dictionary holding one
-      (`{"model": model, "epoch": epoch}`), followed through the file's assignments;
+      optimizer or scheduler of `torch.optim`, or a dictionary, list or tuple holding one
+      (`{"model": model, "epoch": epoch}`, `[encoder, decoder]`), followed through the file's
+      assignments;
     - when the project supports only torch 2.6 or later (`torch-version`), `torch.load(f)`
       without `weights_only=False` of a file that such a save in the same file writes: the
       same path string (also through a module-level constant), the same
@@ -56,6 +57,9 @@ class WholeObjectCheckpoint(Rule):
     only load failed ... Unsupported global` (observed on torch 2.13, also for optimizers and
     for a dictionary holding a module). The file also breaks when the class is renamed or
     moved. A `state_dict()` loads under the default and into any instance of the class.
+    Other values a weights-only load refuses (an `argparse.Namespace`, numpy values, a
+    `Path`, a config object) are TL503's: this rule is about whole objects, whose remedy is
+    the state dict.
 
     ## Fix safety
     No fix: saving `state_dict()` changes what the loading code gets back (a dictionary to
@@ -127,14 +131,14 @@ class WholeObjectCheckpoint(Rule):
                 self.saved_classes[id(saved.value)] = classes
             target = semantics.keyword(node, "f") or semantics.positional(node, 1)
             if target is not None:
-                self.saves.setdefault(self._file_key(target.value), []).append((self.order, saved.value if classes else None))
+                self.saves.setdefault(file_key(self.ctx, target.value), []).append((self.order, saved.value if classes else None))
         elif name in TORCH_LOAD and self.ctx.config.torch_version >= SAFE_DEFAULT_SINCE and not semantics.has_star_kwargs(node):
             weights_only = semantics.keyword(node, "weights_only")
             if weights_only is not None and semantics.literal(weights_only.value) is not True:
                 return
             source = semantics.keyword(node, "f") or semantics.positional(node, 0)
             if source is not None:
-                self.loads.append((self._file_key(source.value), self.order, node))
+                self.loads.append((file_key(self.ctx, source.value), self.order, node))
 
     def finish(self) -> None:
         # The neighbours are read once for each set of saved classes, not once for each save.
@@ -148,7 +152,7 @@ class WholeObjectCheckpoint(Rule):
             if not nearby[key]:
                 self.report(save)
         for key, order, load in self.loads:
-            saved = _saved_before(self.saves.get(key, []), order)
+            saved = saved_before(self.saves.get(key, []), order)
             if saved is not None and not self.allowed.issuperset(self.saved_classes[id(saved)]):
                 shown = self.ctx.code(saved)
                 self.report(load, self.load_message.format(saved=shown if len(shown) <= 40 and "\n" not in shown else "..."))
@@ -167,23 +171,28 @@ class WholeObjectCheckpoint(Rule):
                 for element in node.elements:
                     if isinstance(element, cst.DictElement):
                         found += self._whole_objects(element.value, there, nesting + 1)
+            elif type(node) in (cst.List, cst.Tuple) and nesting < _MAX_NESTING:
+                # `torch.save([encoder, decoder], path)`
+                for element in node.elements:
+                    found += self._whole_objects(element.value, there, nesting + 1)
         return found
 
-    def _file_key(self, file: cst.BaseExpression) -> Hashable:
-        """The same key for two expressions that name the same file: a path string, a module-level variable, or
-        the same code in the same function."""
-        constant = Values.of(self.ctx).constant(file)
-        if isinstance(constant, str):
-            return ("path", constant)
-        if type(file) is cst.Name:
-            scope = self.ctx.scopes.binding_scope(file.value, self.ctx.scope_nodes)
-            if scope is not None and scope.node is self.ctx.module:
-                return ("module variable", file.value)
-        function = self.ctx.enclosing(cst.FunctionDef, cst.Lambda)
-        return ("code", id(function) if function is not None else None, self.ctx.code(file))
+
+def file_key(ctx, file: cst.BaseExpression) -> Hashable:
+    """The same key for two expressions that name the same file: a path string, a module-level variable, or
+    the same code in the same function."""
+    constant = Values.of(ctx).constant(file)
+    if isinstance(constant, str):
+        return ("path", constant)
+    if type(file) is cst.Name:
+        scope = ctx.scopes.binding_scope(file.value, ctx.scope_nodes)
+        if scope is not None and scope.node is ctx.module:
+            return ("module variable", file.value)
+    function = ctx.enclosing(cst.FunctionDef, cst.Lambda)
+    return ("code", id(function) if function is not None else None, ctx.code(file))
 
 
-def _saved_before(saves: List[Tuple[int, Optional[cst.BaseExpression]]], order: int) -> Optional[cst.BaseExpression]:
+def saved_before(saves: List[Tuple[int, Optional[cst.BaseExpression]]], order: int) -> Optional[cst.BaseExpression]:
     """The whole object a load at `order` reads back: the last save of the file before it, when that is a whole
     object (a state dict saved over it in between is what is read); with no save before (a load in a function
     defined above the code that saves), any whole-object save of the file."""
