@@ -199,7 +199,11 @@ def render(inspection: Inspection) -> str:
     for name in inspection.refused_globals:
         keys = inspection.keys.get(name) or []
         shown = ", ".join(key or "the saved object" for key in keys)
-        lines.append(f"  {name}" + (f"  at {shown}" if shown else ""))
+        if not shown and name.startswith(_FOLLOWERS):
+            shown = "(rebuilt with the values above)"
+        else:
+            shown = f"at {shown}" if shown else ""
+        lines.append(f"  {name}" + (f"  {shown}" if shown else ""))
     if inspection.changes:
         lines.append("  to make the file load, change what is saved:")
         lines += [f"    {change}" for change in inspection.changes]
