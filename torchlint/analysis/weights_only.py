@@ -132,8 +132,14 @@ class Leaf(NamedTuple):
     uniform: bool
 
 
-def refused_leaves(ctx: "FileContext", expr: cst.BaseExpression, stack: Sequence[cst.CSTNode], where: str = "", nesting: int = 0) -> List[Leaf]:
-    """The values `expr` may hold that a weights-only load refuses, each with the key path that holds it."""
+def refused_leaves(
+    ctx: "FileContext", expr: cst.BaseExpression, stack: Sequence[cst.CSTNode], where: str = "", nesting: int = 0,
+    copied: bool = False,
+) -> List[Leaf]:
+    """The values `expr` may hold that a weights-only load refuses, each with the key path that holds it.
+
+    `copied`: `expr` is what `dict(expr)` copies into a plain dict, so only the values it holds count (`dict(counts)`
+    of a defaultdict loads)."""
     found: List[Leaf] = []
     origins = Values.of(ctx).origins(expr, stack)
     kinds = []
@@ -158,8 +164,8 @@ def refused_leaves(ctx: "FileContext", expr: cst.BaseExpression, stack: Sequence
                 if argument.keyword is not None:
                     found += refused_leaves(octx, argument.value, there, f'{where}["{argument.keyword.value}"]', nesting + 1)
                 elif not argument.star:
-                    found += refused_leaves(octx, argument.value, there, where, nesting + 1)
-        else:
+                    found += refused_leaves(octx, argument.value, there, where, nesting + 1, copied=True)
+        elif not copied:
             kinds.append(classify(origin))
     refused = next((kind for kind in kinds if kind is not None), None)
     if refused is not None:
@@ -170,10 +176,8 @@ def refused_leaves(ctx: "FileContext", expr: cst.BaseExpression, stack: Sequence
 def classify(origin: Origin) -> Optional[Refused]:
     """The refused kind of the value an origin builds, or None when it loads or is not known."""
     node, there, octx = origin.node, origin.place.stack, origin.place.context
-    if type(node) is cst.BinaryOperation and type(node.operator) is cst.Divide:
-        # `Path(root) / "best.pt"` is a Path.
-        left = Values.of(octx).origins(node.left, there)
-        return PATH if left and all(classify(part) is PATH for part in left) else None
+    if type(node) is cst.BinaryOperation:
+        return _arithmetic(node, there, octx)
     if type(node) is not cst.Call:
         return None
     name = octx.qualified_name(node.func, there) or ""
@@ -199,6 +203,26 @@ def classify(origin: Origin) -> Optional[Refused]:
         if type(callee.node) is cst.ClassDef and method_of(callee.node, "forward") is None:
             return project_class_instance(callee.node.name.value)
     return None
+
+
+def _arithmetic(node: cst.BinaryOperation, there, octx: "FileContext") -> Optional[Refused]:
+    """`Path(root) / "best.pt"` is a Path; numpy values with numpy values or numbers give numpy values
+    (`np.float64(3) / 4`, `correct / np.sum(counts)`); anything else (a tensor operand) is not known."""
+    sides = []
+    for side in (node.left, node.right):
+        if type(side) in (cst.Integer, cst.Float):
+            sides.append("number")
+            continue
+        origins = Values.of(octx).origins(side, there)
+        kinds = {classify(origin) if type(origin.node) not in (cst.Integer, cst.Float) else "number" for origin in origins}
+        sides.append(kinds.pop() if len(kinds) == 1 else None)
+    if type(node.operator) is cst.Divide and sides[0] is PATH:
+        return PATH
+    if None in sides or PATH in sides:
+        return None
+    if NUMPY_ARRAY in sides:
+        return NUMPY_ARRAY
+    return NUMPY_SCALAR if NUMPY_SCALAR in sides else None
 
 
 def _is_dict_call(ctx: "FileContext", call: cst.CSTNode, stack) -> bool:
