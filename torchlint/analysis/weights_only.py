@@ -59,6 +59,11 @@ NUMPY_ARRAY = Refused(
     "np._core.multiarray._reconstruct, np.ndarray, np.dtype, np.dtypes.Float64DType", _NUMPY_DTYPE_NOTE,
     ("_reconstruct",), "{value}.tolist()",
 )
+NUMPY_RANDOM_STATE = Refused(
+    "numpy's random state (a tuple holding an array)", "numpy._core.multiarray._reconstruct",
+    "save the state as a tensor (`torch.from_numpy(state[1])`, the other fields as they are)",
+    "np._core.multiarray._reconstruct, np.ndarray, np.dtype, np.dtypes.UInt32DType", "", ("_reconstruct",),
+)
 PATH = Refused(
     "a `pathlib.Path`", "pathlib.PosixPath", "save `str({value})`", "pathlib.PosixPath", " (`pathlib.WindowsPath` on Windows)",
     ("PosixPath", "WindowsPath"), "str({value})",
@@ -113,6 +118,7 @@ _BY_NAME = {
     "datetime.datetime.now": DATETIME,
     "datetime.datetime.utcnow": DATETIME,
     "frozenset": FROZENSET,
+    "numpy.random.get_state": NUMPY_RANDOM_STATE,
 }
 _ARGUMENT_PARSERS = frozenset({"argparse.ArgumentParser"})
 # How deep a saved container is searched (`{"meta": {"args": args}}`).
@@ -145,6 +151,12 @@ def refused_leaves(
     kinds = []
     for origin in origins:
         node, there, octx = origin.node, origin.place.stack, origin.place.context
+        if origin.opaque and nesting < _MAX_NESTING:
+            # `def save_checkpoint(state, ...): torch.save(state, ...)`: what the file's calls pass for the parameter.
+            passed = _passed_for(origin)
+            if passed is not None:
+                for argument, call_stack in passed:
+                    found += refused_leaves(octx, argument, call_stack, where, nesting + 1)
         if origin.opaque or origin.applied:
             kinds.append(None)
             continue
@@ -223,6 +235,61 @@ def _arithmetic(node: cst.BinaryOperation, there, octx: "FileContext") -> Option
     if NUMPY_ARRAY in sides:
         return NUMPY_ARRAY
     return NUMPY_SCALAR if NUMPY_SCALAR in sides else None
+
+
+def _passed_for(origin: Origin) -> Optional[List[Tuple[cst.BaseExpression, Tuple[cst.CSTNode, ...]]]]:
+    """For a parameter of a module-level function, the argument each call of the function in its file passes for it,
+    with the call's stack; None when the function is used otherwise than called by name, or a call passes `*args`
+    or `**kwargs` or leaves the parameter to its default (what it then holds is not the caller's)."""
+    function = origin.place.scopes[-1]
+    if type(origin.node) is not cst.Name or len(origin.place.scopes) != 2 or type(function) is not cst.FunctionDef:
+        return None
+    params = function.params
+    positional = list(params.posonly_params) + list(params.params)
+    param = next((param for param in positional + list(params.kwonly_params) if param.name.value == origin.node.value), None)
+    if param is None:
+        return None
+    index = positional.index(param) if param in positional else None
+    octx = origin.place.context
+    # The value model's own index of the calls of each module-level name (`Values._uses_of`): one walk per file.
+    calls = Values.of(octx)._uses_of(function.name.value)
+    if not calls:
+        return None
+    passed = []
+    for call in calls:
+        given = semantics.keyword(call, param.name.value) or (semantics.positional(call, index) if index is not None else None)
+        if any(argument.star for argument in call.args) or given is None:
+            return None
+        passed.append((given.value, _stack_to(octx.module, call)))
+    return passed
+
+
+class _StackTo(cst.CSTVisitor):
+    """The nodes from the module down to `target`, as the engine's stack holds them while it visits `target`."""
+
+    def __init__(self, target: cst.CSTNode):
+        self.target = target
+        self.stack: List[cst.CSTNode] = []
+        self.found: Optional[Tuple[cst.CSTNode, ...]] = None
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.found is not None:
+            return False
+        self.stack.append(node)
+        if node is self.target:
+            self.found = tuple(self.stack)
+            return False
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if self.found is None:
+            self.stack.pop()
+
+
+def _stack_to(module: cst.Module, target: cst.CSTNode) -> Tuple[cst.CSTNode, ...]:
+    finder = _StackTo(target)
+    module.visit(finder)
+    return finder.found or (module,)
 
 
 def _is_dict_call(ctx: "FileContext", call: cst.CSTNode, stack) -> bool:
