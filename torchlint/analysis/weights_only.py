@@ -10,11 +10,14 @@ Whole modules, optimizers and schedulers are left to TL502 (whole-object-checkpo
 
 from __future__ import annotations
 
+import os
+import re
 from typing import TYPE_CHECKING, List, NamedTuple, Optional, Sequence, Tuple
 
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.project import PROJECT
 from torchlint.analysis.values import Origin, Values, method_of
 
 if TYPE_CHECKING:
@@ -235,6 +238,32 @@ def _arithmetic(node: cst.BinaryOperation, there, octx: "FileContext") -> Option
     if NUMPY_ARRAY in sides:
         return NUMPY_ARRAY
     return NUMPY_SCALAR if NUMPY_SCALAR in sides else None
+
+
+def allow_listed_nearby(ctx: "FileContext", names: Tuple[str, ...]) -> bool:
+    """A file near this one calls `safe_globals`/`add_safe_globals` and names one of `names`: a file next to it (the
+    script that loads what this one saves), or in the folder of a project module it imports (a project's own
+    `load()` wrapper that allow-lists numpy's `_reconstruct` in `utils/other.py`, imported as `from .utils import
+    load`). Each file read is recorded with the cached result."""
+    patterns = [re.compile(rb"\b" + re.escape(name.encode()) + rb"\b") for name in names]
+
+    def allow_lists(data: bytes) -> bool:
+        return b"safe_globals" in data and any(pattern.search(data) for pattern in patterns)
+
+    if not ctx.filename:
+        return False
+    if PROJECT.neighbours_hold(ctx.filename, allow_lists):
+        return True
+    folders = set()
+    for module in sorted(ctx.file_text.imported_modules):
+        located = PROJECT.locate(ctx.filename, module)
+        if located is None or os.path.dirname(located[0]) in folders:
+            continue
+        folders.add(os.path.dirname(located[0]))
+        read = PROJECT.read(located[0])
+        if (read is not None and allow_lists(read[0])) or PROJECT.neighbours_hold(located[0], allow_lists):
+            return True
+    return False
 
 
 def _passed_for(origin: Origin) -> Optional[List[Tuple[cst.BaseExpression, Tuple[cst.CSTNode, ...]]]]:

@@ -3,7 +3,7 @@ from typing import Dict, Hashable, List, Optional, Set, Tuple
 import libcst as cst
 
 from torchlint import semantics
-from torchlint.analysis.weights_only import Leaf, refused_leaves
+from torchlint.analysis.weights_only import Leaf, allow_listed_nearby, refused_leaves
 from torchlint.engine.context import last_parts
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
@@ -35,7 +35,9 @@ class RefusedCheckpointValue(Rule):
     Not flagged: `vars(args)`, `float(x)`, `x.item()`, `x.tolist()`, `str(path)`, tensors,
     state dicts and plain Python values (numbers, strings, `None`, lists, tuples, sets, dicts,
     `OrderedDict`), which load; whole modules, optimizers and schedulers (TL502 reports those);
-    classes the file allow-lists with `add_safe_globals`/`safe_globals`; and values the rule
+    classes allow-listed with `add_safe_globals`/`safe_globals` by the file, by a file next to
+    it (the script that loads what it saves), or by a file in the folder of a project module
+    it imports (a project's own `load()` that allow-lists numpy's `_reconstruct`); and values the rule
     cannot follow (a function's parameter, the result of an installed package's function other
     than the numpy ones above). Given up: a load in another file than the save.
 
@@ -106,6 +108,8 @@ class RefusedCheckpointValue(Rule):
         self.added: Dict[Tuple[Optional[int], str], List[Tuple[str, cst.BaseExpression, tuple]]] = {}
         self.pending: List[Tuple[cst.Call, cst.BaseExpression, tuple, Hashable, int]] = []
         self.allowed: Set[str] = set()
+        # Whether files near this one allow-list each kind's names, read once per kind.
+        self.nearby: Dict[Tuple[str, ...], bool] = {}
         self.order = 0
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -181,7 +185,12 @@ class RefusedCheckpointValue(Rule):
         return (id(function) if function is not None else None, name)
 
     def _allow_listed(self, leaf: Leaf) -> bool:
-        return not self.allowed.isdisjoint(leaf.refused.listed)
+        listed = leaf.refused.listed
+        if not self.allowed.isdisjoint(listed):
+            return True
+        if listed not in self.nearby:
+            self.nearby[listed] = allow_listed_nearby(self.ctx, listed)
+        return self.nearby[listed]
 
     def _message(self, leaf: Leaf) -> str:
         shown = _shown(leaf)
