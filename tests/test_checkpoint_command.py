@@ -136,3 +136,10 @@ def test_from_the_command_line_no_traceback(files):
         capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 2 and "Traceback" not in done.stdout + done.stderr
+
+
+def test_concise_output_is_one_line_a_file(files, capsys):
+    code, out, _ = run(capsys, "--output-format", "concise", files["namespace"], files["good"])
+    lines = out.splitlines()
+    assert code == 1 and len(lines) == 3
+    assert lines[0].endswith("refused by weights_only=True: argparse.Namespace")

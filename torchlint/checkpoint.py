@@ -70,7 +70,10 @@ def register(subparsers) -> None:
         "checkpoint", help="tell whether checkpoint files load under torch.load(weights_only=True), torch 2.6's default",
     )
     command.add_argument("paths", nargs="+", metavar="PATH", help="checkpoint files written by torch.save")
-    command.add_argument("--output-format", choices=("full", "json"), default="full")
+    command.add_argument(
+        "--output-format", choices=("full", "concise", "json"), default="full",
+        help="full: what blocks the load and what to change; concise: one line a file; json",
+    )
     command.set_defaults(handler=run_checkpoint)
 
 
@@ -84,7 +87,8 @@ def run_checkpoint(args) -> int:
     if args.output_format == "json":
         sys.stdout.write(json.dumps([asdict(inspection) for inspection in inspections], indent=2) + "\n")
     else:
-        sys.stdout.write("".join(render(inspection) for inspection in inspections))
+        shown = render if args.output_format == "full" else render_concise
+        sys.stdout.write("".join(shown(inspection) for inspection in inspections))
         counts = {status: sum(inspection.status == status for inspection in inspections) for status in (LOADS, REFUSED, UNREADABLE)}
         sys.stdout.write(f"{counts[LOADS]} load, {counts[REFUSED]} refused, {counts[UNREADABLE]} unreadable\n")
     return max(inspection.exit_code for inspection in inspections)
@@ -186,6 +190,12 @@ def _explain(inspection: Inspection, refused: set, root) -> Inspection:
     imports = f"import {', '.join(modules)}; " if modules else ""
     inspection.allow_list = f"{imports}torch.serialization.add_safe_globals([{listed}])"
     return inspection
+
+
+def render_concise(inspection: Inspection) -> str:
+    if inspection.status == REFUSED:
+        return f"{inspection.path}: refused by weights_only=True: {', '.join(inspection.refused_globals) or inspection.error}\n"
+    return render(inspection)
 
 
 def render(inspection: Inspection) -> str:
