@@ -123,6 +123,7 @@ _BY_NAME = {
     "frozenset": FROZENSET,
     "numpy.random.get_state": NUMPY_RANDOM_STATE,
 }
+_BUILTINS = frozenset({"frozenset"})
 _ARGUMENT_PARSERS = frozenset({"argparse.ArgumentParser"})
 # How deep a saved container is searched (`{"meta": {"args": args}}`).
 _MAX_NESTING = 3
@@ -196,6 +197,8 @@ def classify(origin: Origin) -> Optional[Refused]:
     if type(node) is not cst.Call:
         return None
     name = octx.qualified_name(node.func, there) or ""
+    if not name and type(node.func) is cst.Name and node.func.value in _BUILTINS:
+        name = node.func.value  # a builtin: no import names it
     if name in _BY_NAME:
         return _BY_NAME[name]
     if name in _NUMPY_SCALARS:

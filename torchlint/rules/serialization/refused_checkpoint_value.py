@@ -101,11 +101,10 @@ class RefusedCheckpointValue(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        # Each save with the refused values it holds, and its file key.
-        self.saves: List[Tuple[cst.Call, List[Leaf], Hashable, int]] = []
         self.loads: List[Tuple[Hashable, int, cst.Call, bool]] = []
         # Items added to a dict variable after it is built: (scope, name) -> [(key, value, stack)].
         self.added: Dict[Tuple[Optional[int], str], List[Tuple[str, cst.BaseExpression, tuple]]] = {}
+        # Each save, judged in `finish` once the items added to its checkpoint are known.
         self.pending: List[Tuple[cst.Call, cst.BaseExpression, tuple, Hashable, int]] = []
         self.allowed: Set[str] = set()
         # Whether files near this one allow-list each kind's names, read once per kind.
@@ -165,8 +164,8 @@ class RefusedCheckpointValue(Rule):
             saves.setdefault(key, []).append((order, (node, leaves) if leaves else None))
             if not leaves:
                 continue
-            read_weights_only = any(load_key == key and (new_default or explicit) for load_key, _, _, explicit in self.loads)
-            if new_default or read_weights_only:
+            # Below torch 2.6 the file is still read by a load that asks for weights only.
+            if new_default or any(load_key == key and explicit for load_key, _, _, explicit in self.loads):
                 for leaf in leaves:
                     self.report(node, self._message(leaf), self._fix(leaf))
         for key, order, load, explicit in self.loads:
@@ -221,4 +220,3 @@ def _shown(leaf: Leaf) -> str:
 
 def _where(leaf: Leaf) -> str:
     return f" under `{leaf.where}`" if leaf.where else ""
-
