@@ -97,7 +97,7 @@ _QUOTED_GLOBAL = re.compile(r"Unsupported global: GLOBAL (?P<name>[\w.<> ]+?)`")
     error = raised(lambda: torch.load("checkpoint.pt"))
     torch.save({"weights": torch.zeros(2), "value": $plain}, "plain.pt")
     plain = torch.load("plain.pt")
-    refused = re.search(r"Unsupported global: GLOBAL [\w.]+", str(error))
+    refused = re.search(r"Unsupported global: GLOBAL [\\w.]+", str(error))
     if type(error).__name__ == "UnpicklingError" and refused and refused.group(0).endswith($global_name):
         loads = "`" + $plain_shown + "` loads (" + type(plain["value"]).__name__ + ")"
         confirmed("`torch.load` of a checkpoint holding `" + $shown + "` with the default weights_only=True: UnpicklingError: " + refused.group(0) + "; " + loads)
