@@ -44,7 +44,7 @@ def test_verify_confirms_every_finding_on_torch(tmp_path):
         capture_output=True, text=True, cwd=tmp_path, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     findings = json.loads(done.stdout)
-    assert len(findings) == 14
+    assert len(findings) == 15
     assert {finding["verification"]["status"] for finding in findings} == {"confirmed"}, [
         (finding["location"]["row"], finding["verification"]) for finding in findings
     ]

@@ -124,6 +124,8 @@ _BY_NAME = {
     "numpy.random.get_state": NUMPY_RANDOM_STATE,
 }
 _BUILTINS = frozenset({"frozenset"})
+# Annotations of a parameter that say what it holds (`args: argparse.Namespace`).
+_ANNOTATED = frozenset({"argparse.Namespace", "types.SimpleNamespace", "pathlib.Path"})
 _ARGUMENT_PARSERS = frozenset({"argparse.ArgumentParser"})
 # How deep a saved container is searched (`{"meta": {"args": args}}`).
 _MAX_NESTING = 3
@@ -161,6 +163,9 @@ def refused_leaves(
             if passed is not None:
                 for argument, call_stack in passed:
                     found += refused_leaves(octx, argument, call_stack, where, nesting + 1)
+            else:
+                kinds.append(_annotated(origin))  # `def save(args: argparse.Namespace)`
+                continue
         if origin.opaque or origin.applied:
             kinds.append(None)
             continue
@@ -269,18 +274,35 @@ def allow_listed_nearby(ctx: "FileContext", names: Tuple[str, ...]) -> bool:
     return False
 
 
-def _passed_for(origin: Origin) -> Optional[List[Tuple[cst.BaseExpression, Tuple[cst.CSTNode, ...]]]]:
-    """For a parameter of a module-level function, the argument each call of the function in its file passes for it,
-    with the call's stack; None when the function is used otherwise than called by name, or a call passes `*args`
-    or `**kwargs` or leaves the parameter to its default (what it then holds is not the caller's)."""
+def _annotated(origin: Origin) -> Optional[Refused]:
+    """The refused kind a parameter's annotation declares (`args: argparse.Namespace`, `root: Path`)."""
+    param = _parameter(origin)
+    if param is None or param.annotation is None:
+        return None
+    octx = origin.place.context
+    name = octx.qualified_name(param.annotation.annotation, origin.place.scopes)
+    return _BY_NAME.get(name or "") if name in _ANNOTATED else None
+
+
+def _parameter(origin: Origin) -> Optional[cst.Param]:
+    """The parameter of a module-level function an opaque origin names."""
     function = origin.place.scopes[-1]
     if type(origin.node) is not cst.Name or len(origin.place.scopes) != 2 or type(function) is not cst.FunctionDef:
         return None
     params = function.params
-    positional = list(params.posonly_params) + list(params.params)
-    param = next((param for param in positional + list(params.kwonly_params) if param.name.value == origin.node.value), None)
+    every = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
+    return next((param for param in every if param.name.value == origin.node.value), None)
+
+
+def _passed_for(origin: Origin) -> Optional[List[Tuple[cst.BaseExpression, Tuple[cst.CSTNode, ...]]]]:
+    """For a parameter of a module-level function, the argument each call of the function in its file passes for it,
+    with the call's stack; None when the function is used otherwise than called by name, or a call passes `*args`
+    or `**kwargs` or leaves the parameter to its default (what it then holds is not the caller's)."""
+    param = _parameter(origin)
     if param is None:
         return None
+    function = origin.place.scopes[-1]
+    positional = list(function.params.posonly_params) + list(function.params.params)
     index = positional.index(param) if param in positional else None
     octx = origin.place.context
     # The value model's own index of the calls of each module-level name (`Values._uses_of`): one walk per file.

@@ -26,8 +26,11 @@ class RefusedCheckpointValue(Rule):
     - an instance of a class of the project that is not a module (a config object, a dataclass).
 
     The saved value is followed through names, dict, list and tuple literals, `dict(...)`,
-    `ckpt["key"] = value` and `ckpt.update(...)` in the same function, and the function of the
-    project that builds the checkpoint (`torch.save(make_checkpoint(), path)`). The save is
+    `ckpt["key"] = value` and `ckpt.update(...)` in the same function, the function of the
+    project that builds the checkpoint (`torch.save(make_checkpoint(), path)`, also imported
+    from another file), and a parameter of a module-level function: what the file's calls
+    pass for it (`save_checkpoint({"args": args, ...})`), or else its annotation
+    (`args: argparse.Namespace`). The save is
     reported when the project supports only torch 2.6 or later (`torch-version`), or when a
     load in the file reads the same file (as TL502 matches paths) with `weights_only=True`;
     such a load is reported too, where torch's default or the call asks for weights only.
@@ -38,7 +41,7 @@ class RefusedCheckpointValue(Rule):
     classes allow-listed with `add_safe_globals`/`safe_globals` by the file, by a file next to
     it (the script that loads what it saves), or by a file in the folder of a project module
     it imports (a project's own `load()` that allow-lists numpy's `_reconstruct`); and values the rule
-    cannot follow (a function's parameter, the result of an installed package's function other
+    cannot follow (a method's parameter, the result of an installed package's function other
     than the numpy ones above). Given up: a load in another file than the save.
 
     ## Why is this bad?
