@@ -17,7 +17,6 @@ import pickle
 import sys
 import zipfile
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 LOADS, REFUSED, UNREADABLE = "loads", "refused", "unreadable"
@@ -95,24 +94,27 @@ def run_checkpoint(args) -> int:
 
 
 def inspect(path: str) -> Inspection:
-    """What a weights-only load of the file at `path` does, found without running anything the file holds."""
-    file = Path(path)
+    """What a weights-only load of the file at `path` does, found without running anything the file holds.
+
+    The file is read as a stream: a checkpoint may be larger than memory, and only its pickle is read (and, when
+    it loads, torch maps the zip format's tensors rather than reading them)."""
     try:
-        data = file.read_bytes()
+        with open(path, "rb") as file:
+            start = file.read(2)
+            if zipfile.is_zipfile(file):
+                return _inspect_zip(path)
+            file.seek(0)
+            return _inspect_legacy(path, file, start)
     except OSError as error:
         return Inspection(path, UNREADABLE, error=f"cannot read the file: {error.strerror or error}")
-    try:
-        if zipfile.is_zipfile(io.BytesIO(data)):
-            return _inspect_zip(path, data)
-        return _inspect_legacy(path, data)
     except Exception as error:  # a damaged file can fail anywhere in torch's reader or the scan
         return Inspection(path, UNREADABLE, error=_first_line(error))
 
 
-def _inspect_zip(path: str, data: bytes) -> Inspection:
+def _inspect_zip(path: str) -> Inspection:
     import torch
 
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+    with zipfile.ZipFile(path) as archive:
         names = archive.namelist()
         pickles = [name for name in names if name.endswith("/data.pkl") or name == "data.pkl"]
         if any(name.endswith("/constants.pkl") for name in names) and any("/code/" in name for name in names):
@@ -120,24 +122,24 @@ def _inspect_zip(path: str, data: bytes) -> Inspection:
         if len(pickles) != 1:
             return Inspection(path, UNREADABLE, error="not a checkpoint written by torch.save (no data.pkl in the archive)")
         pickled = archive.read(pickles[0])
-    refused = set(torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(data)))
+    refused = set(torch.serialization.get_unsafe_globals_in_checkpoint(path))
     # torch lists the globals its opcodes name; the scan sees the ones named through the memo too (numpy's dtype
     # classes), which the load refuses as well.
-    root, seen = _scan([pickled])
+    root, seen = _scan(io.BytesIO(pickled))
     refused |= (seen | _dtype_classes(root)) - _allowed_globals()
     inspection = Inspection(path, REFUSED if refused else LOADS, format="zip")
     if not refused:
-        _confirm_load(inspection, data, mmap=True)
+        _confirm_load(inspection, mmap=True)
     return _explain(inspection, refused, root)
 
 
-def _inspect_legacy(path: str, data: bytes) -> Inspection:
-    """A file written with `_use_new_zipfile_serialization=False` (torch before 1.6): pickles one after another."""
-    if data.startswith(b"PK"):
+def _inspect_legacy(path: str, stream, start: bytes) -> Inspection:
+    """A file written with `_use_new_zipfile_serialization=False` (torch before 1.6): pickles one after another,
+    then the tensors' bytes."""
+    if start == b"PK":
         return Inspection(path, UNREADABLE, error="a damaged zip archive (truncated or cut short while it was written)")
-    if not data.startswith(b"\x80"):
+    if not start.startswith(b"\x80"):
         return Inspection(path, UNREADABLE, error="not a checkpoint written by torch.save (neither a zip archive nor a pickle)")
-    stream = io.BytesIO(data)
     try:
         magic = _StubUnpickler(stream).load()
     except Exception:
@@ -145,24 +147,21 @@ def _inspect_legacy(path: str, data: bytes) -> Inspection:
     if magic != _LEGACY_MAGIC:
         return Inspection(path, UNREADABLE, error="a pickle, but not a checkpoint written by torch.save")
     # The protocol version and the system's description come before the saved object.
-    root, seen = _scan([], stream, skip=2)
+    root, seen = _scan(stream, skip=2)
     refused = (seen | _dtype_classes(root)) - _allowed_globals()
     inspection = Inspection(path, REFUSED if refused else LOADS, format="legacy")
     if not refused:
-        _confirm_load(inspection, data, mmap=False)
+        _confirm_load(inspection, mmap=False)
     return _explain(inspection, refused, root)
 
 
-def _confirm_load(inspection: Inspection, data: bytes, mmap: bool) -> None:
-    """Load the file the way torch 2.6 does by default (safe: the weights-only unpickler runs no code)."""
+def _confirm_load(inspection: Inspection, mmap: bool) -> None:
+    """Load the file the way torch 2.6 does by default (safe: the weights-only unpickler runs no code); `mmap` maps
+    a zip file's tensors instead of reading them (the legacy format cannot be mapped)."""
     import torch
 
     try:
-        if mmap:
-            # mmap needs a file name; the data is loaded from memory instead for files given as bytes.
-            torch.load(inspection.path, weights_only=True, map_location="cpu", mmap=True)
-        else:
-            torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+        torch.load(inspection.path, weights_only=True, map_location="cpu", mmap=mmap)
     except pickle.UnpicklingError as error:
         inspection.status = REFUSED
         inspection.error = _refusal(error)
@@ -288,14 +287,12 @@ class _StubUnpickler(pickle.Unpickler):
         return _stub_class("<storage>")()
 
 
-def _scan(pickles: List[bytes], stream: Optional[io.BytesIO] = None, skip: int = 0) -> Tuple[object, set]:
-    """The saved object, with stand-ins for every global, and the globals the pickle names."""
-    seen: set = set()
-    if stream is None:
-        stream = io.BytesIO(pickles[0])
+def _scan(stream, skip: int = 0) -> Tuple[object, set]:
+    """The saved object read from `stream`, with stand-ins for every global, and the globals its pickle names
+    (after `skip` pickles that come before it)."""
     for _ in range(skip):
-        _StubUnpickler(stream, seen).load()
-    seen.clear()  # the system description names no globals; the saved object's are what count
+        _StubUnpickler(stream).load()
+    seen: set = set()
     return _StubUnpickler(stream, seen).load(), seen
 
 
