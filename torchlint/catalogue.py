@@ -58,6 +58,7 @@ RULES: Tuple[RuleEntry, ...] = (
     RuleEntry("TL404", "activation-into-wrong-loss", False, False),
     RuleEntry("TL501", "unsafe-torch-load", False, False),
     RuleEntry("TL502", "whole-object-checkpoint", False, False),
+    RuleEntry("TL503", "refused-checkpoint-value", False, False),
     RuleEntry("TL601", "removed-api", False, False),
     RuleEntry("TL602", "deprecated-api", False, False),
     RuleEntry("TL603", "requires-grad-typo", False, False),

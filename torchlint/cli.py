@@ -32,9 +32,11 @@ from torchlint.reporters import REPORTERS, source_key
 if TYPE_CHECKING:
     from torchlint import fixes as fixes_io
 
-COMMANDS = ("check", "rule", "verify", "doctor", "server")
+COMMANDS = ("check", "rule", "verify", "doctor", "server", "checkpoint")
 # Commands that live with their feature; each module has `register(subparsers)` setting `handler`.
-FEATURE_COMMANDS = ("torchlint.verify.command", "torchlint.health", "torchlint.integrations.server.command")
+FEATURE_COMMANDS = (
+    "torchlint.verify.command", "torchlint.health", "torchlint.integrations.server.command", "torchlint.checkpoint",
+)
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 # Formats a person reads, which end with a summary.
 TEXT_FORMATS = ("full", "concise")

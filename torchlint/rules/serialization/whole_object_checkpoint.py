@@ -7,6 +7,7 @@ from torchlint import semantics
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.values import Values
 from torchlint.engine.context import last_parts
+from torchlint.finding import Fix
 from torchlint.rules.base import Rule
 from torchlint.rules.device._shared import builds_module
 from torchlint.rules.serialization.unsafe_torch_load import SAFE_DEFAULT_SINCE, TORCH_LOAD, TORCH_SAVE
@@ -27,8 +28,9 @@ class WholeObjectCheckpoint(Rule):
 
     - `torch.save(obj, f)` where `obj` is a whole `nn.Module` (a torch layer or container, a
       `torchvision.models` builder's result, a class of the file with a `forward`), an
-      optimizer or scheduler of `torch.optim`, or a dictionary holding one
-      (`{"model": model, "epoch": epoch}`), followed through the file's assignments;
+      optimizer or scheduler of `torch.optim`, or a dictionary, list or tuple holding one
+      (`{"model": model, "epoch": epoch}`, `[encoder, decoder]`), followed through the file's
+      assignments;
     - when the project supports only torch 2.6 or later (`torch-version`), `torch.load(f)`
       without `weights_only=False` of a file that such a save in the same file writes: the
       same path string (also through a module-level constant), the same
@@ -56,11 +58,17 @@ class WholeObjectCheckpoint(Rule):
     only load failed ... Unsupported global` (observed on torch 2.13, also for optimizers and
     for a dictionary holding a module). The file also breaks when the class is renamed or
     moved. A `state_dict()` loads under the default and into any instance of the class.
+    Other values a weights-only load refuses (an `argparse.Namespace`, numpy values, a
+    `Path`, a config object) are TL503's: this rule is about whole objects, whose remedy is
+    the state dict.
 
     ## Fix safety
-    No fix: saving `state_dict()` changes what the loading code gets back (a dictionary to
-    pass to `load_state_dict`, not a model), and `weights_only=False` would run whatever code
-    the file holds.
+    Unsafe: each module or optimizer named in the save (`model`, `{"model": model}`,
+    `[encoder, decoder]`) becomes `model.state_dict()`, which loads under the default. It
+    changes what the loading code gets back: a dictionary to pass to `load_state_dict` of a
+    model built first, not a model. No fix when an object is built in the save itself or
+    may be something else on one path. `weights_only=False` at the load would keep the
+    file as it is, for a file you trust.
 
     ## Options
     `torch-version`: below 2.6 loads are not reported (saves are).
@@ -68,6 +76,7 @@ class WholeObjectCheckpoint(Rule):
 
     code = "TL502"
     name = "whole-object-checkpoint"
+    fix_safety = "unsafe"
     # Every finding is a whole-object save or a load of a file one writes: the file calls `torch.save`.
     triggers = words("save")
     # `order` counts only these calls: what matters is whether a load comes after a save.
@@ -103,7 +112,7 @@ class WholeObjectCheckpoint(Rule):
         self.saves: Dict[Hashable, List[Tuple[int, Optional[cst.BaseExpression]]]] = {}
         self.loads: List[Tuple[Hashable, int, cst.Call]] = []
         # Each whole-object save, with the names of the classes it pickles (`Net`, `Sequential`).
-        self.whole_saves: List[Tuple[cst.Call, List[str]]] = []
+        self.whole_saves: List[Tuple[cst.Call, List[str], Optional[Fix]]] = []
         self.saved_classes: Dict[int, List[str]] = {}  # id(saved expression) -> the classes it pickles
         # The classes the file allow-lists for weights-only loads (`add_safe_globals([Net, nn.Linear])`): code
         # written for the weights-only default, whose loads of those classes succeed.
@@ -123,35 +132,54 @@ class WholeObjectCheckpoint(Rule):
                 return
             classes = self._whole_objects(saved.value, self.ctx.stack, 0)
             if classes:
-                self.whole_saves.append((node, classes))
+                self.whole_saves.append((node, classes, self._state_dict_fix(saved.value)))
                 self.saved_classes[id(saved.value)] = classes
             target = semantics.keyword(node, "f") or semantics.positional(node, 1)
             if target is not None:
-                self.saves.setdefault(self._file_key(target.value), []).append((self.order, saved.value if classes else None))
+                self.saves.setdefault(file_key(self.ctx, target.value), []).append((self.order, saved.value if classes else None))
         elif name in TORCH_LOAD and self.ctx.config.torch_version >= SAFE_DEFAULT_SINCE and not semantics.has_star_kwargs(node):
             weights_only = semantics.keyword(node, "weights_only")
             if weights_only is not None and semantics.literal(weights_only.value) is not True:
                 return
             source = semantics.keyword(node, "f") or semantics.positional(node, 0)
             if source is not None:
-                self.loads.append((self._file_key(source.value), self.order, node))
+                self.loads.append((file_key(self.ctx, source.value), self.order, node))
 
     def finish(self) -> None:
         # The neighbours are read once for each set of saved classes, not once for each save.
         nearby: Dict[FrozenSet[str], bool] = {}
-        for save, classes in self.whole_saves:
+        for save, classes, fix in self.whole_saves:
             if self.allowed.issuperset(classes):
                 continue
             key = frozenset(classes)
             if key not in nearby:
                 nearby[key] = _allow_listed_nearby(self.ctx.filename, key)
             if not nearby[key]:
-                self.report(save)
+                self.report(save, fix=fix)
         for key, order, load in self.loads:
-            saved = _saved_before(self.saves.get(key, []), order)
+            saved = saved_before(self.saves.get(key, []), order)
             if saved is not None and not self.allowed.issuperset(self.saved_classes[id(saved)]):
                 shown = self.ctx.code(saved)
                 self.report(load, self.load_message.format(saved=shown if len(shown) <= 40 and "\n" not in shown else "..."))
+
+    def _state_dict_fix(self, saved: cst.BaseExpression) -> Optional[Fix]:
+        """Save `x.state_dict()` for each whole object named in the save itself (`torch.save(model, f)`,
+        `{"model": model, "epoch": epoch}`, `[encoder, decoder]`); None when one is built in place or reached
+        through another name, whose code is not here to change."""
+        if type(saved) is cst.Dict:
+            written = [element.value for element in saved.elements if isinstance(element, cst.DictElement)]
+        elif type(saved) in (cst.List, cst.Tuple):
+            written = [element.value for element in saved.elements]
+        else:
+            written = [saved]
+        edits = []
+        for value in written:
+            if not self._whole_objects(value, self.ctx.stack, 0):
+                continue
+            if type(value) not in (cst.Name, cst.Attribute) or not _all_whole_objects(self, value):
+                return None
+            edits.append(self.ctx.replace(value, self.ctx.code(value) + ".state_dict()"))
+        return Fix.unsafe("Save the `state_dict()`", *edits) if edits else None
 
     def _whole_objects(self, expr: cst.BaseExpression, stack: Sequence[cst.CSTNode], nesting: int) -> List[str]:
         """The classes, by the names the code builds them with (`Net`, `Sequential`, `Adam`), of the whole modules and
@@ -167,23 +195,28 @@ class WholeObjectCheckpoint(Rule):
                 for element in node.elements:
                     if isinstance(element, cst.DictElement):
                         found += self._whole_objects(element.value, there, nesting + 1)
+            elif type(node) in (cst.List, cst.Tuple) and nesting < _MAX_NESTING:
+                # `torch.save([encoder, decoder], path)`
+                for element in node.elements:
+                    found += self._whole_objects(element.value, there, nesting + 1)
         return found
 
-    def _file_key(self, file: cst.BaseExpression) -> Hashable:
-        """The same key for two expressions that name the same file: a path string, a module-level variable, or
-        the same code in the same function."""
-        constant = Values.of(self.ctx).constant(file)
-        if isinstance(constant, str):
-            return ("path", constant)
-        if type(file) is cst.Name:
-            scope = self.ctx.scopes.binding_scope(file.value, self.ctx.scope_nodes)
-            if scope is not None and scope.node is self.ctx.module:
-                return ("module variable", file.value)
-        function = self.ctx.enclosing(cst.FunctionDef, cst.Lambda)
-        return ("code", id(function) if function is not None else None, self.ctx.code(file))
+
+def file_key(ctx, file: cst.BaseExpression) -> Hashable:
+    """The same key for two expressions that name the same file: a path string, a module-level variable, or
+    the same code in the same function."""
+    constant = Values.of(ctx).constant(file)
+    if isinstance(constant, str):
+        return ("path", constant)
+    if type(file) is cst.Name:
+        scope = ctx.scopes.binding_scope(file.value, ctx.scope_nodes)
+        if scope is not None and scope.node is ctx.module:
+            return ("module variable", file.value)
+    function = ctx.enclosing(cst.FunctionDef, cst.Lambda)
+    return ("code", id(function) if function is not None else None, ctx.code(file))
 
 
-def _saved_before(saves: List[Tuple[int, Optional[cst.BaseExpression]]], order: int) -> Optional[cst.BaseExpression]:
+def saved_before(saves: List[Tuple[int, Optional[cst.BaseExpression]]], order: int) -> Optional[cst.BaseExpression]:
     """The whole object a load at `order` reads back: the last save of the file before it, when that is a whole
     object (a state dict saved over it in between is what is read); with no save before (a load in a function
     defined above the code that saves), any whole-object save of the file."""
@@ -199,6 +232,16 @@ def _allow_listed_nearby(filename: str, classes: AbstractSet[str]) -> bool:
     names = [re.compile(rb"\b" + re.escape(name.encode()) + rb"\b") for name in classes]
     return PROJECT.neighbours_hold(
         filename, lambda data: b"safe_globals" in data and all(name.search(data) for name in names)
+    )
+
+
+def _all_whole_objects(rule: WholeObjectCheckpoint, value: cst.BaseExpression) -> bool:
+    """Every value `value` may hold is a module or optimizer (not `None` on one path, not a parameter)."""
+    origins = Values.of(rule.ctx).origins(value)
+    return bool(origins) and all(
+        not (origin.opaque or origin.applied) and type(origin.node) is cst.Call
+        and (builds_module(rule.ctx, origin.node, origin.place.stack) or _builds_optimizer(rule.ctx, origin.node, origin.place.stack))
+        for origin in origins
     )
 
 

@@ -1,0 +1,50 @@
+"""TL503 end to end: what the fix writes loads under weights_only=True, and `torchlint verify` confirms each finding."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, ROOT
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("numpy")
+
+FIX = FIXTURES / "fixes" / "TL503_plain_values.py"
+
+
+def saved_loads(program, folder) -> bool:
+    """Run `program` (which saves checkpoint.pt) in `folder`, then load the file the way torch 2.6 does by default."""
+    (folder / "program.py").write_text(program)
+    subprocess.run([sys.executable, "program.py"], cwd=folder, check=True, capture_output=True, timeout=120)
+    try:
+        torch.load(folder / "checkpoint.pt")
+    except Exception as error:  # what torch raises is the point: UnpicklingError for a refused global
+        assert type(error).__name__ == "UnpicklingError", error
+        return False
+    return True
+
+
+def test_the_fixed_program_writes_a_checkpoint_the_default_load_reads(tmp_path):
+    before, after = tmp_path / "before", tmp_path / "after"
+    before.mkdir()
+    after.mkdir()
+    assert not saved_loads(FIX.read_text(), before)
+    assert saved_loads(FIX.with_name(FIX.name + ".fixed").read_text(), after)
+
+
+def test_verify_confirms_every_finding_on_torch(tmp_path):
+    shutil.copy(FIXTURES / "serialization" / "TL503_refused_values.py", tmp_path / "train.py")
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\ntorch-version = "2.6"\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "torchlint", "verify", "train.py", "--select", "TL503", "--device", "cpu", "--output-format", "json"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    findings = json.loads(done.stdout)
+    assert len(findings) == 15
+    assert {finding["verification"]["status"] for finding in findings} == {"confirmed"}, [
+        (finding["location"]["row"], finding["verification"]) for finding in findings
+    ]

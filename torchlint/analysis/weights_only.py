@@ -1,0 +1,362 @@
+"""What `torch.load(..., weights_only=True)` (the default since torch 2.6) refuses to rebuild, as values of code.
+
+Observed on torch 2.13 with numpy 2.4 (docs/observed.md, "Checkpoints under weights_only=True"): the
+weights-only unpickler rebuilds tensors, parameters, `torch.Size`/`dtype`/`device`, Python's
+numbers, strings, bytes, `None`, lists, tuples, sets, dicts and `OrderedDict`; every other global
+the pickle names fails the load with `UnpicklingError: Weights only load failed ... Unsupported global: GLOBAL
+<name>`. `refused_leaves` follows a saved expression to the values it holds and names the ones that fail.
+Whole modules, optimizers and schedulers are left to TL502 (whole-object-checkpoint).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import TYPE_CHECKING, List, NamedTuple, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from torchlint import semantics
+from torchlint.analysis.project import PROJECT
+from torchlint.analysis.values import Origin, Values, method_of
+
+if TYPE_CHECKING:
+    from torchlint.engine.context import FileContext
+
+
+class Refused(NamedTuple):
+    """A kind of value the weights-only unpickler refuses."""
+
+    # What it is, in a message: "an `argparse.Namespace`".
+    label: str
+    # The global torch names in its error (`Unsupported global: GLOBAL argparse.Namespace`).
+    global_name: str
+    # The save-side change that loads (`{value}` is the saved expression's code).
+    remedy: str
+    # What to pass to `safe_globals([...])` for a file one trusts, and what else it may need.
+    allow: str
+    allow_note: str
+    # The names whose allow-listing in the file (`add_safe_globals([Namespace])`) makes it load.
+    listed: Tuple[str, ...]
+    # The replacement of the saved expression the fix writes (`vars({value})`), or "" for no fix.
+    fix: str = ""
+
+
+# Each allow-list below was checked on torch 2.13 with numpy 2.4 (docs/observed.md).
+NAMESPACE = Refused(
+    "an `argparse.Namespace`", "argparse.Namespace", "save `vars({value})` (a dict)", "argparse.Namespace", "",
+    ("Namespace",), "vars({value})",
+)
+SIMPLE_NAMESPACE = Refused(
+    "a `types.SimpleNamespace`", "types.SimpleNamespace", "save `vars({value})` (a dict)", "types.SimpleNamespace", "",
+    ("SimpleNamespace",), "vars({value})",
+)
+_NUMPY_DTYPE_NOTE = " (the `np.dtypes` class of its dtype: `Float64DType` for float64)"
+NUMPY_SCALAR = Refused(
+    "a numpy scalar", "numpy._core.multiarray.scalar", "save `{value}.item()` (a Python number)",
+    "np._core.multiarray.scalar, np.dtype, np.dtypes.Float64DType", _NUMPY_DTYPE_NOTE, ("scalar",), "{value}.item()",
+)
+NUMPY_ARRAY = Refused(
+    "a numpy array", "numpy._core.multiarray._reconstruct",
+    "save `{value}.tolist()` (a list), or `torch.from_numpy({value})` (a tensor)",
+    "np._core.multiarray._reconstruct, np.ndarray, np.dtype, np.dtypes.Float64DType", _NUMPY_DTYPE_NOTE,
+    ("_reconstruct",), "{value}.tolist()",
+)
+NUMPY_RANDOM_STATE = Refused(
+    "numpy's random state (a tuple holding an array)", "numpy._core.multiarray._reconstruct",
+    "save the state as a tensor (`torch.from_numpy(state[1])`, the other fields as they are)",
+    "np._core.multiarray._reconstruct, np.ndarray, np.dtype, np.dtypes.UInt32DType", "", ("_reconstruct",),
+)
+PATH = Refused(
+    "a `pathlib.Path`", "pathlib.PosixPath", "save `str({value})`", "pathlib.PosixPath", " (`pathlib.WindowsPath` on Windows)",
+    ("PosixPath", "WindowsPath"), "str({value})",
+)
+PARTIAL = Refused(
+    "a `functools.partial`", "functools.partial", "save what it is built from (the function's name and arguments)",
+    "functools.partial", " and the function it wraps", ("partial",),
+)
+DEFAULTDICT = Refused(
+    "a `collections.defaultdict`", "collections.defaultdict", "save `dict({value})`", "collections.defaultdict",
+    " and its default factory (`int`, `list`)", ("defaultdict",), "dict({value})",
+)
+DATETIME = Refused(
+    "a `datetime`", "datetime.datetime", "save `{value}.isoformat()`", "datetime.datetime", "", ("datetime",),
+)
+FROZENSET = Refused("a `frozenset`", "frozenset", "save `set({value})`", "frozenset", "", ("frozenset",), "set({value})")
+
+
+def project_class_instance(class_name: str) -> Refused:
+    return Refused(
+        f"an instance of the project class `{class_name}`", f"<its module>.{class_name}",
+        "save its fields (`vars(...)`, `dataclasses.asdict(...)`)", class_name, "", (class_name,),
+    )
+
+
+# Calls of installed code whose result is one of the refused kinds, by qualified name.
+_NUMPY_SCALARS = frozenset(
+    "numpy." + name
+    for name in (
+        "float16 float32 float64 int8 int16 int32 int64 uint8 bool_ mean sum max min median std var average prod "
+        "amax amin nanmean nansum nanmax nanmin nanmedian nanstd argmax argmin"
+    ).split()
+)
+# Reductions give an array, not a scalar, when given an axis.
+_AXIS_KEYWORDS = frozenset({"axis", "keepdims", "out"})
+_NUMPY_ARRAYS = frozenset(
+    "numpy." + name
+    for name in (
+        "array asarray zeros ones empty full arange linspace stack concatenate vstack hstack zeros_like ones_like "
+        "eye random.rand random.randn"
+    ).split()
+)
+_BY_NAME = {
+    "argparse.Namespace": NAMESPACE,
+    "types.SimpleNamespace": SIMPLE_NAMESPACE,
+    "pathlib.Path": PATH,
+    "pathlib.PosixPath": PATH,
+    "pathlib.WindowsPath": PATH,
+    "functools.partial": PARTIAL,
+    "collections.defaultdict": DEFAULTDICT,
+    "datetime.datetime": DATETIME,
+    "datetime.datetime.now": DATETIME,
+    "datetime.datetime.utcnow": DATETIME,
+    "frozenset": FROZENSET,
+    "numpy.random.get_state": NUMPY_RANDOM_STATE,
+}
+_BUILTINS = frozenset({"frozenset"})
+# Annotations of a parameter that say what it holds (`args: argparse.Namespace`).
+_ANNOTATED = frozenset({"argparse.Namespace", "types.SimpleNamespace", "pathlib.Path"})
+_ARGUMENT_PARSERS = frozenset({"argparse.ArgumentParser"})
+# How deep a saved container is searched (`{"meta": {"args": args}}`).
+_MAX_NESTING = 3
+
+
+class Leaf(NamedTuple):
+    """A refused value the saved expression holds."""
+
+    # The keys that lead to it (`["args"]`, `[0]`; "" for the saved object itself).
+    where: str
+    # The expression written in the checkpoint's container (`args` in `{"args": args}`), and its file.
+    written: cst.BaseExpression
+    context: "FileContext"
+    refused: Refused
+    # Every value `written` may hold is of this kind: replacing it (`vars(args)`) is exact.
+    uniform: bool
+
+
+def refused_leaves(
+    ctx: "FileContext", expr: cst.BaseExpression, stack: Sequence[cst.CSTNode], where: str = "", nesting: int = 0,
+    copied: bool = False,
+) -> List[Leaf]:
+    """The values `expr` may hold that a weights-only load refuses, each with the key path that holds it.
+
+    `copied`: `expr` is what `dict(expr)` copies into a plain dict, so only the values it holds count (`dict(counts)`
+    of a defaultdict loads)."""
+    found: List[Leaf] = []
+    origins = Values.of(ctx).origins(expr, stack)
+    kinds = []
+    for origin in origins:
+        node, there, octx = origin.node, origin.place.stack, origin.place.context
+        if origin.opaque and nesting < _MAX_NESTING:
+            # `def save_checkpoint(state, ...): torch.save(state, ...)`: what the file's calls pass for the parameter.
+            passed = _passed_for(origin)
+            if passed is not None:
+                for argument, call_stack in passed:
+                    found += refused_leaves(octx, argument, call_stack, where, nesting + 1)
+            else:
+                kinds.append(_annotated(origin))  # `def save(args: argparse.Namespace)`
+                continue
+        if origin.opaque or origin.applied:
+            kinds.append(None)
+            continue
+        if type(node) in (cst.Dict, cst.List, cst.Tuple, cst.Set) or _is_dict_call(octx, node, there):
+            kinds.append(None)  # a container: replacing the expression that names it would not be exact
+        if type(node) is cst.Dict and nesting < _MAX_NESTING:
+            for element in node.elements:
+                if isinstance(element, cst.DictElement):
+                    found += refused_leaves(octx, element.value, there, where + _key(element.key), nesting + 1)
+                else:  # `**other`
+                    found += refused_leaves(octx, element.value, there, where, nesting + 1)
+        elif type(node) in (cst.List, cst.Tuple, cst.Set) and nesting < _MAX_NESTING:
+            for index, element in enumerate(node.elements):
+                found += refused_leaves(octx, element.value, there, f"{where}[{index}]", nesting + 1)
+        elif _is_dict_call(octx, node, there) and nesting < _MAX_NESTING:
+            for argument in node.args:
+                if argument.keyword is not None:
+                    found += refused_leaves(octx, argument.value, there, f'{where}["{argument.keyword.value}"]', nesting + 1)
+                elif not argument.star:
+                    found += refused_leaves(octx, argument.value, there, where, nesting + 1, copied=True)
+        elif not copied:
+            kinds.append(classify(origin))
+    refused = next((kind for kind in kinds if kind is not None), None)
+    if refused is not None:
+        found.append(Leaf(where, expr, ctx, refused, all(kind == refused for kind in kinds)))
+    return found
+
+
+def classify(origin: Origin) -> Optional[Refused]:
+    """The refused kind of the value an origin builds, or None when it loads or is not known."""
+    node, there, octx = origin.node, origin.place.stack, origin.place.context
+    if type(node) is cst.BinaryOperation:
+        return _arithmetic(node, there, octx)
+    if type(node) is not cst.Call:
+        return None
+    name = octx.qualified_name(node.func, there) or ""
+    if not name and type(node.func) is cst.Name and node.func.value in _BUILTINS:
+        name = node.func.value  # a builtin: no import names it
+    if name in _BY_NAME:
+        return _BY_NAME[name]
+    if name in _NUMPY_SCALARS:
+        given_axis = any(argument.keyword is not None and argument.keyword.value in _AXIS_KEYWORDS for argument in node.args)
+        return NUMPY_ARRAY if given_axis else NUMPY_SCALAR
+    if name in _NUMPY_ARRAYS:
+        return NUMPY_ARRAY
+    method = semantics.method_name(node)
+    if method == "numpy" and not node.args:
+        return NUMPY_ARRAY  # `outputs.cpu().numpy()`
+    if method == "parse_args" and type(node.func) is cst.Attribute:
+        parsers = Values.of(octx).origins(node.func.value, there)
+        if parsers and all(
+            type(parser.node) is cst.Call and parser.place.context.qualified_name(parser.node.func, parser.place.stack) in _ARGUMENT_PARSERS
+            for parser in parsers
+        ):
+            return NAMESPACE
+        return None
+    for callee in Values.of(octx).origins(node.func, there):
+        if type(callee.node) is cst.ClassDef and method_of(callee.node, "forward") is None:
+            return project_class_instance(callee.node.name.value)
+    return None
+
+
+def _arithmetic(node: cst.BinaryOperation, there, octx: "FileContext") -> Optional[Refused]:
+    """`Path(root) / "best.pt"` is a Path; numpy values with numpy values or numbers give numpy values
+    (`np.float64(3) / 4`, `correct / np.sum(counts)`); anything else (a tensor operand) is not known."""
+    sides = []
+    for side in (node.left, node.right):
+        if type(side) in (cst.Integer, cst.Float):
+            sides.append("number")
+            continue
+        origins = Values.of(octx).origins(side, there)
+        kinds = {classify(origin) if type(origin.node) not in (cst.Integer, cst.Float) else "number" for origin in origins}
+        sides.append(kinds.pop() if len(kinds) == 1 else None)
+    if type(node.operator) is cst.Divide and sides[0] is PATH:
+        return PATH
+    if None in sides or PATH in sides:
+        return None
+    if NUMPY_ARRAY in sides:
+        return NUMPY_ARRAY
+    return NUMPY_SCALAR if NUMPY_SCALAR in sides else None
+
+
+def allow_listed_nearby(ctx: "FileContext", names: Tuple[str, ...]) -> bool:
+    """A file near this one calls `safe_globals`/`add_safe_globals` and names one of `names`: a file next to it (the
+    script that loads what this one saves), or in the folder of a project module it imports (a project's own
+    `load()` wrapper that allow-lists numpy's `_reconstruct` in `utils/other.py`, imported as `from .utils import
+    load`). Each file read is recorded with the cached result."""
+    patterns = [re.compile(rb"\b" + re.escape(name.encode()) + rb"\b") for name in names]
+
+    def allow_lists(data: bytes) -> bool:
+        return b"safe_globals" in data and any(pattern.search(data) for pattern in patterns)
+
+    if not ctx.filename:
+        return False
+    if PROJECT.neighbours_hold(ctx.filename, allow_lists):
+        return True
+    folders = set()
+    for module in sorted(ctx.file_text.imported_modules):
+        located = PROJECT.locate(ctx.filename, module)
+        if located is None or os.path.dirname(located[0]) in folders:
+            continue
+        folders.add(os.path.dirname(located[0]))
+        read = PROJECT.read(located[0])
+        if (read is not None and allow_lists(read[0])) or PROJECT.neighbours_hold(located[0], allow_lists):
+            return True
+    return False
+
+
+def _annotated(origin: Origin) -> Optional[Refused]:
+    """The refused kind a parameter's annotation declares (`args: argparse.Namespace`, `root: Path`)."""
+    param = _parameter(origin)
+    if param is None or param.annotation is None:
+        return None
+    octx = origin.place.context
+    name = octx.qualified_name(param.annotation.annotation, origin.place.scopes)
+    return _BY_NAME.get(name or "") if name in _ANNOTATED else None
+
+
+def _parameter(origin: Origin) -> Optional[cst.Param]:
+    """The parameter of a module-level function an opaque origin names."""
+    function = origin.place.scopes[-1]
+    if type(origin.node) is not cst.Name or len(origin.place.scopes) != 2 or type(function) is not cst.FunctionDef:
+        return None
+    params = function.params
+    every = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
+    return next((param for param in every if param.name.value == origin.node.value), None)
+
+
+def _passed_for(origin: Origin) -> Optional[List[Tuple[cst.BaseExpression, Tuple[cst.CSTNode, ...]]]]:
+    """For a parameter of a module-level function, the argument each call of the function in its file passes for it,
+    with the call's stack; None when the function is used otherwise than called by name, or a call passes `*args`
+    or `**kwargs` or leaves the parameter to its default (what it then holds is not the caller's)."""
+    param = _parameter(origin)
+    if param is None:
+        return None
+    function = origin.place.scopes[-1]
+    positional = list(function.params.posonly_params) + list(function.params.params)
+    index = positional.index(param) if param in positional else None
+    octx = origin.place.context
+    # The value model's own index of the calls of each module-level name (`Values._uses_of`): one walk per file.
+    calls = Values.of(octx)._uses_of(function.name.value)
+    if not calls:
+        return None
+    passed = []
+    for call in calls:
+        given = semantics.keyword(call, param.name.value) or (semantics.positional(call, index) if index is not None else None)
+        if any(argument.star for argument in call.args) or given is None:
+            return None
+        passed.append((given.value, _stack_to(octx.module, call)))
+    return passed
+
+
+class _StackTo(cst.CSTVisitor):
+    """The nodes from the module down to `target`, as the engine's stack holds them while it visits `target`."""
+
+    def __init__(self, target: cst.CSTNode):
+        self.target = target
+        self.stack: List[cst.CSTNode] = []
+        self.found: Optional[Tuple[cst.CSTNode, ...]] = None
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.found is not None:
+            return False
+        self.stack.append(node)
+        if node is self.target:
+            self.found = tuple(self.stack)
+            return False
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if self.found is None:
+            self.stack.pop()
+
+
+def _stack_to(module: cst.Module, target: cst.CSTNode) -> Tuple[cst.CSTNode, ...]:
+    finder = _StackTo(target)
+    module.visit(finder)
+    return finder.found or (module,)
+
+
+def _is_dict_call(ctx: "FileContext", call: cst.CSTNode, stack) -> bool:
+    if type(call) is not cst.Call:
+        return False
+    return ctx.qualified_name(call.func, stack) in ("dict", "builtins.dict") or (
+        type(call.func) is cst.Name and call.func.value == "dict"
+    )
+
+
+def _key(key: cst.BaseExpression) -> str:
+    if isinstance(key, cst.SimpleString):
+        return f'["{key.evaluated_value}"]'
+    if isinstance(key, cst.Integer):
+        return f"[{key.value}]"
+    return "[...]"
