@@ -169,12 +169,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         _discard_standard_output()
         return EXIT_ERROR
     except OSError as error:
-        # Writing the report failed: a full disk (ENOSPC), a closed standard output (EBADF). The report is lost,
-        # which one line says; a traceback would say no more.
+        # Mostly writing the report failed: a full disk (ENOSPC), a closed standard output (EBADF). The report is
+        # lost, which one line says; a traceback would say no more.
+        where = f"{error.filename}: " if error.filename else "cannot write the output: " if error.errno in _OUTPUT_ERRORS else ""
         _discard_standard_output()
-        where = f"{error.filename}: " if error.filename else ""
-        print(f"torchlint: error: cannot write the output: {where}{error.strerror or error}", file=sys.stderr)
+        print(f"torchlint: error: {where}{error.strerror or error}", file=sys.stderr)
         return EXIT_ERROR
+
+
+# What writing standard output fails with: a full disk or quota, a file grown past its limit, a closed descriptor.
+_OUTPUT_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EBADF, errno.EIO})
 
 
 class _ClosedOutput(io.TextIOBase):
