@@ -64,14 +64,15 @@ def test_a_summary_file_that_is_not_a_regular_file_is_a_miss(tmp_path, kind):
     folder = tmp_path / FOLDER / "summaries"
     folder.mkdir(parents=True)
     store = SummaryStore(folder)
-    target = store._path("model.py")
+    model = str(tmp_path / "model.py")  # absolute: the child process runs elsewhere
+    target = store._path(model)
     if kind == "fifo":
         os.mkfifo(target)
     else:
         target.symlink_to("/dev/zero")
-    completed = subprocess.run([sys.executable, "-c", READ_SUMMARY, str(folder), "model.py"],
+    completed = subprocess.run([sys.executable, "-c", READ_SUMMARY, str(folder), model], cwd=tmp_path,
                                capture_output=True, text=True, timeout=60)
     assert (completed.returncode, completed.stdout, completed.stderr) == (0, "None\n", "")
-    store.save("model.py", b"digest", b"payload")
+    store.save(model, b"digest", b"payload")
     assert target.is_file() and not target.is_symlink()
-    assert store.load("model.py", b"digest") == b"payload"
+    assert store.load(model, b"digest") == b"payload"
