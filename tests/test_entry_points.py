@@ -166,3 +166,22 @@ def test_fix_of_a_file_without_other_links_replaces_it_atomically(project):
     _fix(project, source)
     assert FIXED in source.read_text()
     assert source.stat().st_mode & 0o777 == 0o640
+
+
+# ---------------------------------------------------------------- the flake8 plugin
+
+
+def test_flake8_plugin_reports_what_torchlint_refuses_as_tl000(tmp_path, monkeypatch):
+    """flake8 runs the plugin only on files Python parses (it reports the others as E999 itself); a file that
+    Python parses and torchlint's parser refuses (here: a parse that exhausts the recursion limit) is TL000."""
+    from torchlint.engine import parsing
+    from torchlint.integrations import flake8 as plugin
+
+    def refuse(*args, **kwargs):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(parsing.TREES, "parse", refuse)
+    (tmp_path / "torchlint.toml").write_text('select = ["ALL"]\n')
+    found = list(plugin.TorchlintChecker(None, [BAD], str(tmp_path / "deep.py")).run())
+    assert [(row, column, message.split(" ", 1)[0]) for row, column, message, _ in found] == [(1, 0, "TL000")]
+    assert "nested too deeply to parse" in found[0][2]
