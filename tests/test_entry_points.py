@@ -185,3 +185,47 @@ def test_flake8_plugin_reports_what_torchlint_refuses_as_tl000(tmp_path, monkeyp
     found = list(plugin.TorchlintChecker(None, [BAD], str(tmp_path / "deep.py")).run())
     assert [(row, column, message.split(" ", 1)[0]) for row, column, message, _ in found] == [(1, 0, "TL000")]
     assert "nested too deeply to parse" in found[0][2]
+
+
+# ---------------------------------------------------------------- Ctrl-C, --watch without its extra
+
+# Ctrl-C arriving while the command's modules load, made deterministic: the import of the config module raises it.
+INTERRUPTED_WHILE_LOADING = """
+import builtins, runpy, sys
+real_import = builtins.__import__
+def interrupting_import(name, *args, **kwargs):
+    if name == "torchlint.config":
+        raise KeyboardInterrupt
+    return real_import(name, *args, **kwargs)
+builtins.__import__ = interrupting_import
+sys.argv = ["torchlint", "check", "."]
+runpy.run_module("torchlint", run_name="__main__")
+"""
+
+
+def test_an_interrupt_while_loading_exits_130_without_a_traceback(project):
+    completed = subprocess.run([sys.executable, "-c", INTERRUPTED_WHILE_LOADING], cwd=project,
+                               capture_output=True, text=True, timeout=120)
+    assert (completed.returncode, completed.stderr) == (130, "")
+
+
+def test_the_console_script_entry_point_is_the_guarded_one():
+    from importlib.metadata import entry_points
+
+    [script] = [entry for entry in entry_points(group="console_scripts") if entry.name == "torchlint"]
+    assert script.value == "torchlint.__main__:run"
+
+
+WATCH_WITHOUT_WATCHFILES = """
+import sys
+sys.modules["watchfiles"] = None  # as if the `watch` extra were not installed
+from torchlint.cli import main
+sys.exit(main(["check", "--watch", "."]))
+"""
+
+
+def test_watch_without_its_extra_is_one_line(project):
+    completed = subprocess.run([sys.executable, "-c", WATCH_WITHOUT_WATCHFILES], cwd=project,
+                               capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 2
+    assert completed.stderr == "torchlint: error: --watch needs watchfiles: pip install 'torchlint[watch]'\n"
