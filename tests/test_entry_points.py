@@ -229,3 +229,8 @@ def test_watch_without_its_extra_is_one_line(project):
                                capture_output=True, text=True, timeout=120)
     assert completed.returncode == 2
     assert completed.stderr == "torchlint: error: --watch needs watchfiles: pip install 'torchlint[watch]'\n"
+
+
+@pytest.mark.parametrize("fix", [[], ["--fix"]])
+def test_closed_standard_input_is_one_line(project, fix):
+    assert_one_line_error(*shell(f"torchlint check --no-cache {' '.join(fix)} - <&-", project), "standard input, which is closed")

@@ -413,13 +413,20 @@ def collect(args, config: Config) -> List[FileResult]:
 def _lint_stdin(name: str, config: Config) -> FileResult:
     from torchlint import source as file_sources
 
-    data = sys.stdin.buffer.read()
+    data = _standard_input()
     result = lint_file_bytes(data, name, config)
     if result.source is None and result.findings:
         # A notebook's cells are quoted from its text (`_sources`), which standard input cannot give twice.
         with contextlib.suppress(file_sources.SourceError):
             result.source = file_sources.decode(data)
     return result
+
+
+def _standard_input() -> bytes:
+    """What `-` names; a closed standard input (`torchlint check - <&-`) is a usage error, not a traceback."""
+    if sys.stdin is None:
+        raise UsageError("`-` reads standard input, which is closed")
+    return sys.stdin.buffer.read()
 
 
 def _sources(results: List[FileResult]) -> Dict[str, str]:
@@ -541,7 +548,7 @@ def collect_fixes(args, config: Config) -> List[fixes_io.FileFix]:
     for path in args.paths:
         if path == "-":
             name = args.stdin_filename or "-"
-            fixes.append(fixes_io.fix_bytes(sys.stdin.buffer.read(), name, config, config.unsafe_fixes))
+            fixes.append(fixes_io.fix_bytes(_standard_input(), name, config, config.unsafe_fixes))
         else:
             files.append(path)
     found, unreadable = _discover(args, config, files)
