@@ -14,13 +14,13 @@ import linecache
 import os
 import re
 import sys
-import sysconfig
 import traceback
 from typing import List, Optional, Tuple
 
 from torchlint.finding import Finding, Location
 from torchlint.health.checks import ERROR, Report, check, message_of, severity
 from torchlint.health.deadline import DEFAULT_SECONDS, Deadline, end_process
+from torchlint.health.user_code import innermost_user_frame, shown_path
 
 # Cards for `--target-memory NAME`: the memory each is sold with, in GiB. torch can allocate a little less
 # (ECC, the CUDA context), which is why the table is a ceiling, not a promise.
@@ -165,24 +165,8 @@ def _exception(error: BaseException) -> str:
         return f"{type(error).__name__}: {error.msg} ({where})"
     first = (message_of(error).strip().splitlines() or [""])[0][:200]
     text = f"{type(error).__name__}: {first}" if first else type(error).__name__
-    frame = _user_frame(error)
+    frame = innermost_user_frame(traceback.extract_tb(error.__traceback__))
     return f"{text} ({shown_path(frame.filename)}:{frame.lineno}, in {frame.name})" if frame else text
-
-
-def _user_frame(error: BaseException):
-    frames = traceback.extract_tb(error.__traceback__)
-    theirs = [frame for frame in frames if not is_library(frame.filename)]
-    return (theirs or frames or [None])[-1]
-
-
-def is_library(path: str) -> bool:
-    """torchlint itself, importlib's frozen frames, the standard library and installed packages."""
-    if path.startswith("<"):
-        return True
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    roots = [here] + [sysconfig.get_paths()[name] for name in ("stdlib", "purelib", "platlib")]
-    absolute = os.path.abspath(path)
-    return any(absolute.startswith(os.path.abspath(root) + os.sep) for root in roots)
 
 
 def _definition(factory) -> Optional[str]:
@@ -192,11 +176,6 @@ def _definition(factory) -> Optional[str]:
     except (OSError, TypeError):
         return None
     return f"{shown_path(path)}:{line}, in {getattr(factory, '__name__', '?')}" if path else None
-
-
-def shown_path(path: str) -> str:
-    relative = os.path.relpath(path) if os.path.isabs(path) else path
-    return path if relative.startswith("..") else relative
 
 
 def unpack(made) -> tuple:

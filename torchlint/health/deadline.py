@@ -15,6 +15,8 @@ import threading
 import traceback
 from typing import Callable, Iterator, NoReturn, Optional
 
+from torchlint.health.user_code import innermost_user_frame, shown_path
+
 # Long enough for a first step of a large model on a CPU, or an import that builds a dataset; a hang still ends.
 DEFAULT_SECONDS = 300.0
 
@@ -55,14 +57,8 @@ class Deadline:
 
 
 def _where(thread: int) -> str:
-    from torchlint.health.command import is_library, shown_path
-
     frame = sys._current_frames().get(thread)
-    if frame is None:
-        return ""
-    frames = traceback.extract_stack(frame)
-    theirs = [summary for summary in frames if not is_library(summary.filename)]
-    chosen = (theirs or frames or [None])[-1]
+    chosen = innermost_user_frame(traceback.extract_stack(frame)) if frame is not None else None
     if chosen is None:
         return ""
     return f" (stuck at {shown_path(chosen.filename)}:{chosen.lineno}, in {chosen.name})"
