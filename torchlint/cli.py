@@ -162,7 +162,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"torchlint: error: {error}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
-        _discard_standard_output()
         return 130
     except BrokenPipeError:
         # `torchlint check . | head -1`: the reader has what it wanted; nothing to say to anyone.
