@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import gc
 import errno
+import gc
 import importlib
 import io
 import json
