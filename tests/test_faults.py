@@ -12,12 +12,11 @@ import re
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 
 import pytest
 
-from torchlint import cli
+from torchlint import atomic, cli
 from torchlint.cli import main
 from torchlint.fixes import files as fix_files
 from torchlint.rules import rules_by_code
@@ -321,10 +320,14 @@ def test_a_full_disk_leaves_the_file_whole_and_no_temporary_file(project, capsys
 def test_a_folder_where_no_temporary_file_can_be_made(project, capsys, monkeypatch):
     (project / "a.py").write_text(FIXABLE)
 
-    def no_room(*args, **kwargs):
-        raise OSError(errno.EACCES, os.strerror(errno.EACCES), str(project))
+    real_open = os.open
 
-    monkeypatch.setattr(tempfile, "mkstemp", no_room)  # what torchlint/atomic.py writes with
+    def no_room(path, *args, **kwargs):
+        if str(path).endswith(atomic.SUFFIX):  # the temporary file torchlint/atomic.py writes first
+            raise OSError(errno.EACCES, os.strerror(errno.EACCES), str(project))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(atomic.os, "open", no_room)
     code, out, err = check(capsys, "--fix", "a.py")
     assert (code, out, err) == (1, f"a.py:{TL603}\n", "torchlint: a.py: cannot write the fixes: Permission denied\n")
     assert (project / "a.py").read_text() == FIXABLE

@@ -24,6 +24,7 @@ import dataclasses
 import hashlib
 import marshal
 import os
+import stat
 from pathlib import Path
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
@@ -35,6 +36,9 @@ from torchlint.finding import Edit, Finding, Fix, Location
 FOLDER = ".torchlint_cache"
 _MAGIC = b"torchlint-cache-2\n"
 _CHECKSUM_SIZE = 16
+# A cache file larger than this is not one torchlint wrote (a large project's findings take a few MiB): it is a
+# miss, not a read that fills the memory.
+_MOST_BYTES = 1 << 30
 # Config fields that never change a finding: where files are looked for and what is done with findings.
 _NOT_AFFECTING_FINDINGS = frozenset({"exclude", "per_file_ignores", "fix", "unsafe_fixes", "output_format", "root", "path"})
 
@@ -187,11 +191,34 @@ def _decode(item: tuple) -> Finding:
     return Finding(code, name, message, filename, Location(*location), Location(*end_location), fix, cell, dict(extra))
 
 
-def _read(path: Path) -> Entries:
+def read_regular(path: Path) -> Optional[bytes]:
+    """The bytes of the regular file at `path`, or None: anything else there (a FIFO, whose read would wait for a
+    writer forever; a link to `/dev/zero`, which never ends; a folder) or a file over `_MOST_BYTES` is a miss. The
+    next save renames a new file over whatever it was."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        # O_NOFOLLOW: a link is never read through; O_NONBLOCK: opening a FIFO does not wait for a writer.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
+        return None
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode) or status.st_size > _MOST_BYTES:
+            os.close(descriptor)
+            return None
+    except OSError:
+        os.close(descriptor)
+        return None
+    with os.fdopen(descriptor, "rb") as handle:
+        try:
+            data = handle.read(_MOST_BYTES + 1)
+        except OSError:
+            return None
+    return data if len(data) <= _MOST_BYTES else None
+
+
+def _read(path: Path) -> Entries:
+    data = read_regular(path)
+    if data is None:
         return {}
     payload = data[len(_MAGIC) + _CHECKSUM_SIZE:]
     if not data.startswith(_MAGIC) or data[len(_MAGIC):len(_MAGIC) + _CHECKSUM_SIZE] != _checksum(payload):
@@ -252,10 +279,8 @@ class SummaryStore:
 
     def load(self, path: str, digest: bytes) -> Optional[bytes]:
         """The payload saved for `path` when it was saved for the bytes of this digest."""
-        try:
-            with open(self._path(path), "rb") as handle:
-                data = handle.read()
-        except OSError:
+        data = read_regular(self._path(path))
+        if data is None:
             return None
         header = len(self._MAGIC) + _CHECKSUM_SIZE
         body = data[header:]

@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import errno
 import gc
 import importlib
+import io
 import json
 import os
 import sys
@@ -148,21 +150,64 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv.insert(0, "check")
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    _stand_in_for_closed_streams()
     # A file name that is not valid text must still be printable, not crash the report.
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="surrogateescape")
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
-        return args.handler(args)
+        args = build_parser().parse_args(argv)
+        code = args.handler(args)
+        # Written now, not when Python exits, where a failure is a message about an "exception ignored" and exit 120.
+        sys.stdout.flush()
+        return code
     except (ConfigError, UsageError) as error:
         print(f"torchlint: error: {error}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
+        # `torchlint check . | head -1`: the reader has what it wanted; nothing to say to anyone.
+        _discard_standard_output()
         return EXIT_ERROR
+    except OSError as error:
+        # Mostly writing the report failed: a full disk (ENOSPC), a closed standard output (EBADF). The report is
+        # lost, which one line says; a traceback would say no more.
+        where = f"{error.filename}: " if error.filename else "cannot write the output: " if error.errno in _OUTPUT_ERRORS else ""
+        _discard_standard_output()
+        print(f"torchlint: error: {where}{error.strerror or error}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+# What writing standard output fails with: a full disk or quota, a file grown past its limit, a closed descriptor.
+_OUTPUT_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EBADF, errno.EIO})
+
+
+class _ClosedOutput(io.TextIOBase):
+    """What standard output is when the process started with it closed (`torchlint check f.py >&-`): writing to it
+    fails as writing to a closed descriptor does, so a run that needs it says so, and one with `-o` does not."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+
+def _stand_in_for_closed_streams() -> None:
+    """Python sets `sys.stdout`/`sys.stderr` to None when the process starts with that descriptor closed."""
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # nowhere to say anything: errors are only the exit code
+    if sys.stdout is None:
+        sys.stdout = _ClosedOutput()
+
+
+def _discard_standard_output() -> None:
+    """Point standard output at /dev/null, so that what is still buffered for it does not fail again at exit."""
+    with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def run_rule(args) -> int:
@@ -301,17 +346,23 @@ def check_once(args, out: TextIO) -> int:
 
 @contextlib.contextmanager
 def output_stream(args) -> Iterator[TextIO]:
-    """Where the report goes: standard output, or the `--output-file` (made with its folder, as ruff does)."""
+    """Where the report goes: standard output, or the `--output-file` (made with its folder, as ruff does).
+
+    The file is written once the report is complete, atomically (`atomic.write_file`): a run that fails, or a disk
+    that fills, leaves the previous report as it was, never an empty or truncated one.
+    """
     if args.output_file is None:
         yield sys.stdout
         return
+    from torchlint.atomic import write_file
+
+    report_text = io.StringIO()
+    yield report_text
     try:
         args.output_file.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(args.output_file, "w", encoding="utf-8", errors="surrogateescape")
+        write_file(str(args.output_file), report_text.getvalue().encode("utf-8", "surrogateescape"))
     except OSError as error:
         raise UsageError(f"{args.output_file}: cannot write the report: {error.strerror or error}") from None
-    with handle:
-        yield handle
 
 
 def report(args, config: Config, findings: List[Finding], sources: Dict[str, str], out: TextIO, closing: str) -> None:
@@ -375,13 +426,20 @@ def collect(args, config: Config) -> List[FileResult]:
 def _lint_stdin(name: str, config: Config) -> FileResult:
     from torchlint import source as file_sources
 
-    data = sys.stdin.buffer.read()
+    data = _standard_input()
     result = lint_file_bytes(data, name, config)
     if result.source is None and result.findings:
         # A notebook's cells are quoted from its text (`_sources`), which standard input cannot give twice.
         with contextlib.suppress(file_sources.SourceError):
             result.source = file_sources.decode(data)
     return result
+
+
+def _standard_input() -> bytes:
+    """What `-` names; a closed standard input (`torchlint check - <&-`) is a usage error, not a traceback."""
+    if sys.stdin is None:
+        raise UsageError("`-` reads standard input, which is closed")
+    return sys.stdin.buffer.read()
 
 
 def _sources(results: List[FileResult]) -> Dict[str, str]:
@@ -503,7 +561,7 @@ def collect_fixes(args, config: Config) -> List[fixes_io.FileFix]:
     for path in args.paths:
         if path == "-":
             name = args.stdin_filename or "-"
-            fixes.append(fixes_io.fix_bytes(sys.stdin.buffer.read(), name, config, config.unsafe_fixes))
+            fixes.append(fixes_io.fix_bytes(_standard_input(), name, config, config.unsafe_fixes))
         else:
             files.append(path)
     found, unreadable = _discover(args, config, files)

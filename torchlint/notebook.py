@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from torchlint.config import Config
 
 NOTEBOOK_SUFFIX = ".ipynb"
+# The notebook format `fix_notebook` rewrites; findings in notebooks of other formats carry no fix.
+REWRITTEN_FORMAT = 4
 
 _CELL_MARK = "#%% torchlint cell {}"
 _CELL_MARK_LINE = re.compile(r"#%% torchlint cell (\d+)")
@@ -292,6 +294,10 @@ def lint_notebook_bytes(data: bytes, filename: str, config: "Config", use_prefil
     script = _build(code_cells)
     linted = lint_text(script.text, filename, config, use_prefilter=use_prefilter, file_kind=FileKind.NOTEBOOK)
     findings = [_in_cell(finding, script) for finding in linted]
+    if notebook.get("metadata", {}).get("orig_nbformat", REWRITTEN_FORMAT) != REWRITTEN_FORMAT:
+        # nbformat read an older format (3's worksheets and `input`s) as 4, and `fix_notebook` rewrites only what
+        # is format 4 on disk: a fix announced here would never be applied.
+        findings = [replace(finding, fix=None) for finding in findings]
     if ParseError.code in config.codes_for(filename):
         for cell in script.cells:
             if cell.python and not cell.compiles:
@@ -362,7 +368,7 @@ def fix_notebook(data: bytes, fix_text: Callable[[str], str]) -> bytes:
         notebook = json.loads(text)
         tree, _ = _parse_json(text, 0)
         cell_nodes = tree.children["cells"].children
-        if notebook.get("nbformat") != 4 or not _is_python(notebook.get("metadata", {})):
+        if notebook.get("nbformat") != REWRITTEN_FORMAT or not _is_python(notebook.get("metadata", {})):
             return data
         code_cells = _code_cells(notebook["cells"])
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError):  # not a notebook this can rewrite

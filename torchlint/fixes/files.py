@@ -3,7 +3,9 @@
 A file is written only if it still holds the bytes that were linted (an editor or
 another tool may have saved it meanwhile) and is writable; the new bytes go to a
 temporary file in the same folder that then replaces the original in one rename,
-with the original's permissions, encoding, BOM and line endings.
+with the original's permissions, encoding, BOM and line endings (a file with other hard
+links is rewritten in place instead: `atomic.py`). A temporary file a killed run left beside
+the file is removed then.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING, List, Optional
 
 from torchlint import source as sources
 from torchlint.analysis.file_kind import FileKind
-from torchlint.atomic import replace_atomically
+from torchlint.atomic import remove_stale, replace_atomically
 from torchlint.engine.runner import lint_bytes, lint_file, lint_text
 from torchlint.finding import Finding
 from torchlint.fixes.rounds import FixResult, fix_text
@@ -120,6 +122,7 @@ def write(fix: FileFix) -> Optional[str]:
         if on_disk != fix.data:
             return f"{fix.filename}: the file changed on disk during the run; its fixes were not written (run again)"
         data = fix.output()
+        remove_stale(*os.path.split(target))
         replace_atomically(target, data, status)
     except UnicodeEncodeError as error:
         return f"{fix.filename}: the fixed text cannot be written in the file's encoding ({error.encoding}); its fixes were not written"

@@ -375,8 +375,16 @@ def _devices(devices) -> str:
 
 
 def describe(error: BaseException) -> str:
-    first = (str(error).strip().splitlines() or [""])[0]
+    first = (message_of(error).strip().splitlines() or [""])[0]
     return f"{type(error).__name__}: {first[:200]}"
+
+
+def message_of(error: BaseException) -> str:
+    """`str(error)`, or a stand-in when the exception's own `__str__` raises (user code can define anything)."""
+    try:
+        return str(error)
+    except Exception as failure:
+        return f"<the message cannot be shown: its __str__ raised {type(failure).__name__}>"
 
 
 def _distinct(caught) -> List[str]:

@@ -14,12 +14,13 @@ import linecache
 import os
 import re
 import sys
-import sysconfig
 import traceback
 from typing import List, Optional, Tuple
 
 from torchlint.finding import Finding, Location
-from torchlint.health.checks import ERROR, Report, check, severity
+from torchlint.health.checks import ERROR, Report, check, message_of, severity
+from torchlint.health.deadline import DEFAULT_SECONDS, Deadline, end_process
+from torchlint.health.user_code import innermost_user_frame, shown_path
 
 # Cards for `--target-memory NAME`: the memory each is sold with, in GiB. torch can allocate a little less
 # (ECC, the CUDA context), which is why the table is a ceiling, not a promise.
@@ -42,6 +43,9 @@ def register(subparsers) -> None:
     doctor.add_argument("-q", "--quiet", action="store_true", help="findings only, no summary")
     doctor.add_argument("--traceback", action="store_true",
                         help="when the module or the factory raises, print the full traceback too")
+    doctor.add_argument("--timeout", type=_seconds, default=DEFAULT_SECONDS, metavar="SECONDS",
+                        help="the most time each phase may take: the import, the factory, the step, the memory "
+                             f"measurement; one that takes longer is reported (default: {DEFAULT_SECONDS:g}; 0: no limit)")
     memory = doctor.add_argument_group("memory of one training step")
     memory.add_argument("--memory", action="store_true",
                         help="measure parameters, gradients, optimizer state and activations, and project the peak")
@@ -62,6 +66,19 @@ def _positive(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive batch size, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds (0: no limit), got {text!r}")
     return value
 
 
@@ -114,7 +131,9 @@ def load_factory(target: str):
         if error.name is not None and module_name.startswith(error.name):  # the module named on the command line
             raise UsageError(f"cannot import {module_name!r}: {error}") from None
         raise UserCodeFailed(f"cannot import {module_name!r}: {_exception(error)}", error) from None
-    except (Exception, SystemExit) as error:  # anything at import: a syntax error, sys.exit from argparse, ...
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # anything at import: a syntax error, sys.exit from argparse, a BaseException of theirs
         raise UserCodeFailed(f"cannot import {module_name!r}: {_exception(error)}", error) from None
     factory = getattr(module, attribute, None)
     if not callable(factory):
@@ -133,35 +152,21 @@ def call_factory(target: str, factory):
         pass
     try:
         return factory()
-    except (Exception, SystemExit) as error:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # SystemExit, GeneratorExit, a BaseException subclass of theirs
         raise UserCodeFailed(f"{target} raised {_exception(error)}", error) from None
 
 
 def _exception(error: BaseException) -> str:
     """`Type: first line of the message (file:line, in function)`, at the innermost frame of the user's code."""
     if isinstance(error, SyntaxError):
-        where = f"{_shown_path(error.filename or '?')}:{error.lineno}" if error.lineno else _shown_path(error.filename or "?")
+        where = f"{shown_path(error.filename or '?')}:{error.lineno}" if error.lineno else shown_path(error.filename or "?")
         return f"{type(error).__name__}: {error.msg} ({where})"
-    first = (str(error).strip().splitlines() or [""])[0][:200]
+    first = (message_of(error).strip().splitlines() or [""])[0][:200]
     text = f"{type(error).__name__}: {first}" if first else type(error).__name__
-    frame = _user_frame(error)
-    return f"{text} ({_shown_path(frame.filename)}:{frame.lineno}, in {frame.name})" if frame else text
-
-
-def _user_frame(error: BaseException):
-    frames = traceback.extract_tb(error.__traceback__)
-    theirs = [frame for frame in frames if not _is_library(frame.filename)]
-    return (theirs or frames or [None])[-1]
-
-
-def _is_library(path: str) -> bool:
-    """torchlint itself, importlib's frozen frames, the standard library and installed packages."""
-    if path.startswith("<"):
-        return True
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    roots = [here] + [sysconfig.get_paths()[name] for name in ("stdlib", "purelib", "platlib")]
-    absolute = os.path.abspath(path)
-    return any(absolute.startswith(os.path.abspath(root) + os.sep) for root in roots)
+    frame = innermost_user_frame(traceback.extract_tb(error.__traceback__))
+    return f"{text} ({shown_path(frame.filename)}:{frame.lineno}, in {frame.name})" if frame else text
 
 
 def _definition(factory) -> Optional[str]:
@@ -170,12 +175,7 @@ def _definition(factory) -> Optional[str]:
         _, line = inspect.getsourcelines(factory)
     except (OSError, TypeError):
         return None
-    return f"{_shown_path(path)}:{line}, in {getattr(factory, '__name__', '?')}" if path else None
-
-
-def _shown_path(path: str) -> str:
-    relative = os.path.relpath(path) if os.path.isabs(path) else path
-    return path if relative.startswith("..") else relative
+    return f"{shown_path(path)}:{line}, in {getattr(factory, '__name__', '?')}" if path else None
 
 
 def unpack(made) -> tuple:
@@ -192,12 +192,21 @@ def unpack(made) -> tuple:
 
 def run_doctor(args) -> int:
     from torchlint import cli
-    from torchlint.reporters import REPORTERS
 
     try:
+        # Imported before any phase is timed: torch's own import (seconds on a busy machine) is not the user's code.
+        import torch  # noqa: F401
+    except ImportError:
+        raise cli.UsageError("doctor runs a training step: it needs torch (pip install torch)") from None
+    deadline = Deadline(args.timeout)
+    took_too_long = f"did not finish within {args.timeout:g} s (--timeout)"
+    module_name = args.target.partition(":")[0]
+    try:
         with _own_command_line(args.target):
-            factory = load_factory(args.target)
-            made = call_factory(args.target, factory)
+            with deadline.phase(lambda where: _fail_now(f"cannot import {module_name!r}: it {took_too_long}{where}")):
+                factory = load_factory(args.target)
+            with deadline.phase(lambda where: _fail_now(f"{args.target} {took_too_long}{where}")):
+                made = call_factory(args.target, factory)
     except UserCodeFailed as failure:
         if args.traceback:
             traceback.print_exception(type(failure.error), failure.error, failure.error.__traceback__, file=sys.stderr)
@@ -207,14 +216,59 @@ def run_doctor(args) -> int:
     if not _is_module(model) or loader is None:
         raise cli.UsageError(f"{args.target} must return (model, loader[, criterion[, optimizer]]) or a dict with those keys")
     target = parse_target(args.target_memory) if args.target_memory else None
-    findings = check(model, loader, criterion, optimizer, source=args.target)
+    memory = args.memory or args.batch_size or target
+
+    def step_expired(where: str):
+        stuck = Report(args.target)
+        stuck.add("TL905", f"the first training step {took_too_long}{where}: the loader, the forward, the criterion "
+                           "or backward() never returned")
+        notes = ["Memory: not measured, the step does not finish (TL905)."] if memory else []
+        end_process(_emit(args, stuck.findings, notes, factory))
+
+    with deadline.phase(step_expired):
+        findings = _guarded(args, "the health check", lambda: check(model, loader, criterion, optimizer, source=args.target))
     notes: List[str] = []
-    if args.memory or args.batch_size or target:
-        findings += _memory(args, model, loader, criterion, optimizer, extras, target, findings, notes)
+    if memory:
+        def measurement_expired(where: str):
+            end_process(_emit(args, findings, notes + [f"Memory: not measured: the measurement {took_too_long}{where}."], factory))
+
+        with deadline.phase(measurement_expired):
+            findings += _guarded(args, "the memory measurement",
+                                 lambda: _memory(args, model, loader, criterion, optimizer, extras, target, findings, notes))
+    return _emit(args, findings, notes, factory)
+
+
+def _guarded(args, what: str, run):
+    """`run()`, where a BaseException of the user's code that no Exception handler caught (their own subclass,
+    a SystemExit in a forward) is one line, as the factory's is."""
+    from torchlint import cli
+
+    try:
+        return run()
+    except (KeyboardInterrupt, cli.UsageError):
+        raise
+    except BaseException as error:
+        if args.traceback:
+            traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+        hint = "" if args.traceback else "; --traceback shows the full traceback"
+        raise cli.UsageError(f"{what} of {args.target} stopped: {_exception(error)}{hint}") from None
+
+
+def _fail_now(line: str):
+    print(f"torchlint: error: {line}", file=sys.stderr)
+    end_process(2)
+
+
+def _emit(args, findings: List[Finding], notes: List[str], factory) -> int:
+    """Print the findings in the chosen format, the notes and the summary; the exit code they make."""
+    from torchlint import cli
+    from torchlint.reporters import REPORTERS
+
     output_format = args.output_format or ("full" if sys.stdout.isatty() else "concise")
     shown, sources = _at_definition(findings, factory) if output_format == "sarif" else (findings, {})
     sys.stdout.write(REPORTERS[output_format](shown, sources, False))
     errors = [finding for finding in findings if severity(finding) == ERROR]
+    # Only the text formats share standard output with people's lines: the others' must stay one document.
     stream = sys.stdout if output_format in cli.TEXT_FORMATS else sys.stderr
     if notes:
         stream.write("".join(note + "\n" for note in notes))
