@@ -33,7 +33,10 @@ from torchlint.integrations.server.documents import Configs, Linted, Snapshot, l
 
 # About 3,000 lines of Python: a lint of a few hundred milliseconds on the server's thread.
 LARGE_DOCUMENT_CHARS = 120_000
-# How long a worker process asked to end is given before it is killed.
+# How long a large document's change waits for a further one before its lint starts: each change ends the lint
+# under way, and a worker process costs about a second to start.
+LARGE_SETTLE_SECONDS = 0.5
+# How long a killed worker process is waited for.
 STOP_SECONDS = 2.0
 
 logger = logging.getLogger(__name__)
@@ -104,6 +107,10 @@ class Lanes:
 
     def is_large(self, snapshot: Snapshot) -> bool:
         return size_of(snapshot) >= self.large_chars
+
+    def settle_seconds(self, snapshot: Snapshot) -> float:
+        """How long an edit of the document waits before its lint starts (none, unless it is large)."""
+        return LARGE_SETTLE_SECONDS if self.is_large(snapshot) else 0.0
 
     async def lint(self, snapshot: Snapshot, folders: List[str], is_current: Callable[[Snapshot], bool]) -> Optional[Linted]:
         """The snapshot's lint, in its lane; None when it went stale before it ran or while it ran in the worker."""

@@ -2,12 +2,13 @@
 
 Linting runs off the event loop (`scheduler.py`: a thread for documents of ordinary
 size, a worker process for large ones), so the loop keeps reading the client
-(cancellations, further edits, other documents) while a document is linted. A change after a quiet moment is linted at once; one that
-comes while the document's previous change still waits or is being linted waits
-`DEBOUNCE_SECONDS` for the next one. A snapshot whose document changed again before
-its lint starts is dropped, and a result for a version that is no longer the
-document's is never published, so rapid edits cost one lint of the latest text, not
-one per keystroke, and a single edit is not delayed.
+(cancellations, further edits, other documents) while a document is linted. A change
+to a document of ordinary size is linted at once: a snapshot whose document changed
+again before its lint starts is dropped, and a result for a version that is no longer
+the document's is never published, so rapid edits cost at most one lint of a stale
+text and one of the latest, and no edit waits for a timer. A change to a large
+document waits for the typing to pause (`scheduler.LARGE_SETTLE_SECONDS`), since
+each change ends its lint under way.
 
 The server never answers bad input with a crash: a document that does not parse is
 its TL000 diagnostic, every malformed message gets its JSON-RPC error (`jsonrpc.py`:
@@ -49,7 +50,6 @@ from torchlint.integrations.server.documents import (
 from torchlint.integrations.server.jsonrpc import Protocol, read_messages
 from torchlint.integrations.server.scheduler import Lanes
 
-DEBOUNCE_SECONDS = 0.03
 CLIENT_POLL_SECONDS = 1.0
 RULE_COMMAND = "torchlint.rule"
 SYNC_KIND = types.TextDocumentSyncKind.Incremental
@@ -210,11 +210,11 @@ class TorchlintServer(LanguageServer):
     def _did_open(self, params: types.DidOpenTextDocumentParams) -> None:
         document = params.text_document
         if document.language_id == "python" or self._path_of(document.uri).endswith(PYTHON_SUFFIXES):
-            self._changed(document.uri, 0)
+            self._changed(document.uri)
 
     def _did_change(self, params: types.DidChangeTextDocumentParams) -> None:
         if params.text_document.uri in self._versions:
-            self._changed(params.text_document.uri, DEBOUNCE_SECONDS)
+            self._changed(params.text_document.uri, edited=True)
 
     def _did_save(self, params: types.DidSaveTextDocumentParams) -> None:
         self._saved(params.text_document.uri)
@@ -223,7 +223,7 @@ class TorchlintServer(LanguageServer):
         self._closed(params.text_document.uri, [params.text_document.uri])
 
     def _notebook_did_open(self, params: types.DidOpenNotebookDocumentParams) -> None:
-        self._changed(params.notebook_document.uri, 0)
+        self._changed(params.notebook_document.uri)
 
     def _notebook_did_change(self, params: types.DidChangeNotebookDocumentParams) -> None:
         if params.notebook_document.uri not in self._versions:
@@ -231,7 +231,7 @@ class TorchlintServer(LanguageServer):
         structure = params.change.cells.structure if params.change.cells else None
         if structure is not None:
             self._clear([cell.uri for cell in structure.did_close or []])
-        self._changed(params.notebook_document.uri, DEBOUNCE_SECONDS)
+        self._changed(params.notebook_document.uri, edited=True)
 
     def _notebook_did_save(self, params: types.DidSaveNotebookDocumentParams) -> None:
         self._saved(params.notebook_document.uri)
@@ -239,11 +239,11 @@ class TorchlintServer(LanguageServer):
     def _notebook_did_close(self, params: types.DidCloseNotebookDocumentParams) -> None:
         self._closed(params.notebook_document.uri, [cell.uri for cell in params.cell_text_documents])
 
-    def _changed(self, key: str, delay: float) -> None:
+    def _changed(self, key: str, edited: bool = False) -> None:
         self._versions[key] = self._versions.get(key, 0) + 1
-        busy = key in self._timers or key in self._running
         self._lanes.cancel(key)
-        self._schedule(key, delay if busy else 0)
+        snapshot = self._snapshot(key) if edited else None
+        self._schedule(key, self._lanes.settle_seconds(snapshot) if snapshot is not None else 0)
 
     def _saved(self, uri: str) -> None:
         self._file_changed(self._path_of(uri), created=False)
