@@ -28,6 +28,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, List, Optional, Sequence
 
+from torchlint.analysis.project import PROJECT
 from torchlint.engine.runner import parse_error
 from torchlint.integrations.server.documents import Configs, Linted, Snapshot, lint
 
@@ -122,8 +123,11 @@ class Lanes:
         """`function(*args)` on the lint thread (code actions and fixes use the engine, which it owns)."""
         return await asyncio.get_running_loop().run_in_executor(self._thread, functools.partial(function, *args))
 
-    def submit(self, function, *args) -> None:
-        self._thread.submit(function, *args)
+    def forget_project_layout(self) -> None:
+        """A project file appeared: the project index forgets which modules exist, in this process and in the
+        worker's (which ends, so its next lint starts with none of it)."""
+        self._thread.submit(PROJECT.forget_layout)
+        self.release()
 
     def _lint_small(self, snapshot: Snapshot, folders: List[str], is_current) -> Optional[Linted]:
         if not is_current(snapshot):

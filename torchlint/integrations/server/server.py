@@ -40,7 +40,6 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument, Workspace
 
 from torchlint import __version__
-from torchlint.analysis.project import PROJECT
 from torchlint.integrations.server.actions import ACTION_KINDS, FIX_ALL, code_actions, resolve_fix_all
 from torchlint.integrations.server.coordinates import lines_with_endings
 from torchlint.integrations.server.diagnostics import diagnostics, hover, rule_page
@@ -288,7 +287,7 @@ class TorchlintServer(LanguageServer):
         if not path.endswith(PYTHON_SUFFIXES):
             return
         if created:
-            self._lanes.submit(PROJECT.forget_layout)
+            self._lanes.forget_project_layout()
             self._relint(self._versions)
             return
         changed = normalised(path)
@@ -329,8 +328,10 @@ class TorchlintServer(LanguageServer):
         else:
             if self._lanes.is_large(snapshot):
                 self._large.add(key)
-            else:
+            elif key in self._large:
                 self._large.discard(key)
+                if not self._large:
+                    self._lanes.release()
             future = asyncio.ensure_future(self._lanes.lint(snapshot, self._workspace_folders(), self._is_current_snapshot))
             self._running[key] = (snapshot.version, future)
         try:
