@@ -58,19 +58,34 @@ def lint_or_report(snapshot: Snapshot, configs: Configs, folders: Sequence[str])
         return Linted(snapshot, [parse_error(snapshot.path, message)])
 
 
+# The worker process's configs (each process keeps its own).
+_worker_configs: Optional[Configs] = None
+
+
+def _lint_in_worker(snapshot: Snapshot, folders: Sequence[str]) -> Linted:
+    global _worker_configs
+    if _worker_configs is None:
+        _worker_configs = Configs()
+    return lint_or_report(snapshot, _worker_configs, folders)
+
+
 def _serve(connection) -> None:
-    """The worker process: lint each snapshot sent, until the server closes its end."""
-    configs = Configs()
+    """The worker process: run each call sent (a lint, or code actions over one), until the server closes its end."""
     while True:
         try:
-            snapshot, folders = connection.recv()
+            function, args = connection.recv()
         except (EOFError, OSError):
             return
-        connection.send(lint_or_report(snapshot, configs, folders))
+        try:
+            result = function(*args)
+        except Exception:  # a torchlint bug: the request gets no answer, the worker goes on
+            logger.exception("%s failed in the large documents' worker", getattr(function, "__name__", function))
+            result = None
+        connection.send(result)
 
 
 class _Worker:
-    """One process linting large documents, one at a time."""
+    """One process for large documents: their lints and code actions, one at a time."""
 
     def __init__(self):
         # Spawned, not forked: the server's process has threads, and a fork copies their locks as they are.
@@ -80,10 +95,11 @@ class _Worker:
         self.process.start()
         child.close()
 
-    def lint(self, snapshot: Snapshot, folders: Sequence[str]) -> Optional[Linted]:
-        """The lint, waited for on the calling thread; None when the process was stopped meanwhile."""
+    def call(self, function, *args):
+        """`function(*args)` in the process (both picklable), waited for on the calling thread; None when the
+        process was stopped meanwhile."""
         try:
-            self._connection.send((snapshot, list(folders)))
+            self._connection.send((function, args))
             return self._connection.recv()
         except (EOFError, OSError):
             return None
@@ -119,8 +135,12 @@ class Lanes:
         lane, executor = (self._lint_large, self._waiter) if large else (self._lint_small, self._thread)
         return await asyncio.get_running_loop().run_in_executor(executor, functools.partial(lane, snapshot, folders, is_current))
 
-    async def run(self, function, *args):
-        """`function(*args)` on the lint thread (code actions and fixes use the engine, which it owns)."""
+    async def run(self, function, *args, large: bool = False):
+        """`function(*args)` where the document's lints run (code actions and fixes use the engine, and fix-all
+        lints again): on the lint thread, or for a large document in the worker process."""
+        if large:
+            call = functools.partial(self._in_worker, None, function, *args)
+            return await asyncio.get_running_loop().run_in_executor(self._waiter, call)
         return await asyncio.get_running_loop().run_in_executor(self._thread, functools.partial(function, *args))
 
     def forget_project_layout(self) -> None:
@@ -137,13 +157,18 @@ class Lanes:
     def _lint_large(self, snapshot: Snapshot, folders: List[str], is_current) -> Optional[Linted]:
         if not is_current(snapshot):
             return None
+        return self._in_worker(snapshot.uri, _lint_in_worker, snapshot, list(folders))
+
+    def _in_worker(self, linting: Optional[str], function, *args):
+        """`function(*args)` in the worker process, started if need be; `linting`: the document whose lint it is,
+        which a change of that document stops."""
         with self._worker_lock:
             if self._worker is None:
                 self._worker = _Worker()
             worker = self._worker
-            self._linting_large = snapshot.uri
+            self._linting_large = linting
         try:
-            return worker.lint(snapshot, folders)
+            return worker.call(function, *args)
         finally:
             with self._worker_lock:
                 self._linting_large = None

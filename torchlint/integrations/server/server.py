@@ -357,8 +357,9 @@ class TorchlintServer(LanguageServer):
             timer.cancel()
         return await self._lint(key, join=True)
 
-    async def _on_lint_thread(self, function, *args):
-        return await self._lanes.run(function, *args)
+    async def _where_linted(self, key: str, function, *args):
+        """`function(*args)` where the document `key` is linted (scheduler.py)."""
+        return await self._lanes.run(function, *args, large=key in self._large)
 
     def _is_current_snapshot(self, snapshot: Snapshot) -> bool:
         """The document has not changed since `snapshot` (asked from a lint lane's thread, before it lints)."""
@@ -417,6 +418,10 @@ class TorchlintServer(LanguageServer):
     def _units(self, text: str) -> int:
         return self.workspace.position_codec.client_num_units(text)
 
+    def _codec_units(self):
+        """`_units` as a function a worker process can be sent (the codec's own method)."""
+        return self.workspace.position_codec.client_num_units
+
     def _key_of(self, uri: str) -> Optional[str]:
         """The open document a request's URI belongs to: itself, or the notebook of a cell."""
         if uri in self._versions:
@@ -435,8 +440,8 @@ class TorchlintServer(LanguageServer):
             return None
         resolves = "edit" in get_capability(self.client_capabilities, "text_document.code_action.resolve_support.properties", [])
         data = {"uri": key} if resolves else None
-        return await self._on_lint_thread(
-            code_actions, linted, params.text_document.uri, params.range, params.context, self._units, data,
+        return await self._where_linted(
+            key, code_actions, linted, params.text_document.uri, params.range, params.context, self._codec_units(), data,
         )
 
     async def _resolve_code_action(self, action: types.CodeAction) -> types.CodeAction:
@@ -444,7 +449,7 @@ class TorchlintServer(LanguageServer):
         linted = await self._current(key) if key in self._versions else None
         if linted is None:
             return action
-        return await self._on_lint_thread(resolve_fix_all, linted, action, self._units)
+        return await self._where_linted(key, resolve_fix_all, linted, action, self._codec_units())
 
     async def _hover(self, params: types.HoverParams) -> Optional[types.Hover]:
         key = self._key_of(params.text_document.uri)
