@@ -259,22 +259,39 @@ def test_a_small_document_is_linted_while_a_huge_one_is(tmp_path):
         assert client.response(2)["result"]["contents"]["value"].startswith("# TL603 requires-grad-typo")
 
 
+def _workers(psutil, client: RawClient) -> list:
+    """The server's worker processes (not multiprocessing's resource tracker, a helper that holds no document)."""
+    server = psutil.Process(client.process.pid)
+    return [child for child in server.children() if "resource_tracker" not in " ".join(child.cmdline())]
+
+
+def _wait_for_workers(psutil, client: RawClient) -> list:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not _workers(psutil, client) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return _workers(psutil, client)
+
+
 def test_closing_a_huge_document_ends_the_work_and_memory_it_held(tmp_path):
     psutil = pytest.importorskip("psutil")
     with RawClient() as client:
         client.initialize()
-        server = psutil.Process(client.process.pid)
-
-        def linting():
-            # (multiprocessing's resource tracker, a helper process of its own, holds no document)
-            return [child for child in server.children() if "resource_tracker" not in " ".join(child.cmdline())]
-
         huge = client.open(tmp_path / "huge.py", huge_document())
-        deadline = time.monotonic() + WAIT_SECONDS
-        while not linting() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert linting(), "the huge document is linted in a process of its own"
+        assert _wait_for_workers(psutil, client), "the huge document is linted in a process of its own"
         client.send("textDocument/didClose", {"textDocument": {"uri": huge}})
         assert client.diagnostics(huge) == []
-        psutil.wait_procs(linting(), timeout=WAIT_SECONDS)
-        assert linting() == []
+        psutil.wait_procs(_workers(psutil, client), timeout=WAIT_SECONDS)
+        assert _workers(psutil, client) == []
+
+
+def test_a_change_to_a_huge_document_stops_its_stale_lint(tmp_path):
+    psutil = pytest.importorskip("psutil")
+    with RawClient() as client:
+        client.initialize()
+        huge = client.open(tmp_path / "huge.py", huge_document())
+        stale = _wait_for_workers(psutil, client)
+        assert stale
+        change = {"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "text": "#\n"}
+        client.send("textDocument/didChange", {"textDocument": {"uri": huge, "version": 2}, "contentChanges": [change]})
+        gone, alive = psutil.wait_procs(stale, timeout=WAIT_SECONDS)
+        assert gone and not alive
