@@ -121,3 +121,44 @@ def test_no_noqa_where_a_comment_would_change_the_code():
         layers"""
     ''', 3)
     assert actions == []
+
+
+def test_a_large_document_is_linted_and_fixed_in_the_worker_as_on_the_lint_thread(tmp_path):
+    """The two lanes of scheduler.py give the same findings and code actions; with a threshold of one character,
+    every document takes the worker's."""
+    import asyncio
+    import multiprocessing
+
+    from lsprotocol.types import PositionEncodingKind
+    from pygls.workspace.position_codec import PositionCodec
+
+    from torchlint.integrations.server.actions import resolve_fix_all
+    from torchlint.integrations.server.scheduler import Lanes
+
+    path = tmp_path / "train.py"
+    text = "import torch\nweights = torch.zeros(3)\nweights.require_grad = True\n"
+    snapshot = Snapshot(path.as_uri(), 1, str(path), text=text)
+    units = PositionCodec(PositionEncodingKind.Utf16).client_num_units
+    whole = types.Range(start=types.Position(line=0, character=0), end=types.Position(line=3, character=0))
+    context = types.CodeActionContext(diagnostics=[])
+
+    async def both():
+        found = []
+        for lanes in (Lanes(Configs()), Lanes(Configs(), large_chars=1)):
+            try:
+                large = lanes.is_large(snapshot)
+                linted = await lanes.lint(snapshot, [str(tmp_path)], lambda _: True)
+                actions = await lanes.run(code_actions, linted, snapshot.uri, whole, context, units, None, large=large)
+                fix_all = [action for action in actions if action.kind == "source.fixAll.torchlint"][0]
+                resolved = await lanes.run(resolve_fix_all, linted, fix_all, units, large=large)
+                in_worker = "torchlint-large-documents" in [child.name for child in multiprocessing.active_children()]
+                found.append((in_worker, [finding.code for finding in linted.findings], actions, resolved))
+            finally:
+                lanes.close()
+        return found
+
+    (thread_lane, small, small_actions, small_fix), (worker_lane, large, large_actions, large_fix) = asyncio.run(both())
+    assert (thread_lane, worker_lane) == (False, True)
+    assert small == large == ["TL603"]
+    assert small_actions == large_actions
+    assert small_fix == large_fix and small_fix.edit is not None

@@ -12,7 +12,11 @@ config, and gets each finding's fix as a code action. The pieces:
   and the project files the lint read (a save of one re-lints the documents that
   import it).
 - `actions.py`: code actions (a quick fix per finding, fix-all, `# noqa`) and hovers.
-- `server.py`: the protocol handlers, the debounced lint thread, refreshes, exit.
+- `scheduler.py`: where lints run: a thread for documents of ordinary size, a worker
+  process for large ones, so that no document holds another back.
+- `jsonrpc.py`: reads the messages, answering each malformed one with its JSON-RPC
+  error (pygls alone answers none).
+- `server.py`: the protocol handlers, refreshes, exit.
 
 Set-up for each editor: docs/editors.md.
 """

@@ -1,54 +1,54 @@
-"""The language server: protocol handlers, one lint thread, refreshes, a clean exit.
+"""The language server: protocol handlers, lints in their lanes, refreshes, a clean exit.
 
-Linting runs on one thread of its own, so the event loop keeps reading the client
-(cancellations, further edits) while a large document is linted, and the project
-index the engine keeps for imported files (`analysis/project.PROJECT`) is only ever
-used by one lint at a time. A change after a quiet moment is linted at once; one that
-comes while the document's previous change still waits or is being linted waits
-`DEBOUNCE_SECONDS` for the next one. A snapshot whose document changed again before
-its lint starts is dropped, and a result for a version that is no longer the
-document's is never published, so rapid edits cost one lint of the latest text, not
-one per keystroke, and a single edit is not delayed.
+Linting runs off the event loop (`scheduler.py`: a thread for documents of ordinary
+size, a worker process for large ones), so the loop keeps reading the client
+(cancellations, further edits, other documents) while a document is linted. A change
+to a document of ordinary size is linted at once: a snapshot whose document changed
+again before its lint starts is dropped, and a result for a version that is no longer
+the document's is never published, so rapid edits cost at most one lint of a stale
+text and one of the latest, and no edit waits for a timer. A change to a large
+document waits for the typing to pause (`scheduler.LARGE_SETTLE_SECONDS`), since
+each change ends its lint under way.
 
 The server never answers bad input with a crash: a document that does not parse is
-its TL000 diagnostic, a malformed request gets an InvalidParams error (pygls alone
-drops it, leaving the client waiting), an unknown method MethodNotFound, and an
-exception in a handler is logged. It exits on `exit` (code 0 after `shutdown`, 1
-without, as LSP asks), when the client closes its end of the pipe, and when the
-client's process (the `processId` of `initialize`) is gone.
+its TL000 diagnostic, every malformed message gets its JSON-RPC error (`jsonrpc.py`:
+pygls alone drops them, leaving the client waiting), an unknown method
+MethodNotFound, a change to a document that is not open a line in the log, and an
+exception in a handler is logged. It exits on `exit` at once, whatever is being
+linted (code 0 after `shutdown`, 1 without, as LSP asks), when the client closes its
+end of the pipe, and when the client's process (the `processId` of `initialize`) is
+gone.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
+import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types
 from pygls.capabilities import get_capability
-from pygls.exceptions import JsonRpcException
+from pygls.io_ import StdinAsyncReader, StdoutWriter
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.protocol import lsp_method
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument, Workspace
 
 from torchlint import __version__
-from torchlint.analysis.project import PROJECT
-from torchlint.engine.runner import parse_error
 from torchlint.integrations.server.actions import ACTION_KINDS, FIX_ALL, code_actions, resolve_fix_all
 from torchlint.integrations.server.coordinates import lines_with_endings
 from torchlint.integrations.server.diagnostics import diagnostics, hover, rule_page
 from torchlint.integrations.server.documents import (
-    CODE, MARKDOWN, PYTHON_SUFFIXES, RAW, Cell, Configs, Linted, Snapshot, changes_settings, lint, normalised,
+    CODE, MARKDOWN, PYTHON_SUFFIXES, RAW, Cell, Configs, Linted, Snapshot, changes_settings, normalised,
 )
+from torchlint.integrations.server.jsonrpc import Protocol, read_messages
+from torchlint.integrations.server.scheduler import Lanes
 
-DEBOUNCE_SECONDS = 0.03
 CLIENT_POLL_SECONDS = 1.0
 RULE_COMMAND = "torchlint.rule"
 SYNC_KIND = types.TextDocumentSyncKind.Incremental
@@ -82,7 +82,7 @@ class _Workspace(Workspace):
         )
 
 
-class _Protocol(LanguageServerProtocol):
+class _Protocol(Protocol):
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams):
         result = yield from super().lsp_initialize(params)
@@ -91,14 +91,21 @@ class _Protocol(LanguageServerProtocol):
         self._workspace = _Workspace(made.root_uri, SYNC_KIND, list(made.folders.values()), made.position_encoding)
         return result
 
-    def structure_message(self, data):
-        try:
-            return super().structure_message(data)
-        except JsonRpcException as error:
-            if "method" in data and "id" in data:
-                request_id = data["id"] if isinstance(data["id"], (int, str)) else None
-                self._send_response(request_id, error=error.to_response_error())
-            raise
+    # A change to a document that is not open (a client's bug, or a race with its close) has nothing to apply
+    # to: pygls would fail on it with a KeyError and its traceback.
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
+        if unquote(params.text_document.uri) not in self.workspace.text_documents:
+            logger.warning("a change to %s, which is not open: ignored", params.text_document.uri)
+            return
+        yield from super().lsp_text_document__did_change(params)
+
+    @lsp_method(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def lsp_notebook_document__did_change(self, params: types.DidChangeNotebookDocumentParams):
+        if self.workspace.get_notebook_document(notebook_uri=params.notebook_document.uri) is None:
+            logger.warning("a change to notebook %s, which is not open: ignored", params.notebook_document.uri)
+            return
+        yield from super().lsp_notebook_document__did_change(params)
 
 
 class TorchlintServer(LanguageServer):
@@ -116,7 +123,9 @@ class TorchlintServer(LanguageServer):
         self._timers: Dict[str, asyncio.TimerHandle] = {}
         # The lint under way for each document: the version it lints, and its result to come.
         self._running: Dict[str, Tuple[int, "asyncio.Future[Optional[Linted]]"]] = {}
-        self._linter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="torchlint-lint")
+        self._lanes = Lanes(self.configs)
+        # The open documents linted in the large documents' lane.
+        self._large: Set[str] = set()
         self._register()
 
     def _register(self) -> None:
@@ -144,6 +153,21 @@ class TorchlintServer(LanguageServer):
         self.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))(_plain(self._did_save))
         self.command(RULE_COMMAND)(_plain(self._rule))
 
+    def start_io(self, stdin=None, stdout=None) -> None:
+        """pygls's server over stdio, reading with `jsonrpc.read_messages`, which answers every malformed message."""
+        self._stop_event = threading.Event()
+        reader = StdinAsyncReader(stdin or sys.stdin.buffer, self.thread_pool)
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        try:
+            asyncio.run(read_messages(self._stop_event, reader, self.protocol))
+        except BrokenPipeError:
+            logger.error("the client closed the pipe; exiting")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self._lanes.close()
+            self.shutdown()
+
     def report_server_error(self, error: Exception, source) -> None:
         # pygls would show every error to the user in a pop-up; a linter's belong in its log.
         logger.error("%s", error)
@@ -169,21 +193,27 @@ class TorchlintServer(LanguageServer):
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
-        self._linter.shutdown(wait=False, cancel_futures=True)
+        self._lanes.close()
 
     def _exit(self, params: None) -> None:
+        """Exit now. Not through pygls, which ends the process once its threads end: a lint under way, and the
+        thread reading standard input, which waits until the client closes the pipe."""
         self.exit_code = 0 if self._shutdown_requested else 1
+        self._lanes.close()
+        logging.shutdown()
+        sys.stdout.flush()
+        os._exit(self.exit_code)
 
     # ------------------------------------------------------------ documents
 
     def _did_open(self, params: types.DidOpenTextDocumentParams) -> None:
         document = params.text_document
         if document.language_id == "python" or self._path_of(document.uri).endswith(PYTHON_SUFFIXES):
-            self._changed(document.uri, 0)
+            self._changed(document.uri)
 
     def _did_change(self, params: types.DidChangeTextDocumentParams) -> None:
         if params.text_document.uri in self._versions:
-            self._changed(params.text_document.uri, DEBOUNCE_SECONDS)
+            self._changed(params.text_document.uri, edited=True)
 
     def _did_save(self, params: types.DidSaveTextDocumentParams) -> None:
         self._saved(params.text_document.uri)
@@ -192,13 +222,15 @@ class TorchlintServer(LanguageServer):
         self._closed(params.text_document.uri, [params.text_document.uri])
 
     def _notebook_did_open(self, params: types.DidOpenNotebookDocumentParams) -> None:
-        self._changed(params.notebook_document.uri, 0)
+        self._changed(params.notebook_document.uri)
 
     def _notebook_did_change(self, params: types.DidChangeNotebookDocumentParams) -> None:
+        if params.notebook_document.uri not in self._versions:
+            return
         structure = params.change.cells.structure if params.change.cells else None
         if structure is not None:
             self._clear([cell.uri for cell in structure.did_close or []])
-        self._changed(params.notebook_document.uri, DEBOUNCE_SECONDS)
+        self._changed(params.notebook_document.uri, edited=True)
 
     def _notebook_did_save(self, params: types.DidSaveNotebookDocumentParams) -> None:
         self._saved(params.notebook_document.uri)
@@ -206,10 +238,11 @@ class TorchlintServer(LanguageServer):
     def _notebook_did_close(self, params: types.DidCloseNotebookDocumentParams) -> None:
         self._closed(params.notebook_document.uri, [cell.uri for cell in params.cell_text_documents])
 
-    def _changed(self, key: str, delay: float) -> None:
+    def _changed(self, key: str, edited: bool = False) -> None:
         self._versions[key] = self._versions.get(key, 0) + 1
-        busy = key in self._timers or key in self._running
-        self._schedule(key, delay if busy else 0)
+        self._lanes.cancel(key)
+        snapshot = self._snapshot(key) if edited else None
+        self._schedule(key, self._lanes.settle_seconds(snapshot) if snapshot is not None else 0)
 
     def _saved(self, uri: str) -> None:
         self._file_changed(self._path_of(uri), created=False)
@@ -222,6 +255,11 @@ class TorchlintServer(LanguageServer):
         timer = self._timers.pop(key, None)
         if timer is not None:
             timer.cancel()
+        self._lanes.cancel(key)
+        if key in self._large:
+            self._large.discard(key)
+            if not self._large:
+                self._lanes.release()
         linted = self._results.pop(key, None)
         self._clear(list(linted.snapshot.texts()) if linted is not None else uris)
 
@@ -249,7 +287,7 @@ class TorchlintServer(LanguageServer):
         if not path.endswith(PYTHON_SUFFIXES):
             return
         if created:
-            self._linter.submit(PROJECT.forget_layout)
+            self._lanes.forget_project_layout()
             self._relint(self._versions)
             return
         changed = normalised(path)
@@ -288,8 +326,13 @@ class TorchlintServer(LanguageServer):
         if join and running is not None and running[0] == snapshot.version:
             future = running[1]
         else:
-            call = functools.partial(self._lint_if_current, snapshot, self._workspace_folders())
-            future = asyncio.get_running_loop().run_in_executor(self._linter, call)
+            if self._lanes.is_large(snapshot):
+                self._large.add(key)
+            elif key in self._large:
+                self._large.discard(key)
+                if not self._large:
+                    self._lanes.release()
+            future = asyncio.ensure_future(self._lanes.lint(snapshot, self._workspace_folders(), self._is_current_snapshot))
             self._running[key] = (snapshot.version, future)
         try:
             # Shielded: a cancelled request must not cancel a lint that others wait for.
@@ -314,22 +357,16 @@ class TorchlintServer(LanguageServer):
             timer.cancel()
         return await self._lint(key, join=True)
 
-    def _lint_if_current(self, snapshot: Snapshot, folders: List[str]) -> Optional[Linted]:
-        """On the lint thread: the snapshot's lint, unless a newer change made it worthless."""
-        if self._versions.get(snapshot.uri) != snapshot.version:
-            return None
-        try:
-            return lint(snapshot, self.configs, folders)
-        except Exception as error:  # the engine turns bad input into findings; this is a torchlint bug
-            logger.exception("linting %s failed", snapshot.path)
-            message = f"internal error in torchlint: {type(error).__name__}: {error}; please report this bug"
-            return Linted(snapshot, [parse_error(snapshot.path, message)])
+    async def _where_linted(self, key: str, function, *args):
+        """`function(*args)` where the document `key` is linted (scheduler.py)."""
+        return await self._lanes.run(function, *args, large=key in self._large)
 
-    async def _on_lint_thread(self, function, *args):
-        return await asyncio.get_running_loop().run_in_executor(self._linter, functools.partial(function, *args))
+    def _is_current_snapshot(self, snapshot: Snapshot) -> bool:
+        """The document has not changed since `snapshot` (asked from a lint lane's thread, before it lints)."""
+        return self._versions.get(snapshot.uri) == snapshot.version
 
     def _is_current(self, linted: Linted) -> bool:
-        return self._versions.get(linted.snapshot.uri) == linted.snapshot.version
+        return self._is_current_snapshot(linted.snapshot)
 
     def _publish(self, linted: Linted) -> None:
         versions = linted.snapshot.versions()
@@ -381,6 +418,10 @@ class TorchlintServer(LanguageServer):
     def _units(self, text: str) -> int:
         return self.workspace.position_codec.client_num_units(text)
 
+    def _codec_units(self):
+        """`_units` as a function a worker process can be sent (the codec's own method)."""
+        return self.workspace.position_codec.client_num_units
+
     def _key_of(self, uri: str) -> Optional[str]:
         """The open document a request's URI belongs to: itself, or the notebook of a cell."""
         if uri in self._versions:
@@ -399,8 +440,8 @@ class TorchlintServer(LanguageServer):
             return None
         resolves = "edit" in get_capability(self.client_capabilities, "text_document.code_action.resolve_support.properties", [])
         data = {"uri": key} if resolves else None
-        return await self._on_lint_thread(
-            code_actions, linted, params.text_document.uri, params.range, params.context, self._units, data,
+        return await self._where_linted(
+            key, code_actions, linted, params.text_document.uri, params.range, params.context, self._codec_units(), data,
         )
 
     async def _resolve_code_action(self, action: types.CodeAction) -> types.CodeAction:
@@ -408,7 +449,7 @@ class TorchlintServer(LanguageServer):
         linted = await self._current(key) if key in self._versions else None
         if linted is None:
             return action
-        return await self._on_lint_thread(resolve_fix_all, linted, action, self._units)
+        return await self._where_linted(key, resolve_fix_all, linted, action, self._codec_units())
 
     async def _hover(self, params: types.HoverParams) -> Optional[types.Hover]:
         key = self._key_of(params.text_document.uri)
