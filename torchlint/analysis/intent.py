@@ -98,7 +98,9 @@ class Evidence(NamedTuple):
 
     def describe(self, root: str) -> str:
         text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
-        return f"{self.what}, `{text}` in {os.path.relpath(self.path, root)}:{self.line}"
+        # A notebook's line is one of its code cells joined, which no editor shows: its name says enough.
+        line = "" if self.path.endswith(".ipynb") else f":{self.line}"
+        return f"{self.what}, `{text}` in {os.path.relpath(self.path, root)}{line}"
 
 
 class Verdict(NamedTuple):
