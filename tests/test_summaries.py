@@ -37,7 +37,7 @@ def fresh_process(monkeypatch) -> list:
 
 
 def lint(path: Path, root: Path, cached: bool = True):
-    config = build({"select": ["ALL"]}, root=root, path=None, where="test", torch_requirement_from=path.parent)
+    config = build({"select": ["ALL"], "preview": True}, root=root, path=None, where="test", torch_requirement_from=path.parent)
     return parallel._lint_one(str(path), str(path), config, cached, True)[1]
 
 
