@@ -124,6 +124,53 @@ class CudaWithoutFallback(Rule):
     them goes unreported, and a config module's `"cuda"` is left to its reader,
     where it arrives as a variable and is not reported either.
 
+    Not flagged either, because the program around it shows it never runs without a GPU:
+    code in a test function or class gated on GPUs (`@skip_if_lt_x_gpu(2)`, a decorator
+    or mark named for CUDA or GPUs such as `@requires_cuda` or `@pytest.mark.gpu`,
+    `@unittest.skipIf(not TEST_CUDA, ...)` or `@pytest.mark.skipif(...)` whose condition or
+    reason names CUDA or GPUs, a module-level `pytestmark` holding one, or a decorator
+    function of the project whose body uses such a gate); code that runs only in a
+    distributed run (in `if world_size > 1:`, `if dist.is_initialized():` or
+    `if args.distributed:`, or after `if world_size == 1: return` or
+    `if not dist.is_initialized(): return` in the same block); and the helper modules of a
+    CUDA-only program, decided by the project's intent below. The parameter-free module
+    exemption above holds for a class whose `forward` unpacks its input's shape into local
+    names (`b, c, h, w = x.size()`); one unpacking into attributes (`self.h, self.w = shape`)
+    may hold state and is reported.
+
+    ### Project intent
+    Whether code has no CPU path is a fact about the program, so each project (the nearest
+    folder above the file with `.git`, `pyproject.toml`, `setup.py`, `setup.cfg` or
+    `.github`, or the configured root) is read once per run, as text, for evidence, the
+    first that matches in a file deciding for it: a device fallback
+    (`"cuda" if torch.cuda.is_available() else "cpu"`) shows a CPU path; then CUDA-only
+    design: an NCCL backend, `assert torch.cuda.is_available()`, `torch.cuda.set_device`,
+    `dist.get_rank()` at module level, a CUDA extension, a module-level import of a
+    CUDA-only library; then, weaker, a CPU path again: a `--device` argument or `device`
+    parameter defaulting to `"cpu"`, `device = "cpu"`, `map_location="cpu"`. A GitHub
+    workflow that runs pytest on a hosted runner (`runs-on: ubuntu-latest`) or installs the
+    CPU torch wheel is a CPU path for the project's test files. A file is judged by its own
+    evidence first (CUDA-only: not reported), a test file then by the CI, and then by what
+    reaches it: its importers in the project, followed six imports up until each route meets
+    evidence. It is not reported when every route ends at CUDA-only evidence (a helper whose
+    only importer initialises NCCL); it is reported when a route meets a CPU path, and the
+    message then ends with which, and where: "this project also runs on the CPU: a
+    `--device` default of "cpu", `add_argument("--device", default="cpu"` in evaluate.py:7";
+    or when a route ends at a file that shows neither, as every file that nothing imports
+    does (a script is reported as before). The scan reads at most 3,000 `.py` files and
+    30 MB, skips files over 1 MB and hidden and environment folders, and is kept with the
+    cache's summaries for the listing it was read from (paths, sizes, modification times).
+
+    What that gives up: evidence is read from text, not code: a `"nccl"` string anywhere
+    or a `set_device` in a branch makes a file CUDA-only, and a fallback in a comment counts
+    as one in code; imports are followed only where they name a project
+    file by path (not `importlib`, not a console script), so a helper reached some other
+    way is judged as if nothing imported it (reported); a cached result is checked against
+    the files whose evidence decided it, not against a file newly made to import it; a
+    test gated by a helper with another name and no such gate in its body (`@slow_test`
+    skipping on a missing `nvidia-smi`) is still reported, and a gate's condition is
+    trusted by its words (`skipif(not HAS_GPU)`) without following the name.
+
     Not seen as written for CUDA (so still reported): kernels built by the build
     scripts of torch before 1.0 (`torch.utils.ffi.create_extension(..., with_cuda=True)`,
     gone from torch since), so a file checking such a kernel against `.cuda()` tensors
