@@ -28,10 +28,9 @@ from torchlint.engine.runner import lint_file
     ('def run(model, device="cpu"):\n', "cpu", 'a `device` parameter defaulting to "cpu"'),
     ('    device: str = "cpu",\n', "cpu", 'a `device` parameter defaulting to "cpu"'),
     ('device = "cpu"  # no GPU here\n', "cpu", 'a `device = "cpu"` setting'),
-    ('state = torch.load(path, map_location="cpu")\n', "cpu", "a checkpoint loaded on the CPU"),
-    # An explicit fallback outweighs CUDA-only design; CUDA-only design outweighs a checkpoint loaded on the CPU.
+    # An explicit fallback outweighs CUDA-only design; CUDA-only design outweighs a parameter defaulting to the CPU.
     ('dist.init_process_group("nccl")\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\n', "cpu", "a device fallback"),
-    ('state = torch.load(p, map_location="cpu")\ndist.init_process_group("nccl")\n', "cuda", "an NCCL process group"),
+    ('def to(x, device="cpu"):\n    pass\ndist.init_process_group("nccl")\n', "cuda", "an NCCL process group"),
 ])
 def test_evidence_of_a_file(text, kind, what):
     found = intent.evidence_in(text, "train.py")
@@ -43,6 +42,7 @@ def test_evidence_of_a_file(text, kind, what):
     "    device='cpu',\n",  # a keyword argument of a call spread over lines
     "world = dist.get_world_size()  # in a function\n    rank = dist.get_rank()\n",
     "def load(path):\n    return torch.load(path)\n",
+    'state = torch.load(path, map_location="cpu")\n',  # CUDA-only programs load on the CPU to spare GPU memory
 ])
 def test_no_evidence(text):
     assert intent.evidence_in(text, "train.py") is None

@@ -8,8 +8,10 @@ linear in its size), for two kinds of evidence per file, the first that matches 
 - CUDA-only design: an NCCL backend, `assert torch.cuda.is_available()`, `torch.cuda.set_device(...)`,
   `dist.get_rank()` at module level (a program that needs a launcher), a CUDA extension (`CUDAExtension(`, `.cu`
   sources), an import at module level of a library that runs only on NVIDIA GPUs (`CUDA_ONLY_LIBRARIES`);
-- a CPU path again, weaker: a `--device` argument or `device=` parameter defaulting to `"cpu"`, `device = "cpu"`,
-  `map_location="cpu"` loads.
+- a CPU path again, weaker: a `--device` argument or `device=` parameter defaulting to `"cpu"`, `device = "cpu"`.
+
+Not evidence: `map_location="cpu"`. A CUDA-only program loads its checkpoints on the CPU to spare GPU memory
+(wvangansbeke/Unsupervised-Classification does in every script), so it says nothing of where the program runs.
 
 A GitHub workflow of the project that calls pytest on a hosted runner (`runs-on: ubuntu-...`) or installs the CPU
 torch wheel (`download.pytorch.org/whl/cpu`) is evidence of a CPU path for the project's test files.
@@ -47,7 +49,8 @@ CUDA = "cuda"
 
 _STRING = r"[\"']"
 # (kind, what the message says of it, pattern), in the order they decide: an explicit fallback first, then CUDA-only
-# design (a program that falls back nowhere but loads a checkpoint on the CPU is still CUDA-only), then the rest.
+# design (a program that falls back nowhere but takes a `device="cpu"` parameter somewhere is still CUDA-only), then
+# the rest.
 _EVIDENCE: Tuple[Tuple[str, str, "re.Pattern[str]"], ...] = tuple(
     (kind, what, re.compile(pattern, re.MULTILINE)) for kind, what, pattern in (
         (CPU, "a device fallback", rf"is_available\(\)[^\n#]*\belse\b[^\n#]*{_STRING}cpu{_STRING}"),
@@ -65,7 +68,6 @@ _EVIDENCE: Tuple[Tuple[str, str, "re.Pattern[str]"], ...] = tuple(
         (CPU, "a `device` parameter defaulting to \"cpu\"", rf"^[ \t]*device[ \t]*:[^=\n]*=[ \t]*{_STRING}cpu{_STRING}[ \t]*,?[ \t]*(?:#.*)?$"),
         (CPU, "a `device = \"cpu\"` setting",
          rf"^[ \t]*(?:self\.)?device[ \t]*=[ \t]*(?:torch\.device\()?{_STRING}cpu{_STRING}\)?[ \t]*(?:#.*)?$"),
-        (CPU, "a checkpoint loaded on the CPU", rf"map_location[ \t]*=[ \t]*(?:torch\.device\()?{_STRING}cpu{_STRING}"),
     )
 )
 _IMPORT = re.compile(

@@ -147,7 +147,8 @@ class CudaWithoutFallback(Rule):
     design: an NCCL backend, `assert torch.cuda.is_available()`, `torch.cuda.set_device`,
     `dist.get_rank()` at module level, a CUDA extension, a module-level import of a
     CUDA-only library; then, weaker, a CPU path again: a `--device` argument or `device`
-    parameter defaulting to `"cpu"`, `device = "cpu"`, `map_location="cpu"`. A GitHub
+    parameter defaulting to `"cpu"`, `device = "cpu"` (not `map_location="cpu"`: CUDA-only
+    programs load checkpoints on the CPU to spare GPU memory). A GitHub
     workflow that runs pytest on a hosted runner (`runs-on: ubuntu-latest`) or installs the
     CPU torch wheel is a CPU path for the project's test files. A file is judged by its own
     evidence first (CUDA-only: not reported), a test file then by the CI, and then by what
