@@ -33,6 +33,7 @@ import re
 from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Tuple
 
 from torchlint import source as sources
+from torchlint.analysis.file_kind import is_test_path
 from torchlint.analysis.project import _MAX_BYTES, PROJECT
 from torchlint.analysis.summaries import SUMMARIES
 
@@ -86,7 +87,6 @@ _MAX_REACH_DEPTH = 6
 _MAX_REACH_FILES = 200
 _MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg", ".github")
 _SKIPPED_FOLDERS = frozenset({"node_modules", "site-packages", "__pycache__", "build", "dist", "venv", "env"})
-_TEST_FOLDERS = frozenset({"test", "tests", "testing"})
 
 
 class Evidence(NamedTuple):
@@ -121,12 +121,6 @@ def evidence_in(text: str, path: str) -> Optional[Evidence]:
     return None
 
 
-def is_test_file(path: str) -> bool:
-    *folders, name = path.replace("\\", "/").split("/")
-    stem = name.rpartition(".")[0] or name
-    return stem.startswith("test_") or stem.endswith("_test") or stem == "conftest" or not _TEST_FOLDERS.isdisjoint(folders)
-
-
 class ProjectIntent:
     """The evidence of each file of one project, who imports whom, and the evidence of its CI."""
 
@@ -148,7 +142,7 @@ class ProjectIntent:
         path = os.path.abspath(filename)
         if own is not None:
             return Verdict(own.kind == CPU, own)
-        if self.ci is not None and is_test_file(path):
+        if self.ci is not None and is_test_path(path):
             return self._cited(Verdict(True, self.ci))
         seen = {path}
         pending = [(importer, 1) for importer in self.importers.get(path, ())]
@@ -160,7 +154,7 @@ class ProjectIntent:
                 continue
             seen.add(importer)
             found = self.evidence.get(importer)
-            if found is None and self.ci is not None and is_test_file(importer):
+            if found is None and self.ci is not None and is_test_path(importer):
                 found = self.ci
             if found is not None and found.kind == CPU:
                 return self._cited(Verdict(True, found))
