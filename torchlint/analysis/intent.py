@@ -21,7 +21,7 @@ Each scanned file also lists the project files it imports (resolved as the value
 (`_MAX_FILES` files, `_MAX_TOTAL_BYTES` bytes, files over `project._MAX_BYTES` skipped, hidden and environment
 folders not entered), and kept in the summaries store (`Summaries.kept`) for the listing it was made from (every
 scanned file's path, size and modification time), so a fresh process linting one file reads the folder's listing,
-not its files.
+not its files. A process that outlives edits (the language server, `--watch`) keeps the scan it made first.
 """
 
 from __future__ import annotations

@@ -397,15 +397,12 @@ class CudaWithoutFallback(Rule):
             or self._imports_availability_check() or self.module_gated
         ):
             return
-        verdict = project_intent(self.ctx.filename, self.ctx.config).decide(
-            self.ctx.filename, evidence_in(self.ctx.text, self.ctx.filename)
-        )
+        # Where the program means to run: not reported in a helper reached only from CUDA-only files of its project.
+        intent = project_intent(self.ctx.filename, self.ctx.config)
+        verdict = intent.decide(self.ctx.filename, evidence_in(self.ctx.text, self.ctx.filename))
         if not verdict.report:
             return
-        cited = (
-            f"; this project also runs on the CPU: {verdict.evidence.describe(project_intent(self.ctx.filename, self.ctx.config).root)}"
-            if verdict.evidence is not None else ""
-        )
+        cited = f"; this project also runs on the CPU: {verdict.evidence.describe(intent.root)}" if verdict.evidence is not None else ""
         read = _names_read(self.ctx.module) if any(map(self._is_module_setting, self.sites)) else frozenset()
         for site in self.sites:
             # `device = "cuda"` at module level that nothing in the file reads: a setting another module imports
