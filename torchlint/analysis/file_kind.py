@@ -54,9 +54,9 @@ class FileKind(enum.Enum):
 
 def source_file_kind(filename: str, text: str, module: cst.Module) -> FileKind:
     """The kind of a Python source file (a notebook is never one: its adapter says so)."""
-    *folders, name = _SEPARATORS.split(filename)
+    name = _SEPARATORS.split(filename)[-1]
     stem = name.rpartition(".")[0] or name
-    if stem.startswith("test_") or stem.endswith("_test") or stem == "conftest" or not _TEST_FOLDERS.isdisjoint(folders):
+    if is_test_path(filename):
         return FileKind.TEST
     # The pattern is tried at every position of the text: a plain search for `%%` rules out most files first.
     if "%%" in text and _PERCENT_CELL.search(text) and not text.startswith(_NBDEV_EXPORT):
@@ -64,6 +64,13 @@ def source_file_kind(filename: str, text: str, module: cst.Module) -> FileKind:
     if text.startswith("#!") or stem == "__main__" or not stem.isidentifier() or _has_main_guard(module):
         return FileKind.SCRIPT
     return FileKind.LIBRARY
+
+
+def is_test_path(filename: str) -> bool:
+    """A test file by its path alone (`test_x.py`, `x_test.py`, `conftest.py`, a file under `tests/`)."""
+    *folders, name = _SEPARATORS.split(filename)
+    stem = name.rpartition(".")[0] or name
+    return stem.startswith("test_") or stem.endswith("_test") or stem == "conftest" or not _TEST_FOLDERS.isdisjoint(folders)
 
 
 def _has_main_guard(module: cst.Module) -> bool:

@@ -347,12 +347,25 @@ class _SelfUses(cst.CSTVisitor):
             self.called.add(func.value.attr.value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        if any(type(target.target) in (cst.Tuple, cst.List) for target in node.targets):
+        # `self.a, self.b = ...` sets attributes; `b, c, h, w = input.size()` in a `forward` sets only locals.
+        if any(type(target.target) in (cst.Tuple, cst.List) and _unpacks_attribute(target.target) for target in node.targets):
             self.unpacked = True
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if type(node.target) is cst.Attribute:
             self.unpacked = True
+
+
+def _unpacks_attribute(target: cst.BaseExpression) -> bool:
+    """An unpacking target assigns an attribute (`self.h, self.w = ...`, nested or starred too)."""
+    for element in target.elements:
+        value = element.value
+        if type(value) in (cst.Tuple, cst.List):
+            if _unpacks_attribute(value):
+                return True
+        elif type(value) is not cst.Name:
+            return True
+    return False
 
 
 def _is_torchvision_builder(name: str) -> bool:

@@ -298,6 +298,22 @@ class Summaries:
         self._keep(path, read[1], summary)
         return value
 
+    def kept(self, key: str, digest: bytes, compute: Callable[[], object]) -> object:
+        """What `compute` (a value `marshal` writes) says of many files at once, kept in the store under `key` (a path
+        no project file has) for the `digest` of what it was computed from: TL205's project intent, by its project
+        folder and the listing of its files. Computed again without a store, or when the stored one cannot be read."""
+        if self._store is not None:
+            payload = self._store.load(key, digest)
+            if payload is not None:
+                try:
+                    return marshal.loads(payload)
+                except (EOFError, ValueError, TypeError):
+                    pass
+        value = compute()
+        if self._store is not None:
+            self._store.save(key, digest, marshal.dumps(value))
+        return value
+
     def _load(self, path: str, digest: bytes) -> Optional[ModuleSummary]:
         payload = self._store.load(path, digest)
         if payload is None:

@@ -5,6 +5,7 @@ import libcst as cst
 
 from torchlint.analysis import syntax
 from torchlint.analysis.facts import project_import_names
+from torchlint.analysis.intent import CUDA_ONLY_LIBRARIES, evidence_in, project_intent
 from torchlint.analysis.modules import ModuleClasses
 from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.project import PROJECT
@@ -28,11 +29,7 @@ CUDA_ONLY = frozenset({"torch.cuda.set_device"})
 PROCESS_GROUP = frozenset({"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"})
 # Keyword arguments that take a device, whatever the call.
 DEVICE_KEYWORDS = frozenset({"device", "map_location"})
-# Libraries that run only on NVIDIA GPUs (FP8 training, fused kernels, CUDA bindings): a file importing one
-# unconditionally cannot run without CUDA whatever device it names. Modules and their submodules.
-CUDA_ONLY_LIBRARIES = (
-    "transformer_engine", "msamp", "apex", "flash_attn", "pycuda", "cupy", "tensorrt", "torch_tensorrt", "numba.cuda",
-)
+# A file importing a library of `CUDA_ONLY_LIBRARIES` unconditionally cannot run without CUDA whatever device it names.
 # Building a C++/CUDA extension: CUDA-only when it compiles CUDA sources.
 EXTENSION_LOADERS = frozenset({"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"})
 CUDA_EXTENSION = frozenset({"torch.utils.cpp_extension.CUDAExtension"})
@@ -42,6 +39,14 @@ _MAX_BUILD_DEPTH = 4
 _MAX_BUILD_MODULES = 32
 # `with torch.cuda.device(1):` names a GPU by its index too.
 CUDA_DEVICE_CONTEXT = "torch.cuda.device"
+# Words that make a test decorator or skip condition about GPUs (`skip_if_lt_x_gpu`, `requires_cuda`, `HAS_GPU`).
+_GPU_WORD = re.compile(r"cuda|gpu", re.IGNORECASE)
+# ... and that make a name with such a word a gate rather than a helper that moves tensors (`to_cuda(x)`).
+_GATE_WORD = re.compile(r"skip|require|only|needs|mark", re.IGNORECASE)
+_SKIPS = frozenset({"skipif", "skipunless"})
+# How a run knows it is one of several processes: `world_size`, `torch.distributed.is_initialized()`.
+_WORLD_SIZE = re.compile(r"world_size|num_processes|num_gpus|ngpus", re.IGNORECASE)
+_DISTRIBUTED_FLAG = re.compile(r"(?:is_|use_)?(?:distributed|ddp)", re.IGNORECASE)
 # The fact a function shows when it decides for CUDA (`_decides_cuda`), for files that call it from another file.
 DECIDES_CUDA = "decides-cuda"
 
@@ -119,6 +124,54 @@ class CudaWithoutFallback(Rule):
     them goes unreported, and a config module's `"cuda"` is left to its reader,
     where it arrives as a variable and is not reported either.
 
+    Not flagged either, because the program around it shows it never runs without a GPU:
+    code in a test function or class gated on GPUs (`@skip_if_lt_x_gpu(2)`, a decorator
+    or mark named for CUDA or GPUs such as `@requires_cuda` or `@pytest.mark.gpu`,
+    `@unittest.skipIf(not TEST_CUDA, ...)` or `@pytest.mark.skipif(...)` whose condition or
+    reason names CUDA or GPUs, a module-level `pytestmark` holding one, or a decorator
+    function of the project whose body uses such a gate); code that runs only in a
+    distributed run (in `if world_size > 1:`, `if dist.is_initialized():` or
+    `if args.distributed:`, or after `if world_size == 1: return` or
+    `if not dist.is_initialized(): return` in the same block); and the helper modules of a
+    CUDA-only program, decided by the project's intent below. The parameter-free module
+    exemption above holds for a class whose `forward` unpacks its input's shape into local
+    names (`b, c, h, w = x.size()`); one unpacking into attributes (`self.h, self.w = shape`)
+    may hold state and is reported.
+
+    ### Project intent
+    Whether code has no CPU path is a fact about the program, so each project (the nearest
+    folder above the file with `.git`, `pyproject.toml`, `setup.py`, `setup.cfg` or
+    `.github`, or the configured root) is read once per run, as text, for evidence, the
+    first that matches in a file deciding for it: a device fallback
+    (`"cuda" if torch.cuda.is_available() else "cpu"`) shows a CPU path; then CUDA-only
+    design: an NCCL backend, `assert torch.cuda.is_available()`, `torch.cuda.set_device`,
+    `dist.get_rank()` at module level, a CUDA extension, a module-level import of a
+    CUDA-only library; then, weaker, a CPU path again: a `--device` argument or `device`
+    parameter defaulting to `"cpu"`, `device = "cpu"` (not `map_location="cpu"`: CUDA-only
+    programs load checkpoints on the CPU to spare GPU memory). A GitHub
+    workflow that runs pytest on a hosted runner (`runs-on: ubuntu-latest`) or installs the
+    CPU torch wheel is a CPU path for the project's test files. A file is judged by its own
+    evidence first (CUDA-only: not reported), a test file then by the CI, and then by what
+    reaches it: its importers in the project, followed six imports up until each route meets
+    evidence. It is not reported when every route ends at CUDA-only evidence (a helper whose
+    only importer initialises NCCL); it is reported when a route meets a CPU path, and the
+    message then ends with which, and where: "this project also runs on the CPU: a
+    `--device` default of "cpu", `add_argument("--device", default="cpu"` in evaluate.py:7";
+    or when a route ends at a file that shows neither, as every file that nothing imports
+    does (a script is reported as before). The scan reads at most 3,000 `.py` files and
+    30 MB, skips files over 1 MB and hidden and environment folders, and is kept with the
+    cache's summaries for the listing it was read from (paths, sizes, modification times).
+
+    What that gives up: evidence is read from text, not code: a `"nccl"` string anywhere
+    or a `set_device` in a branch makes a file CUDA-only, and a fallback in a comment counts
+    as one in code; imports are followed only where they name a project
+    file by path (not `importlib`, not a console script), so a helper reached some other
+    way is judged as if nothing imported it (reported); a cached result is checked against
+    the files whose evidence decided it, not against a file newly made to import it; a
+    test gated by a helper with another name and no such gate in its body (`@slow_test`
+    skipping on a missing `nvidia-smi`) is still reported, and a gate's condition is
+    trusted by its words (`skipif(not HAS_GPU)`) without following the name.
+
     Not seen as written for CUDA (so still reported): kernels built by the build
     scripts of torch before 1.0 (`torch.utils.ffi.create_extension(..., with_cuda=True)`,
     gone from torch since), so a file checking such a kernel against `.cuda()` tensors
@@ -177,6 +230,10 @@ class CudaWithoutFallback(Rule):
         self.generator_devices: Set[int] = set()
         # The calls of functions imported from project files, with where they are: one may decide for CUDA.
         self.project_calls: List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]] = []
+        # `pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), ...)`: every test of the file is gated.
+        self.module_gated = False
+        # id of a decorator -> whether it gates on GPUs (`_gates_on_gpus`), asked once per decorator
+        self.gates: Dict[int, bool] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.qualified_name(node.func)
@@ -253,6 +310,11 @@ class CudaWithoutFallback(Rule):
         if all(names) and len(self.ctx.scope_nodes) == 1:
             # Visited before its value: a site found in the value can tell it is a module-level setting.
             self.module_values[id(node.value)] = (node.value, names)
+        if len(self.ctx.scope_nodes) == 1 and any(dotted_name(target.target) == "pytestmark" for target in node.targets):
+            marks = node.value.elements if type(node.value) in (cst.List, cst.Tuple) else [node.value]
+            self.module_gated = self.module_gated or any(
+                self._gates_on_gpus(getattr(mark, "value", mark), self.ctx.stack) for mark in marks
+            )
         # `device = "cuda"`: the one place a script usually picks its device.
         if _shared.is_cuda_string(node.value) and any(_names_a_device(self.ctx, target.target) for target in node.targets):
             self._add(node.value)
@@ -284,8 +346,38 @@ class CudaWithoutFallback(Rule):
         if isinstance(site, (cst.SimpleString, cst.ConcatenatedString)):
             self._note_index(site)
             self.device_values.add(id(site))
-        if not (_shared.implements_method(self.ctx, "cuda") or self._chosen_elsewhere()):
+        if not (
+            _shared.implements_method(self.ctx, "cuda") or self._chosen_elsewhere() or self._gated()
+            or _distributed_only(self.ctx.stack)
+        ):
             self.sites.append(site)
+
+    def _gated(self) -> bool:
+        """The innermost point is in a test function or class whose decorators skip it without GPUs."""
+        stack = self.ctx.stack
+        for index, node in enumerate(stack):
+            if type(node) in (cst.FunctionDef, cst.ClassDef):
+                for decorator in node.decorators:
+                    if id(decorator) not in self.gates:
+                        self.gates[id(decorator)] = self._gates_on_gpus(decorator.decorator, stack[:index])
+                    if self.gates[id(decorator)]:
+                        return True
+        return False
+
+    def _gates_on_gpus(self, expr: cst.BaseExpression, stack: Sequence[cst.CSTNode]) -> bool:
+        """A decorator or mark that skips without GPUs: named for them (`skip_if_lt_x_gpu(2)`, `requires_cuda`,
+        `pytest.mark.gpu`), a skip whose condition names them (`unittest.skipIf(not torch.cuda.is_available(), ...)`,
+        `pytest.mark.skipif(not HAS_GPU, ...)`), or a function of the project whose body holds such a gate (a test
+        suite's `def require_gpu(f): return pytest.mark.skipif(...)(f)`)."""
+        if _names_a_gpu_gate(expr):
+            return True
+        func = expr.func if type(expr) is cst.Call else expr
+        if type(func) not in (cst.Name, cst.Attribute):
+            return False
+        return any(
+            type(origin.node) is cst.FunctionDef and _holds_gpu_gate(origin.node)
+            for origin in Values.of(self.ctx).origins(func, [*stack, expr])
+        )
 
     def _chosen_elsewhere(self) -> bool:
         """A parameter default, or a branch taken only when the code asks for CUDA (`if args.cuda:`)."""
@@ -302,16 +394,22 @@ class CudaWithoutFallback(Rule):
             self.exempt or not self.sites or len(self.indices) > 1 or self._imports_project_cuda_extension()
             or self._imports_project_cuda_build()
             or self._calls_project_cuda_setup()
-            or self._imports_availability_check()
+            or self._imports_availability_check() or self.module_gated
         ):
             return
+        # Where the program means to run: not reported in a helper reached only from CUDA-only files of its project.
+        intent = project_intent(self.ctx.filename, self.ctx.config)
+        verdict = intent.decide(self.ctx.filename, evidence_in(self.ctx.text, self.ctx.filename))
+        if not verdict.report:
+            return
+        cited = f"; this project also runs on the CPU: {verdict.evidence.describe(intent.root)}" if verdict.evidence is not None else ""
         read = _names_read(self.ctx.module) if any(map(self._is_module_setting, self.sites)) else frozenset()
         for site in self.sites:
             # `device = "cuda"` at module level that nothing in the file reads: a setting another module imports
             # (a config file), like an `add_argument(..., default="cuda")`; its reader takes a variable.
             if self._is_module_setting(site) and read.isdisjoint(self.module_values[id(site)][1]):
                 continue
-            self.report(site, self.generator_message if id(site) in self.generator_devices else None)
+            self.report(site, (self.generator_message if id(site) in self.generator_devices else self.message) + cited)
 
     def _calls_project_cuda_setup(self) -> bool:
         """The file calls a function of another project file that checks for CUDA or sets the program up for it."""
@@ -381,6 +479,119 @@ class CudaWithoutFallback(Rule):
             return None
         build = SUMMARIES.section(located[0], self.ctx.config, "import-time-build", _import_time_build)
         return (located[0], build) if build is not None else None
+
+
+def _names_a_gpu_gate(expr: cst.BaseExpression) -> bool:
+    """`skip_if_lt_x_gpu(2)`, `@requires_cuda`, `pytest.mark.gpu`, or a skip (`skipIf`, `skipUnless`, `skipif`) whose
+    arguments name CUDA or GPUs (`not torch.cuda.is_available()`, `HAS_GPU`, `reason="needs a GPU"`)."""
+    func = expr.func if type(expr) is cst.Call else expr
+    name = dotted_name(func) if type(func) in (cst.Name, cst.Attribute) else None
+    if name is None:
+        return False
+    last = name.rpartition(".")[2]
+    if _GPU_WORD.search(last) and _GATE_WORD.search(name):
+        return True
+    if last.lower() not in _SKIPS or type(expr) is not cst.Call:
+        return False
+    mentions = _Mentions()
+    for arg in expr.args:
+        walk_visitor(arg.value, mentions)
+    return mentions.found
+
+
+def _holds_gpu_gate(function: cst.FunctionDef) -> bool:
+    finder = _GpuGates()
+    walk_visitor(function.body, finder)
+    return finder.found
+
+
+class _GpuGates(cst.CSTVisitor):
+    """A GPU gate (`_names_a_gpu_gate`) anywhere in a function: a call, or a decorator named without one."""
+
+    def __init__(self):
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.found = self.found or _names_a_gpu_gate(node)
+
+    def visit_Decorator(self, node: cst.Decorator) -> None:
+        self.found = self.found or _names_a_gpu_gate(node.decorator)
+
+
+class _Mentions(cst.CSTVisitor):
+    """A name, attribute or string mentioning CUDA or GPUs."""
+
+    def __init__(self):
+        self.found = False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.found = self.found or bool(_GPU_WORD.search(node.value))
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        self.found = self.found or bool(_GPU_WORD.search(node.value))
+
+
+def _distributed_only(stack: Sequence[cst.CSTNode]) -> bool:
+    """The innermost point of `stack` runs only when the program is one of several processes: in the branch of
+    `if world_size > 1:` or `if dist.is_initialized():`, the `else` of their opposites, or after
+    `if world_size == 1: return` / `if not dist.is_initialized(): return` in the same block. A distributed run is a
+    launcher's, and its `.cuda()` a GPU's."""
+    for parent, child in zip(stack, stack[1:]):
+        if type(parent) is cst.If and child is not parent.test:
+            distributed = _says_distributed(parent.test)
+            if distributed is not None and distributed == (child is parent.body):
+                return True
+        body = getattr(parent, "body", None)
+        if type(parent) in (cst.IndentedBlock, cst.Module) and isinstance(body, (list, tuple)):
+            for statement in body:
+                if statement is child:
+                    break
+                if type(statement) is cst.If and statement.orelse is None and _says_distributed(statement.test) is False \
+                        and _leaves(statement.body):
+                    return True
+    return False
+
+
+def _says_distributed(test: cst.BaseExpression) -> Optional[bool]:
+    """True for a condition that holds in a run of several processes (`world_size > 1`, `dist.is_initialized()`,
+    `args.distributed`), False for one that holds in a single process (`world_size == 1`, `not
+    dist.is_initialized()`), None for any other."""
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        inner = _says_distributed(test.expression)
+        return None if inner is None else not inner
+    if type(test) is cst.BooleanOperation:
+        sides = (_says_distributed(test.left), _says_distributed(test.right))
+        # `a and b` holds in a distributed run when one side does; `a or b` in a single process when one side does.
+        wanted = True if type(test.operator) is cst.And else False
+        return wanted if wanted in sides else None
+    if type(test) is cst.Call:
+        name = dotted_name(test.func) or ""
+        return True if name.rpartition(".")[2] == "is_initialized" and "dist" in name else None
+    if type(test) in (cst.Name, cst.Attribute):
+        return True if _DISTRIBUTED_FLAG.fullmatch(semantics.terminal_name(test) or "") else None
+    if type(test) is cst.Comparison and len(test.comparisons) == 1:
+        left, target = test.left, test.comparisons[0]
+        counted = dotted_name(left.func) if type(left) is cst.Call else dotted_name(left)
+        bound = semantics.literal(target.comparator, None)
+        if counted is None or not _WORLD_SIZE.search(counted.rpartition(".")[2]) or type(bound) is not int:
+            return None
+        operator = type(target.operator)
+        if (operator is cst.Equal and bound == 1) or (operator is cst.LessThanEqual and bound == 1) or (operator is cst.LessThan and bound == 2):
+            return False
+        if (operator in (cst.NotEqual, cst.GreaterThan) and bound == 1) or (operator is cst.GreaterThanEqual and bound == 2):
+            return True
+    return None
+
+
+def _leaves(block: cst.BaseSuite) -> bool:
+    """The block ends by leaving its function (`return`, `raise`)."""
+    statements = block.body if type(block) is cst.IndentedBlock else [block]
+    last = statements[-1] if statements else None
+    if type(last) is cst.SimpleStatementLine:
+        last = last.body[-1] if last.body else None
+    if type(block) is cst.SimpleStatementSuite:
+        last = block.body[-1] if block.body else None
+    return type(last) in (cst.Return, cst.Raise)
 
 
 def _names_checking_availability(ctx) -> Tuple[str, ...]:

@@ -1,0 +1,155 @@
+"""Project intent for TL205 (torchlint/analysis/intent.py): where a program means to run, read once per project.
+
+The shapes it decides are fixtures (fixtures/projects/cuda_only_program_helper, cpu_path_reaches_helper,
+gpu_gate_helper); these tests pin what the fixtures cannot: the evidence each pattern reads, the CI evidence, the
+project root, the caps, the message's citation, and that the scan is made once per process and kept in the store.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+from torchlint.analysis import intent, summaries
+from torchlint.config import build
+from torchlint.engine.runner import lint_file
+
+
+@pytest.mark.parametrize("text, kind, what", [
+    ('device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n', "cpu", "a device fallback"),
+    ('device = "cpu" if not torch.cuda.is_available() else "cuda"\n', "cpu", "a device fallback"),
+    ('dist.init_process_group(backend="nccl")\n', "cuda", "an NCCL process group"),
+    ("assert torch.cuda.is_available()\n", "cuda", "an assertion that CUDA is there"),
+    ("torch.cuda.set_device(rank)\n", "cuda", "`torch.cuda.set_device`"),
+    ("RANK = dist.get_rank()\n", "cuda", "a process rank read at import"),
+    ('ext = CUDAExtension("ops", ["ops.cpp"])\n', "cuda", "a CUDA extension"),
+    ("from apex import amp\n", "cuda", "a CUDA-only library"),
+    ('parser.add_argument("--device", default="cpu")\n', "cpu", 'a `--device` default of "cpu"'),
+    ('def run(model, device="cpu"):\n', "cpu", 'a `device` parameter defaulting to "cpu"'),
+    ('    device: str = "cpu",\n', "cpu", 'a `device` parameter defaulting to "cpu"'),
+    ('device = "cpu"  # no GPU here\n', "cpu", 'a `device = "cpu"` setting'),
+    # An explicit fallback outweighs CUDA-only design; CUDA-only design outweighs a parameter defaulting to the CPU.
+    ('dist.init_process_group("nccl")\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\n', "cpu", "a device fallback"),
+    ('def to(x, device="cpu"):\n    pass\ndist.init_process_group("nccl")\n', "cuda", "an NCCL process group"),
+])
+def test_evidence_of_a_file(text, kind, what):
+    found = intent.evidence_in(text, "train.py")
+    assert (found.kind, found.what) == (kind, what)
+
+
+@pytest.mark.parametrize("text", [
+    "x = torch.ones(2, device='cpu')\n",  # a CPU tensor in any program
+    "    device='cpu',\n",  # a keyword argument of a call spread over lines
+    "world = dist.get_world_size()  # in a function\n    rank = dist.get_rank()\n",
+    "def load(path):\n    return torch.load(path)\n",
+    'state = torch.load(path, map_location="cpu")\n',  # CUDA-only programs load on the CPU to spare GPU memory
+])
+def test_no_evidence(text):
+    assert intent.evidence_in(text, "train.py") is None
+
+
+def write(folder: Path, files: dict) -> None:
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+
+
+CI = "on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n      - run: pip install torch\n      - run: pytest tests\n"
+
+
+def test_ci_running_pytest_on_a_hosted_runner_is_a_cpu_path_for_the_tests(tmp_path):
+    write(tmp_path, {".github/workflows/ci.yml": CI, "tests/test_ops.py": "import torch\n", "lib/ops.py": "import torch\n"})
+    found = intent._scan(str(tmp_path))
+    verdict = found.decide(str(tmp_path / "tests/test_ops.py"), None)
+    assert verdict.report and verdict.evidence.what == "CI running the tests without a GPU"
+    assert verdict.evidence.describe(str(tmp_path)) == (
+        "CI running the tests without a GPU, `runs-on: ubuntu-latest` in .github/workflows/ci.yml:4"
+    )
+    assert found.decide(str(tmp_path / "lib/ops.py"), None) == intent.Verdict(True, None)
+
+
+@pytest.mark.parametrize("workflow", [
+    CI.replace("pytest tests", "python -m build"),  # no tests run
+    CI.replace("ubuntu-latest", "[self-hosted, gpu]"),  # a runner of the project's own, with a GPU
+])
+def test_ci_without_tests_on_cpus_says_nothing(tmp_path, workflow):
+    write(tmp_path, {".github/workflows/ci.yml": workflow, "tests/test_ops.py": "import torch\n"})
+    assert intent._scan(str(tmp_path)).ci is None
+
+
+def test_a_file_is_judged_by_every_route_that_reaches_it(tmp_path):
+    write(tmp_path, {
+        "train.py": 'import torch.distributed as dist\nimport engine\ndist.init_process_group("nccl")\n',
+        "launch.py": "import train\n",
+        "engine.py": "from steps import step\n",
+        "steps.py": "import torch\n",
+        "demo.py": "import steps\n",
+        "alone.py": "import torch\n",
+    })
+    found = intent._scan(str(tmp_path))
+    # engine.py: its one importer is CUDA-only.
+    assert found.decide(str(tmp_path / "engine.py"), None).report is False
+    # steps.py: reached through engine.py from train.py, but also from demo.py, which says nothing.
+    assert found.decide(str(tmp_path / "steps.py"), None) == intent.Verdict(True, None)
+    assert found.decide(str(tmp_path / "alone.py"), None) == intent.Verdict(True, None)
+    (tmp_path / "demo.py").unlink()
+    assert intent._scan(str(tmp_path)).decide(str(tmp_path / "steps.py"), None).report is False
+
+
+def test_the_project_root_is_never_a_folder_the_file_is_hidden_from(tmp_path):
+    write(tmp_path, {"pyproject.toml": "", "benchmarks/.cache/corpus/repo/pkg/mod.py": "", "src/pkg/mod.py": ""})
+    assert intent.project_root(str(tmp_path / "src/pkg/mod.py"), "/") == str(tmp_path)
+    assert intent.project_root(str(tmp_path / "benchmarks/.cache/corpus/repo/pkg/mod.py"), "/") == str(
+        tmp_path / "benchmarks/.cache/corpus"
+    )
+
+
+def test_the_scan_is_capped(tmp_path, monkeypatch):
+    write(tmp_path, {f"m{index}.py": "import torch\n" for index in range(5)})
+    write(tmp_path, {".venv/lib/site.py": "", "node_modules/x.py": "", "big.py": "#" * 20})
+    monkeypatch.setattr(intent, "_MAX_BYTES", 19)
+    assert [Path(path).name for path, _ in intent._listing(str(tmp_path))[0]] == [f"m{index}.py" for index in range(5)]
+    monkeypatch.setattr(intent, "_MAX_FILES", 3)
+    assert len(intent._listing(str(tmp_path))[0]) == 3
+
+
+def test_the_scan_is_made_once_per_process_and_project(monkeypatch):
+    scans = []
+    scan = intent._scan
+    monkeypatch.setattr(intent, "_INTENTS", {})
+    monkeypatch.setattr(intent, "_scan", lambda root: scans.append(root) or scan(root))
+    config = build({}, root=FIXTURES, path=None, where="test", torch_requirement_from=FIXTURES)
+    folder = FIXTURES / "projects" / "cuda_only_program_helper"
+    for name in ("engine.py", "metrics.py", "demo.py"):
+        intent.project_intent(str(folder / name), config)
+    assert len(scans) == 1
+
+
+def test_a_fresh_process_reads_the_scan_from_the_store_not_the_files(tmp_path, monkeypatch):
+    write(tmp_path, {"train.py": 'import engine\ndist.init_process_group("nccl")\n', "engine.py": "import torch\n"})
+    config = build({}, root=tmp_path, path=None, where="test", torch_requirement_from=tmp_path)
+    monkeypatch.setattr(summaries, "SUMMARIES", summaries.Summaries())
+    monkeypatch.setattr(intent, "SUMMARIES", summaries.SUMMARIES)
+    summaries.SUMMARIES.use_store(config)
+    first = intent._scan(str(tmp_path))
+
+    def unreadable(path):
+        raise OSError(path)
+
+    monkeypatch.setattr(intent.sources, "read_bytes", unreadable)
+    again = intent._scan(str(tmp_path))
+    assert again.evidence == first.evidence and again.importers == first.importers
+    assert again.decide(str(tmp_path / "engine.py"), None).report is False
+    # A file added changes the listing: the scan is made again (and here reads nothing).
+    write(tmp_path, {"other.py": ""})
+    assert intent._scan(str(tmp_path)).evidence == {}
+
+
+def test_the_message_cites_the_evidence_that_decided():
+    path = FIXTURES / "projects" / "cpu_path_reaches_helper" / "model_utils.py"
+    config = build({"select": ["TL205"], "preview": True}, root=FIXTURES, path=None, where="test", torch_requirement_from=FIXTURES)
+    [finding] = lint_file(str(path), config).findings
+    assert finding.message.endswith(
+        '; this project also runs on the CPU: a `--device` default of "cpu", `add_argument("--device", default="cpu"` '
+        "in projects/cpu_path_reaches_helper/evaluate.py:7"  # relative to the project root: the config's, here
+    )

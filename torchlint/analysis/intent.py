@@ -1,0 +1,326 @@
+"""Where a program means to run: on CUDA machines only, or also without a GPU (TL205's project intent).
+
+Whether code "has no CPU fallback" is a fact about the program, not one line: a helper module whose only importer
+initialises NCCL never runs on a laptop. So each project is read once per process, as text (no parsing: a scan
+linear in its size), for two kinds of evidence per file, the first that matches deciding:
+
+- a CPU path: a device fallback (`"cuda" if torch.cuda.is_available() else "cpu"`);
+- CUDA-only design: an NCCL backend, `assert torch.cuda.is_available()`, `torch.cuda.set_device(...)`,
+  `dist.get_rank()` at module level (a program that needs a launcher), a CUDA extension (`CUDAExtension(`, `.cu`
+  sources), an import at module level of a library that runs only on NVIDIA GPUs (`CUDA_ONLY_LIBRARIES`);
+- a CPU path again, weaker: a `--device` argument or `device=` parameter defaulting to `"cpu"`, `device = "cpu"`.
+
+Not evidence: `map_location="cpu"`. A CUDA-only program loads its checkpoints on the CPU to spare GPU memory
+(wvangansbeke/Unsupervised-Classification does in every script), so it says nothing of where the program runs.
+
+A GitHub workflow of the project that calls pytest on a hosted runner (`runs-on: ubuntu-...`) or installs the CPU
+torch wheel (`download.pytorch.org/whl/cpu`) is evidence of a CPU path for the project's test files.
+
+Each scanned file also lists the project files it imports (resolved as the value model resolves them,
+`PROJECT.locate`), so a file is judged by what reaches it (`ProjectIntent.decide`). The scan is capped
+(`_MAX_FILES` files, `_MAX_TOTAL_BYTES` bytes, files over `project._MAX_BYTES` skipped, hidden and environment
+folders not entered), and kept in the summaries store (`Summaries.kept`) for the listing it was made from (every
+scanned file's path, size and modification time), so a fresh process linting one file reads the folder's listing,
+not its files. A process that outlives edits (the language server, `--watch`) keeps the scan it made first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+import re
+from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Tuple
+
+from torchlint import source as sources
+from torchlint.analysis.file_kind import is_test_path
+from torchlint.analysis.project import _MAX_BYTES, PROJECT
+from torchlint.analysis.summaries import SUMMARIES
+
+if TYPE_CHECKING:
+    from torchlint.config import Config
+
+# Libraries that run only on NVIDIA GPUs (FP8 training, fused kernels, CUDA bindings). Modules and their submodules.
+CUDA_ONLY_LIBRARIES = (
+    "transformer_engine", "msamp", "apex", "flash_attn", "pycuda", "cupy", "tensorrt", "torch_tensorrt", "numba.cuda",
+)
+
+CPU = "cpu"
+CUDA = "cuda"
+
+_STRING = r"[\"']"
+# (kind, what the message says of it, pattern), in the order they decide: an explicit fallback first, then CUDA-only
+# design (a program that falls back nowhere but takes a `device="cpu"` parameter somewhere is still CUDA-only), then
+# the rest.
+_EVIDENCE: Tuple[Tuple[str, str, "re.Pattern[str]"], ...] = tuple(
+    (kind, what, re.compile(pattern, re.MULTILINE)) for kind, what, pattern in (
+        (CPU, "a device fallback", rf"is_available\(\)[^\n#]*\belse\b[^\n#]*{_STRING}cpu{_STRING}"),
+        (CPU, "a device fallback", rf"{_STRING}cpu{_STRING}[^\n#]*\bif\b[^\n#]*\bnot\b[^\n#]*is_available\(\)"),
+        (CUDA, "an NCCL process group", rf"{_STRING}nccl{_STRING}"),
+        (CUDA, "an assertion that CUDA is there", r"^[ \t]*assert[ \t]+torch\.cuda\.is_available\(\)"),
+        (CUDA, "`torch.cuda.set_device`", r"\btorch\.cuda\.set_device\("),
+        (CUDA, "a process rank read at import", r"^(?:\w+[ \t]*=[ \t]*)?(?:dist|torch\.distributed)\.get_rank\(\)"),
+        (CUDA, "a CUDA extension", rf"\bCUDAExtension\(|{_STRING}[\w/.-]+\.cuh?{_STRING}"),
+        (CUDA, "a CUDA-only library", r"^(?:import|from)[ \t]+(?:%s)\b" % "|".join(
+            re.escape(library) for library in CUDA_ONLY_LIBRARIES)),
+        (CPU, "a `--device` default of \"cpu\"", rf"add_argument\([^\n]*device[^\n]*default[ \t]*=[ \t]*{_STRING}cpu{_STRING}"),
+        (CPU, "a `device` parameter defaulting to \"cpu\"",
+         rf"^[ \t]*def[ \t][^\n]*\bdevice[ \t]*(?::[^=\n]*)?=[ \t]*{_STRING}cpu{_STRING}"),
+        (CPU, "a `device` parameter defaulting to \"cpu\"", rf"^[ \t]*device[ \t]*:[^=\n]*=[ \t]*{_STRING}cpu{_STRING}[ \t]*,?[ \t]*(?:#.*)?$"),
+        (CPU, "a `device = \"cpu\"` setting",
+         rf"^[ \t]*(?:self\.)?device[ \t]*=[ \t]*(?:torch\.device\()?{_STRING}cpu{_STRING}\)?[ \t]*(?:#.*)?$"),
+    )
+)
+_IMPORT = re.compile(
+    r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)|import[ \t]+([^\n#;]+))", re.MULTILINE
+)
+_CI_PYTEST = re.compile(r"\bpytest\b")
+_CI_CPU = re.compile(
+    r"download\.pytorch\.org/whl/cpu|torch[^\s]*\+cpu|^[ \t]*runs-on:[ \t]*\[?[ \t]*[\"']?(?:ubuntu|macos|windows)-[\w.]+[\"']?[ \t]*\]?[ \t]*$",
+    re.MULTILINE,
+)
+
+_MAX_FILES = 3000
+_MAX_TOTAL_BYTES = 30_000_000
+# How many importers deep, and how many files at most, `decide` follows what reaches a file.
+_MAX_REACH_DEPTH = 6
+_MAX_REACH_FILES = 200
+_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg", ".github")
+_SKIPPED_FOLDERS = frozenset({"node_modules", "site-packages", "__pycache__", "build", "dist", "venv", "env"})
+
+
+class Evidence(NamedTuple):
+    """One piece of evidence: its kind (`CPU`, `CUDA`), what it is, the text that shows it, and where."""
+
+    kind: str
+    what: str
+    text: str
+    path: str
+    line: int
+
+    def describe(self, root: str) -> str:
+        text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
+        # A notebook's line is one of its code cells joined, which no editor shows: its name says enough.
+        line = "" if self.path.endswith(".ipynb") else f":{self.line}"
+        return f"{self.what}, `{text}` in {os.path.relpath(self.path, root)}{line}"
+
+
+class Verdict(NamedTuple):
+    """Whether the file's hard-coded CUDA is to be reported, and the evidence that decided it (None: no evidence)."""
+
+    report: bool
+    evidence: Optional[Evidence]
+
+
+def evidence_in(text: str, path: str) -> Optional[Evidence]:
+    """The evidence a file's text shows (the first kind of `_EVIDENCE` that matches, at its first match)."""
+    for kind, what, pattern in _EVIDENCE:
+        found = pattern.search(text)
+        if found is not None:
+            return Evidence(kind, what, found.group(0).strip(), path, text.count("\n", 0, found.start()) + 1)
+    return None
+
+
+class ProjectIntent:
+    """The evidence of each file of one project, who imports whom, and the evidence of its CI."""
+
+    def __init__(self, root: str, evidence: Dict[str, Evidence], importers: Dict[str, List[str]],
+                 ci: Optional[Evidence], digests: Dict[str, bytes]):
+        self.root = root
+        self.evidence = evidence
+        self.importers = importers
+        self.ci = ci
+        self.digests = digests
+
+    def decide(self, filename: str, own: Optional[Evidence]) -> Verdict:
+        """Whether hard-coded CUDA in `filename` (whose own evidence is `own`) runs where the program means to run
+        without a GPU. Its own evidence decides first; a test file, where CI runs the tests on CPUs; then what reaches
+        it: importers followed up `_MAX_REACH_DEPTH` deep until each route meets evidence. Not reported when every
+        route ends at CUDA-only evidence (a helper module of a CUDA-only program); reported when one meets a CPU path,
+        or one ends at a file that shows neither (an entry point nothing tells about: reported as without intent). Each file whose evidence decided is recorded as read, so a
+        cached result is checked against it."""
+        path = os.path.abspath(filename)
+        if own is not None:
+            return Verdict(own.kind == CPU, own)
+        if self.ci is not None and is_test_path(path):
+            return self._cited(Verdict(True, self.ci))
+        seen = {path}
+        pending = [(importer, 1) for importer in self.importers.get(path, ())]
+        cuda: Optional[Evidence] = None
+        unknown = not pending
+        while pending and len(seen) < _MAX_REACH_FILES:
+            importer, depth = pending.pop(0)
+            if importer in seen:
+                continue
+            seen.add(importer)
+            found = self.evidence.get(importer)
+            if found is None and self.ci is not None and is_test_path(importer):
+                found = self.ci
+            if found is not None and found.kind == CPU:
+                return self._cited(Verdict(True, found))
+            if found is not None:
+                cuda = cuda or found
+                continue
+            above = self.importers.get(importer, ())
+            if not above or depth >= _MAX_REACH_DEPTH:
+                unknown = True
+            pending.extend((next_importer, depth + 1) for next_importer in above)
+        if pending:  # too many files to follow: as without intent
+            unknown = True
+        if cuda is not None and not unknown:
+            return self._cited(Verdict(False, cuda), seen)
+        return Verdict(True, None)
+
+    def _cited(self, verdict: Verdict, followed=()) -> Verdict:
+        for path in {*followed, *([verdict.evidence.path] if verdict.evidence is not None else [])}:
+            digest = self.digests.get(path)
+            if digest is not None:
+                PROJECT.record(path, digest)
+        return verdict
+
+
+# project root -> its intent, for this process
+_INTENTS: Dict[str, ProjectIntent] = {}
+
+
+def project_intent(filename: str, config: "Config") -> ProjectIntent:
+    """The intent of the project `filename` belongs to (`project_root`), scanned once per process."""
+    root = project_root(filename, str(config.root))
+    found = _INTENTS.get(root)
+    if found is None:
+        found = _INTENTS[root] = _scan(root)
+    return found
+
+
+def project_root(filename: str, configured: str) -> str:
+    """The nearest folder above the file with a project marker (`.git`, `pyproject.toml`, `setup.py`, ...), or the
+    configured project root, whichever comes first; but never one the file is hidden from (a folder on the way whose
+    name starts with a dot, or an environment's: `.cache/training/...` vendored under a project is a project of its
+    own, rooted just below that folder). Without any, the file's folder."""
+    folder = os.path.dirname(os.path.abspath(filename))
+    configured = os.path.abspath(configured)
+    current, child = folder, None
+    while True:
+        name = os.path.basename(current)
+        if child is not None and (name.startswith(".") or name in _SKIPPED_FOLDERS):
+            return child
+        if current == configured or any(os.path.exists(os.path.join(current, marker)) for marker in _MARKERS):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return folder
+        current, child = parent, current
+
+
+def _listing(root: str) -> Tuple[List[Tuple[str, int]], List[str]]:
+    """The project's Python files (with their sizes) and GitHub workflow files, within the caps, in a stable order."""
+    files: List[Tuple[str, int]] = []
+    total = 0
+    folders = [root]
+    while folders and len(files) < _MAX_FILES:
+        folder = folders.pop(0)
+        try:
+            entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if not entry.name.startswith(".") and entry.name not in _SKIPPED_FOLDERS:
+                        folders.append(entry.path)
+                elif entry.name.endswith(".py") and entry.is_file():
+                    size = entry.stat().st_size
+                    if size <= _MAX_BYTES and total + size <= _MAX_TOTAL_BYTES and len(files) < _MAX_FILES:
+                        files.append((entry.path, entry.stat().st_mtime_ns))
+                        total += size
+            except OSError:
+                continue
+    workflows_folder = os.path.join(root, ".github", "workflows")
+    try:
+        workflows = sorted(
+            entry.path for entry in os.scandir(workflows_folder) if entry.name.endswith((".yml", ".yaml")) and entry.is_file()
+        )
+    except OSError:
+        workflows = []
+    return files, workflows
+
+
+def _scan(root: str) -> ProjectIntent:
+    files, workflows = _listing(root)
+    digest = hashlib.blake2b(marshal.dumps((files, workflows)), digest_size=16).digest()
+    found = SUMMARIES.kept(os.path.join(root, ".torchlint-project-intent"), digest, lambda: _read(root, files, workflows))
+    if not _well_formed(found):
+        found = _read(root, files, workflows)
+    evidence, importers, ci, digests = found
+    return ProjectIntent(
+        root, {path: Evidence(*item) for path, item in evidence.items()}, importers,
+        Evidence(*ci) if ci is not None else None, digests,
+    )
+
+
+def _read(root: str, files: List[Tuple[str, int]], workflows: List[str]) -> tuple:
+    """What the scan keeps, in plain values `marshal` writes: evidence by file, importers by file, the CI evidence and
+    the digests of the files read."""
+    evidence: Dict[str, tuple] = {}
+    importers: Dict[str, List[str]] = {}
+    digests: Dict[str, bytes] = {}
+    for path, _ in files:
+        try:
+            data = sources.read_bytes(path)
+        except OSError:
+            continue
+        digests[path] = sources.content_digest(data)
+        text = data.decode("utf-8", "replace")
+        found = evidence_in(text, path)
+        if found is not None:
+            evidence[path] = tuple(found)
+        for dotted in _imported_paths(text):
+            located = PROJECT.locate(path, dotted)
+            if located is not None and located[0] != path:
+                importers.setdefault(os.path.abspath(located[0]), []).append(path)
+    return evidence, {path: sorted(set(found)) for path, found in importers.items()}, _ci_evidence(workflows), digests
+
+
+def _ci_evidence(workflows: List[str]) -> Optional[tuple]:
+    """A workflow that calls pytest on a GitHub-hosted runner or with the CPU torch wheel: the tests run without a GPU."""
+    for path in workflows:
+        try:
+            text = sources.read_bytes(path).decode("utf-8", "replace")
+        except OSError:
+            continue
+        if len(text) > _MAX_BYTES or _CI_PYTEST.search(text) is None:
+            continue
+        found = _CI_CPU.search(text)
+        if found is not None:
+            return (CPU, "CI running the tests without a GPU", found.group(0).strip(), path, text.count("\n", 0, found.start()) + 1)
+    return None
+
+
+def _imported_paths(text: str) -> List[str]:
+    """The module paths a file's import statements name, as `TL205`'s import paths (`pkg.mod.name`, `.name`)."""
+    paths: List[str] = []
+    for found in _IMPORT.finditer(text):
+        module, names, plain = found.groups()
+        if plain is not None:
+            paths.extend(part.split()[0] for part in plain.split(",") if part.split())
+            continue
+        for part in names.strip("()").replace("\\", " ").split(","):
+            words = part.split()
+            if not words or words[0] == "*":
+                if module and module.strip("."):
+                    paths.append(module)
+                continue
+            paths.append(module + words[0] if module.endswith(".") or not module else f"{module}.{words[0]}")
+    return paths
+
+
+def _well_formed(found: object) -> bool:
+    """The stored scan has the shapes `_scan` reads (one from elsewhere, or damaged, is made again)."""
+    if not (isinstance(found, tuple) and len(found) == 4):
+        return False
+    evidence, importers, ci, digests = found
+    return (
+        isinstance(evidence, dict) and all(isinstance(item, tuple) and len(item) == 5 for item in evidence.values())
+        and isinstance(importers, dict) and all(isinstance(item, list) for item in importers.values())
+        and (ci is None or isinstance(ci, tuple) and len(ci) == 5) and isinstance(digests, dict)
+    )
