@@ -1,4 +1,4 @@
-"""What the device/dtype rules share: reading a conversion call (`.cuda()`, `.to(...)`,
+"""What the device/dtype rules share: reading a conversion call (`.cuda()`, `.to(...)`, `.type_as(...)`,
 `.float()`, `.type(...)`), naming torch as the file imports it, the value a name was
 last assigned, edits on method chains, and which code runs once per training step.
 """
@@ -49,13 +49,13 @@ DEVICE_STRING = re.compile(r"(cpu|cuda|mps|xpu|xla|meta|hpu|npu|ipu|privateuseon
 CUDA_STRING = re.compile(r"cuda(:\d+)?")
 _DEVICE_PREFIX = re.compile(r"(cpu|cuda|mps|xpu|npu|hpu)(:|$)")
 # The methods `conversion` reads: a rule acting on conversions only needs calls of these (`Rule.call_parts`).
-CONVERSION_METHODS = frozenset(CAST_METHODS) | {"cuda", "cpu", "to", "type"}
+CONVERSION_METHODS = frozenset(CAST_METHODS) | {"cuda", "cpu", "to", "type", "type_as"}
 _TO_KEYWORDS = ("device", "dtype", "non_blocking", "copy", "memory_format")
 
 
 @dataclass
 class Conversion:
-    """One `.cuda()` / `.cpu()` / `.to(...)` / `.type(...)` / `.float()`-style call, read."""
+    """One `.cuda()` / `.cpu()` / `.to(...)` / `.type(...)` / `.type_as(...)` / `.float()`-style call, read."""
 
     call: cst.Call
     # Code naming the target device (`"cuda"` for `.cuda()`), when the call moves.
@@ -138,7 +138,8 @@ def names_device(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bo
 
 
 def conversion(call: cst.Call, ctx: "FileContext", stack=None) -> Optional[Conversion]:
-    """Read `call` as a device move and/or dtype cast on a value; None when it is neither."""
+    """Read `call` as a device move and/or dtype cast on a value; None when it is neither (or when what it casts
+    to is not in the source: `.type_as(other_tensor)`)."""
     method = semantics.method_name(call)
     if method not in CONVERSION_METHODS or ctx.qualified_name(call.func, stack) is not None:
         return None  # not a method called on a value (`torch.cuda.x()`, `np.float(...)`)
@@ -158,6 +159,8 @@ def conversion(call: cst.Call, ctx: "FileContext", stack=None) -> Optional[Conve
         return _read_cuda(call, ctx, positional, keywords)
     if method == "type":
         return _read_type(call, ctx, stack, positional, keywords)
+    if method == "type_as":
+        return _read_type_as(call, ctx, stack, positional, keywords)
     return _read_to(call, ctx, stack, positional, keywords)
 
 
@@ -203,6 +206,17 @@ def _read_type(call, ctx, stack, positional, keywords) -> Optional[Conversion]:
     if dtype is None:
         return None
     # The fix names the dtype itself: `torch.FloatTensor` is not a dtype `.to()` accepts.
+    return Conversion(call, dtype=dtype, device='"cuda"' if cuda else None)
+
+
+def _read_type_as(call, ctx, stack, positional, keywords) -> Optional[Conversion]:
+    # `.type_as(other)` casts to the type of `other`: read only when `other` is built by a legacy tensor type
+    # (`x.type_as(torch.FloatTensor())`, a float32 cast; `torch.cuda.FloatTensor()` also moves to the GPU).
+    if len(positional) != 1 or keywords or type(positional[0]) is not cst.Call:
+        return None
+    dtype, cuda = tensor_type_of(positional[0].func, ctx, stack)
+    if dtype is None:
+        return None
     return Conversion(call, dtype=dtype, device='"cuda"' if cuda else None)
 
 
