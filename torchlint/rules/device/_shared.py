@@ -50,6 +50,8 @@ CUDA_STRING = re.compile(r"cuda(:\d+)?")
 _DEVICE_PREFIX = re.compile(r"(cpu|cuda|mps|xpu|npu|hpu)(:|$)")
 # The methods `conversion` reads: a rule acting on conversions only needs calls of these (`Rule.call_parts`).
 CONVERSION_METHODS = frozenset(CAST_METHODS) | {"cuda", "cpu", "to", "type", "type_as"}
+# What makes a tensor of a numpy array (or other data).
+TORCH_FROM_ARRAY = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor"})
 _TO_KEYWORDS = ("device", "dtype", "non_blocking", "copy", "memory_format")
 
 

@@ -14,7 +14,6 @@ from torchlint.rules.data._dataset import TENSOR_DATASET
 from torchlint.rules.triggers import words
 from torchlint.rules.device import _shared
 
-TORCH_FROM_ARRAY = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor"})
 # numpy's legacy random functions take no dtype: given a size they return float64 arrays (without one, a Python
 # float, which torch makes float32). name -> position of the size among positional arguments.
 RANDOM_FLOAT64 = {
@@ -146,7 +145,7 @@ class Float64FromNumpy(Rule):
             argument = _shared.call_argument(node, 0, "d")
             if argument is not None and self._names_float64(argument):
                 self.float64_default = True
-        if name not in TORCH_FROM_ARRAY or semantics.keyword(node, "dtype") is not None:
+        if name not in _shared.TORCH_FROM_ARRAY or semantics.keyword(node, "dtype") is not None:
             return
         array = _shared.call_argument(node, 0, "data" if name != "torch.from_numpy" else "ndarray")
         if array is None:
