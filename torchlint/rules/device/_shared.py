@@ -17,7 +17,7 @@ from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.loops import FUNCTION_BOUNDARIES, loop_nodes
 from torchlint.analysis.modules import runs_only_while_built
 from torchlint.analysis.values import Values, method_of
-from torchlint.engine.scopes import scope_nodes_of
+from torchlint.engine.scopes import dotted_name, scope_nodes_of
 from torchlint.engine.walk import statement_structure, walk, walk_visitor
 from torchlint.finding import Edit
 
@@ -265,6 +265,47 @@ def _read_to(call, ctx, stack, positional, keywords) -> Optional[Conversion]:
         dtype_node=dtype_node,
         keywords=_keyword_code(ctx, extra),
         complete=complete,
+    )
+
+
+def stays_on_its_device(move: Conversion, ctx: "FileContext", stack=None) -> bool:
+    """`move` names the device its tensor is on already, so `.to()` returns the tensor as it is: no copy, no
+    conversion. `x.to(x.device)` (also after casts, which keep the device: `x.half().to(x.device)`), or
+    `t.to(device)` where every value `t` may hold was made by a torch factory given that same `device=` (`t =
+    torch.zeros(n, device=device)`)."""
+    target = move.device_node
+    base = semantics.receiver(move.call)
+    while type(base) is cst.Call:
+        read = conversion(base, ctx, stack)
+        if read is None or read.moves:
+            return False
+        base = semantics.receiver(base)
+    if target is None or base is None:
+        return False
+    if type(target) is cst.Attribute and target.attr.value == "device":
+        return dotted_name(target.value) is not None and dotted_name(target.value) == dotted_name(base)
+    written = ctx.code(target)
+    if type(base) is cst.Call:
+        return _made_on(base, written, ctx, stack)
+    if type(base) is not cst.Name:
+        return False
+    # Its assignments as written: the value model follows `.to(...)` to its receiver, which would take
+    # `torch.zeros(n, device=device).cpu()` for a tensor on `device`.
+    values = Values.of(ctx)
+    found = values.bindings(base, values.place(ctx.stack if stack is None else stack))
+    bindings = found[1] if found is not None else []
+    return bool(bindings) and all(
+        type(binding.value) is cst.Call and not binding.element and _made_on(binding.value, written, ctx, stack)
+        for binding in bindings
+    )
+
+
+def _made_on(call: cst.Call, device_code: str, ctx: "FileContext", stack) -> bool:
+    """`call` is a torch function given `device=<device_code>`."""
+    given = semantics.keyword(call, "device")
+    return (
+        given is not None and ctx.code(given.value) == device_code
+        and (ctx.qualified_name(call.func, stack) or "").startswith("torch.")
     )
 
 

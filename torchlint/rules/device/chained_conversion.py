@@ -61,6 +61,10 @@ class ChainedConversion(Rule):
     which would copy half the bytes merged, is not reported; TL204 reports the float64
     source itself.
 
+    Nor a move to the device the tensor lives on already (`x.to(x.device).half()`,
+    `t.to(device).half()` after `t = torch.zeros(n, device=device)`): `.to()` returns
+    the tensor as it is, so only the cast converts.
+
     Nor a module chained the same way (`model.cuda().bfloat16()`,
     `nn.Linear(4, 2).half().to(device)`), where the value is built as one (a torch layer,
     a Module class of the project, a model builder): a module converts its parameters in
@@ -113,6 +117,8 @@ class ChainedConversion(Rule):
         # A call that both moves and casts is already the merged form.
         if inner is None or inner.moves == inner.casts or outer.moves == outer.casts:
             return
+        if any(read.moves and _shared.stays_on_its_device(read, self.ctx) for read in (inner, outer)):
+            return  # `x.to(x.device).half()`: the move returns the tensor as it is, so only the cast converts
         if inner.moves and outer.moves:
             # A run of moves is one finding, at its last move, whose fix drops every repeat at once.
             if not self._moved_again(node):
