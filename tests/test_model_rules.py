@@ -56,7 +56,7 @@ def test_real_names_and_private_helpers_are_not_near_misses(name):
 
 
 def test_every_model_fixture_finding_is_confirmed_by_its_witness():
-    code, out, err = run_cli("verify", "--device", "cpu", "--select", ",".join(MODEL_CODES), "--output-format", "json", FIXTURES / "model")
+    code, out, err = run_cli("verify", "--device", "cpu", "--preview", "--select", ",".join(MODEL_CODES), "--output-format", "json", FIXTURES / "model")
     results = json.loads(out)
     assert {result["code"] for result in results} == set(MODEL_CODES)
     assert [result for result in results if result["verification"]["status"] != "confirmed"] == []
