@@ -279,8 +279,9 @@ _MODE_FREE_UNLESS = {
     **{f"torch.nn.{name}": ("dropout", 5, 0) for name in ("RNN", "LSTM", "GRU")},
 }
 _CONTAINERS = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList"})
-# Calls in a class that give it modules the attribute table does not show, or change what `eval()` does.
-_OPAQUE_CALLS = frozenset({"setattr", "add_module", "register_module", "train", "eval"})
+# Calls in a class that give it modules the attribute table does not show (also into a container it holds:
+# `self.blocks.append(nn.Dropout())`), or change what `eval()` does.
+_OPAQUE_CALLS = frozenset({"setattr", "add_module", "register_module", "append", "extend", "insert", "update", "train", "eval"})
 _MODE_FREE_DEPTH = 3
 
 
@@ -315,12 +316,13 @@ class _ModeFree:
             given = semantics.keyword(call, keyword) or semantics.positional(call, position)
             return given is None or semantics.literal(given.value, None) == harmless
         if built in _CONTAINERS:
+            # An empty container is filled later (`model.add_module("drop", nn.Dropout())`), out of the value's sight.
             layers = [arg.value for arg in call.args]
             if built == "torch.nn.ModuleList":
                 if len(layers) != 1 or type(layers[0]) not in (cst.List, cst.Tuple):
-                    return not layers
+                    return False
                 layers = [element.value for element in layers[0].elements]
-            return all(type(layer) is cst.Call and self.builds(layer, stack, depth + 1) for layer in layers)
+            return bool(layers) and all(type(layer) is cst.Call and self.builds(layer, stack, depth + 1) for layer in layers)
         if built != "class":
             return False
         for origin in Values.of(self.ctx).origins(call.func, stack):
