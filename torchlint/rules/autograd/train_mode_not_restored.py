@@ -262,7 +262,6 @@ class TrainModeNotRestored(Rule):
         )
 
 
-
 # Torch layers that compute the same in train and eval mode (on torch 2.13 their code never reads `self.training`),
 # besides the stateless ones: parameters or buffers, but no dropout and no running statistics.
 _MODE_FREE_LAYERS = STATELESS_LAYERS | frozenset(

@@ -251,9 +251,14 @@ _INT64_FACTORIES = frozenset({"torch.randint", "torch.randperm"})
 _NUMPY_INT64 = frozenset(
     f"numpy.{name}" for name in (
         "argmax", "argmin", "argsort", "argpartition", "searchsorted", "digitize", "bincount", "flatnonzero",
-        "random.randint", "random.permutation", "random.choice",
+        "random.randint",
     )
 )
+# numpy producers that sample `range(n)` given a number `n` (int64), but elements of an array given one.
+_NUMPY_SAMPLERS = frozenset({"numpy.random.permutation", "numpy.random.choice"})
+
+# Casts to fewer than 32 bits a value: after a move, the usual source (float32 data, int64 indices) is wider.
+_NARROW_DTYPES = frozenset({"float16", "bfloat16", "int16", "int8", "uint8", "bool"})
 
 
 def _made_as(ctx, call: cst.Call, stack) -> Optional[str]:
@@ -272,13 +277,23 @@ def _made_as(ctx, call: cst.Call, stack) -> Optional[str]:
         origins = Values.of(ctx).origins(array, stack) if array is not None else []
         return "int64" if origins and all(
             type(origin.node) is cst.Call and not origin.applied and not origin.opaque
-            and origin.place.context.qualified_name(origin.node.func, origin.place.stack) in _NUMPY_INT64
-            and semantics.keyword(origin.node, "dtype") is None
-            for origin in origins
+            and _numpy_int64(origin.node, origin.place.context, origin.place.stack) for origin in origins
         ) else None
     return None
-# Casts to fewer than 32 bits a value: after a move, the usual source (float32 data, int64 indices) is wider.
-_NARROW_DTYPES = frozenset({"float16", "bfloat16", "int16", "int8", "uint8", "bool"})
+
+
+def _numpy_int64(call: cst.Call, ctx, stack) -> bool:
+    """`call` makes an int64 numpy array: `np.argmax(...)`, `np.random.randint(...)` without `dtype=`,
+    `np.random.choice(len(p), ...)` of a number (a literal or `len(...)`)."""
+    if semantics.keyword(call, "dtype") is not None:
+        return False
+    name = ctx.qualified_name(call.func, stack)
+    if name in _NUMPY_INT64:
+        return True
+    first = _shared.call_argument(call, 0, "a" if name == "numpy.random.choice" else "x")
+    return name in _NUMPY_SAMPLERS and first is not None and (
+        type(first) is cst.Integer or type(first) is cst.Call and type(first.func) is cst.Name and first.func.value == "len"
+    )
 
 
 def _to_host(ctx, move: _shared.Conversion) -> bool:

@@ -278,7 +278,8 @@ class _NeverMoved:
         self.ctx = ctx
         self.module = module
         self.stack: List[cst.CSTNode] = []
-        self.instances: Set[int] = set()
+        self.instances: List[cst.Call] = []
+        self.names: Set[str] = set()
         self.escapes = False
         self.moves_itself = False
         # Names moved or converted (`model` of `model.encoder.cuda()`) and names used otherwise than called or read
@@ -290,9 +291,12 @@ class _NeverMoved:
         walk(self.ctx.module, self._visit, lambda node: self.stack.pop())
         if not self.instances or self.escapes or self.moves_itself:
             return False
-        names = {id(instance) for instance in self.instances}
+        instances = {id(instance) for instance in self.instances}
+        # Only a name an instance is bound to may hold one: an alias (`m = model`) is itself a use of that name.
         return not any(
-            id(origin.node) in names for name, stack in self.used for origin in Values.of(self.ctx).origins(name, stack)
+            id(origin.node) in instances
+            for name, stack in self.used if name.value in self.names
+            for origin in Values.of(self.ctx).origins(name, stack)
         )
 
     def _visit(self, node: cst.CSTNode) -> bool:
@@ -319,10 +323,14 @@ class _NeverMoved:
             origin.node is self.module.node for origin in Values.of(self.ctx).origins(call.func, tuple(self.stack))
         ):
             return
-        self.instances.add(call)
+        self.instances.append(call)
         parent = self.stack[-2]
-        named = type(parent) is cst.Assign and parent.value is call and all(type(target.target) is cst.Name for target in parent.targets)
-        if not (named or type(parent) is cst.Expr or type(parent) is cst.Call and parent.func is call):
+        named = type(parent) is cst.Assign and parent.value is call and all(
+            type(target.target) is cst.Name for target in parent.targets
+        )
+        if named:
+            self.names.update(target.target.value for target in parent.targets)
+        elif not (type(parent) is cst.Expr or type(parent) is cst.Call and parent.func is call):
             self.escapes = True
 
 
