@@ -6,9 +6,10 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.loops import Event, Loop, LoopIndex, is_accumulating_backward
+from torchlint.analysis.modules import MODULE_ROOTS, PARAMETER, STATELESS_LAYERS, ModuleClass, ModuleClasses
 from torchlint.analysis.values import Values
 from torchlint.engine.scopes import dotted_name
-from torchlint.engine.walk import walk
+from torchlint.engine.walk import walk, walk_visitor
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 
@@ -58,7 +59,15 @@ class TrainModeNotRestored(Rule):
     the loop runs its backward itself: every call of it under `no_grad`, given to no
     call but functions of the file that do not train (a hand-rolled EMA updated by
     `accumulate(g_ema, generator)`; not a model a wrapper it trains holds, `ddp =
-    DDP(model)`).
+    DDP(model)`); nor `eval()` on a model that no layer makes behave differently in
+    eval mode: built by a torch layer without dropout or running statistics (`nn.Linear`,
+    convolutions, `nn.Embedding`, `nn.LayerNorm`, `nn.GroupNorm`, activations, pooling; a
+    recurrent layer without `dropout=`, an `InstanceNorm` without
+    `track_running_stats=True`), a `Sequential`/`ModuleList` of such, or a Module class of
+    the project made only of such layers, parameters and numbers, whose code never reads
+    `training` (checked on torch 2.13: each gives the same output in both modes). A
+    layer the rule does not know (a library's model, a module passed in) keeps the
+    finding.
 
     ## Why is this bad?
     `eval()` is a switch, not a scope. From the second epoch on, training runs with
@@ -112,7 +121,10 @@ class TrainModeNotRestored(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         event = self.loops.observe(node)
-        if "sets-eval" in event.facts and self._is_shadow_copy(semantics.receiver(node)):
+        if "sets-eval" in event.facts and (
+            self._is_shadow_copy(semantics.receiver(node)) or _ModeFree(self.ctx).holds(semantics.receiver(node), self.ctx.stack)
+        ):
+            # A shadow's mode is its own; a model without a layer that eval mode changes trains the same in it.
             self.shadow_evals.add(id(node))
         if event.facts or event.callee:
             function = self.ctx.callgraph.current(self.ctx.scope_nodes, node).key
@@ -249,3 +261,140 @@ class TrainModeNotRestored(Rule):
             "each epoch (or at the end of the helper)"
         )
 
+
+# Torch layers that compute the same in train and eval mode (on torch 2.13 their code never reads `self.training`),
+# besides the stateless ones: parameters or buffers, but no dropout and no running statistics.
+_MODE_FREE_LAYERS = STATELESS_LAYERS | frozenset(
+    f"torch.nn.{name}" for name in (
+        "Linear", "Bilinear", "LazyLinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+        "ConvTranspose3d", "Embedding", "EmbeddingBag", "LayerNorm", "GroupNorm", "RMSNorm",
+    )
+)
+# Layers whose eval mode changes something only with an argument: InstanceNorm with `track_running_stats=True` uses
+# running statistics in eval mode; a recurrent layer with `dropout=` drops between its layers in train mode only.
+# name -> (the argument, its position, the value that changes nothing)
+_MODE_FREE_UNLESS = {
+    **{f"torch.nn.InstanceNorm{n}d": ("track_running_stats", 4, False) for n in (1, 2, 3)},
+    **{f"torch.nn.{name}": ("dropout", 5, 0) for name in ("RNN", "LSTM", "GRU")},
+}
+_CONTAINERS = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList"})
+# Calls in a class that give it modules the attribute table does not show (also into a container it holds:
+# `self.blocks.append(nn.Dropout())`), or change what `eval()` does.
+_OPAQUE_CALLS = frozenset({"setattr", "add_module", "register_module", "append", "extend", "insert", "update", "train", "eval"})
+_MODE_FREE_DEPTH = 3
+
+
+class _ModeFree:
+    """Whether a model computes the same in eval mode as in train mode, as far as the source shows: it is built by a
+    torch layer that does (`_MODE_FREE_LAYERS`), a `Sequential`/`ModuleList` of such, or a Module class of the
+    project whose layers all are and whose code never reads `training` (`self.training`, `F.dropout(...,
+    training=...)`). A layer the rule does not know (a library's model, a class of another file it cannot read, a
+    module passed in and called) may behave differently: not mode-free."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def holds(self, model: Optional[cst.BaseExpression], stack) -> bool:
+        """Every value `model` may hold is built mode-free."""
+        origins = Values.of(self.ctx).origins(model, stack) if model is not None else []
+        return bool(origins) and all(
+            type(origin.node) is cst.Call and not origin.applied and not origin.opaque
+            and _ModeFree(origin.place.context).builds(origin.node, origin.place.stack, 0)
+            for origin in origins
+        )
+
+    def builds(self, call: cst.Call, stack, depth: int) -> bool:
+        if depth > _MODE_FREE_DEPTH or any(arg.star for arg in call.args):
+            return False
+        classes = ModuleClasses.of(self.ctx)
+        built = classes.builds_module(call, stack)
+        if built in _MODE_FREE_LAYERS:
+            return True
+        if built in _MODE_FREE_UNLESS:
+            keyword, position, harmless = _MODE_FREE_UNLESS[built]
+            given = semantics.keyword(call, keyword) or semantics.positional(call, position)
+            return given is None or semantics.literal(given.value, None) == harmless
+        if built in _CONTAINERS:
+            # An empty container is filled later (`model.add_module("drop", nn.Dropout())`), out of the value's sight.
+            layers = [arg.value for arg in call.args]
+            if built == "torch.nn.ModuleList":
+                if len(layers) != 1 or type(layers[0]) not in (cst.List, cst.Tuple):
+                    return False
+                layers = [element.value for element in layers[0].elements]
+            return bool(layers) and all(type(layer) is cst.Call and self.builds(layer, stack, depth + 1) for layer in layers)
+        if built != "class":
+            return False
+        for origin in Values.of(self.ctx).origins(call.func, stack):
+            if type(origin.node) is not cst.ClassDef:
+                return False
+            there = ModuleClasses.of(origin.place.context)
+            module = there.module_class(origin.node, origin.place.scopes)
+            if module is None or not _ModeFree(origin.place.context).class_is(module, depth + 1):
+                return False
+        return True
+
+    def class_is(self, module: ModuleClass, depth: int) -> bool:
+        """The class's bases are `nn.Module` or mode-free classes of the project, its code reads no `training`, and
+        what it assigns to `self` is a literal, arithmetic, a parameter or tensor made by torch, a mode-free layer, or
+        a parameter of its method that it never calls (a size)."""
+        if depth > _MODE_FREE_DEPTH or "training" in self.ctx.code(module.node):
+            return False
+        bases = module.module_bases()
+        roots = [
+            base for base in module.node.bases
+            if self.ctx.qualified_name(base.value, module.around) in MODULE_ROOTS
+        ]
+        if len(roots) + len(bases) != len(module.node.bases) or not all(
+            _ModeFree(base.context).class_is(base, depth + 1) for base in bases
+        ):
+            return False
+        uses = _SelfUses()
+        walk_visitor(module.node.body, uses)
+        if uses.opaque or any(method.name.value in ("train", "eval") for method in module.methods()):
+            return False
+        for name, values in module.attributes().items():
+            for value in values:
+                method = module.assigning_method(value)
+                stack = module.stack_of(method) if method is not None else module.around + (module.node,)
+                if not self._mode_free_value(value, stack, name in uses.called, depth):
+                    return False
+        return True
+
+    def _mode_free_value(self, value: cst.BaseExpression, stack, called: bool, depth: int) -> bool:
+        if not semantics.is_missing(semantics.literal(value)) or type(value) in (cst.BinaryOperation, cst.UnaryOperation):
+            return True
+        if type(value) is cst.Call:
+            name = self.ctx.qualified_name(value.func, stack) or ""
+            if name in PARAMETER or name.startswith("torch.") and ModuleClasses.of(self.ctx).builds_module(value, stack) is None:
+                return True  # a parameter or a tensor: no mode
+            return self.builds(value, stack, depth + 1)
+        if type(value) is cst.Name and not called:
+            origins = Values.of(self.ctx).origins(value, stack)
+            return bool(origins) and all(origin.opaque and type(origin.node) is cst.Name for origin in origins)
+        return False
+
+
+class _SelfUses(cst.CSTVisitor):
+    """What a class body does that its attribute table does not show: attributes assigned by unpacking or with an
+    annotation, modules added by name (`setattr`, `add_module`), mode switches of its own, and the attribute names it
+    calls (`self.block(x)`: a module, if it came from a parameter)."""
+
+    def __init__(self):
+        self.opaque = False
+        self.called: Set[str] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = semantics.terminal_name(node.func)
+        if name in _OPAQUE_CALLS:
+            self.opaque = True
+        func = node.func
+        if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
+            self.called.add(func.attr.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if any(type(target.target) in (cst.Tuple, cst.List) for target in node.targets):
+            self.opaque = True
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if type(node.target) is cst.Attribute:
+            self.opaque = True

@@ -9,7 +9,7 @@ from torchlint.analysis.loops import loop_nodes
 from torchlint.analysis.values import Values
 from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
 from torchlint.rules.base import Rule
-from torchlint.rules.device._shared import conversion
+from torchlint.rules.device._shared import conversion, stays_on_its_device
 from torchlint.rules.triggers import attributes
 
 _MOVES = frozenset({"to", "cuda"})
@@ -28,7 +28,8 @@ class LoopInvariantTransfer(Rule):
     tensor method of a tensor, or a parameter its function uses as a tensor.
 
     Not flagged: `x = x.to(device)` (after the first iteration `x` is on the device
-    and `.to()` returns it without a copy), moves to the CPU, a batch of the loop
+    and `.to()` returns it without a copy), a move to the device the tensor was made
+    on (`x.to(x.device)`, `w.to(device)` after `w = torch.ones(n, device=device)`), moves to the CPU, a batch of the loop
     (`images.to(device)` of `for images, labels in loader`), tensors written in the
     loop (a staging buffer refilled each step), modules, and loops in test files.
 
@@ -87,8 +88,8 @@ class LoopInvariantTransfer(Rule):
         if not loops or ctx.file_kind is FileKind.TEST:
             return
         read = conversion(node, ctx)
-        if read is None or not read.moves or read.to_host:
-            return
+        if read is None or not read.moves or read.to_host or stays_on_its_device(read, ctx):
+            return  # (a tensor already on that device is returned as it is: no copy)
         loop, receiver = loops[0], node.func.value
         if not self._unchanged(receiver, loop) or not self._device_unchanged(read.device_node, loop):
             return

@@ -1,4 +1,4 @@
-"""What the device/dtype rules share: reading a conversion call (`.cuda()`, `.to(...)`,
+"""What the device/dtype rules share: reading a conversion call (`.cuda()`, `.to(...)`, `.type_as(...)`,
 `.float()`, `.type(...)`), naming torch as the file imports it, the value a name was
 last assigned, edits on method chains, and which code runs once per training step.
 """
@@ -17,7 +17,7 @@ from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.loops import FUNCTION_BOUNDARIES, loop_nodes
 from torchlint.analysis.modules import runs_only_while_built
 from torchlint.analysis.values import Values, method_of
-from torchlint.engine.scopes import scope_nodes_of
+from torchlint.engine.scopes import dotted_name, scope_nodes_of
 from torchlint.engine.walk import statement_structure, walk, walk_visitor
 from torchlint.finding import Edit
 
@@ -49,13 +49,15 @@ DEVICE_STRING = re.compile(r"(cpu|cuda|mps|xpu|xla|meta|hpu|npu|ipu|privateuseon
 CUDA_STRING = re.compile(r"cuda(:\d+)?")
 _DEVICE_PREFIX = re.compile(r"(cpu|cuda|mps|xpu|npu|hpu)(:|$)")
 # The methods `conversion` reads: a rule acting on conversions only needs calls of these (`Rule.call_parts`).
-CONVERSION_METHODS = frozenset(CAST_METHODS) | {"cuda", "cpu", "to", "type"}
+CONVERSION_METHODS = frozenset(CAST_METHODS) | {"cuda", "cpu", "to", "type", "type_as"}
+# What makes a tensor of a numpy array (or other data).
+TORCH_FROM_ARRAY = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor"})
 _TO_KEYWORDS = ("device", "dtype", "non_blocking", "copy", "memory_format")
 
 
 @dataclass
 class Conversion:
-    """One `.cuda()` / `.cpu()` / `.to(...)` / `.type(...)` / `.float()`-style call, read."""
+    """One `.cuda()` / `.cpu()` / `.to(...)` / `.type(...)` / `.type_as(...)` / `.float()`-style call, read."""
 
     call: cst.Call
     # Code naming the target device (`"cuda"` for `.cuda()`), when the call moves.
@@ -138,7 +140,8 @@ def names_device(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bo
 
 
 def conversion(call: cst.Call, ctx: "FileContext", stack=None) -> Optional[Conversion]:
-    """Read `call` as a device move and/or dtype cast on a value; None when it is neither."""
+    """Read `call` as a device move and/or dtype cast on a value; None when it is neither (or when what it casts
+    to is not in the source: `.type_as(other_tensor)`)."""
     method = semantics.method_name(call)
     if method not in CONVERSION_METHODS or ctx.qualified_name(call.func, stack) is not None:
         return None  # not a method called on a value (`torch.cuda.x()`, `np.float(...)`)
@@ -158,6 +161,8 @@ def conversion(call: cst.Call, ctx: "FileContext", stack=None) -> Optional[Conve
         return _read_cuda(call, ctx, positional, keywords)
     if method == "type":
         return _read_type(call, ctx, stack, positional, keywords)
+    if method == "type_as":
+        return _read_type_as(call, ctx, stack, positional, keywords)
     return _read_to(call, ctx, stack, positional, keywords)
 
 
@@ -206,6 +211,17 @@ def _read_type(call, ctx, stack, positional, keywords) -> Optional[Conversion]:
     return Conversion(call, dtype=dtype, device='"cuda"' if cuda else None)
 
 
+def _read_type_as(call, ctx, stack, positional, keywords) -> Optional[Conversion]:
+    # `.type_as(other)` casts to the type of `other`: read only when `other` is built by a legacy tensor type
+    # (`x.type_as(torch.FloatTensor())`, a float32 cast; `torch.cuda.FloatTensor()` also moves to the GPU).
+    if len(positional) != 1 or keywords or type(positional[0]) is not cst.Call:
+        return None
+    dtype, cuda = tensor_type_of(positional[0].func, ctx, stack)
+    if dtype is None:
+        return None
+    return Conversion(call, dtype=dtype, device='"cuda"' if cuda else None)
+
+
 def _read_to(call, ctx, stack, positional, keywords) -> Optional[Conversion]:
     # Tensor.to(device, dtype, non_blocking, copy) | to(dtype, non_blocking, copy) | to(other) | to(memory_format=)
     complete = not set(keywords) - set(_TO_KEYWORDS)
@@ -249,6 +265,47 @@ def _read_to(call, ctx, stack, positional, keywords) -> Optional[Conversion]:
         dtype_node=dtype_node,
         keywords=_keyword_code(ctx, extra),
         complete=complete,
+    )
+
+
+def stays_on_its_device(move: Conversion, ctx: "FileContext", stack=None) -> bool:
+    """`move` names the device its tensor is on already, so `.to()` returns the tensor as it is: no copy, no
+    conversion. `x.to(x.device)` (also after casts, which keep the device: `x.half().to(x.device)`), or
+    `t.to(device)` where every value `t` may hold was made by a torch factory given that same `device=` (`t =
+    torch.zeros(n, device=device)`)."""
+    target = move.device_node
+    base = semantics.receiver(move.call)
+    while type(base) is cst.Call:
+        read = conversion(base, ctx, stack)
+        if read is None or read.moves:
+            return False
+        base = semantics.receiver(base)
+    if target is None or base is None:
+        return False
+    if type(target) is cst.Attribute and target.attr.value == "device":
+        return dotted_name(target.value) is not None and dotted_name(target.value) == dotted_name(base)
+    written = ctx.code(target)
+    if type(base) is cst.Call:
+        return _made_on(base, written, ctx, stack)
+    if type(base) is not cst.Name:
+        return False
+    # Its assignments as written: the value model follows `.to(...)` to its receiver, which would take
+    # `torch.zeros(n, device=device).cpu()` for a tensor on `device`.
+    values = Values.of(ctx)
+    found = values.bindings(base, values.place(ctx.stack if stack is None else stack))
+    bindings = found[1] if found is not None else []
+    return bool(bindings) and all(
+        type(binding.value) is cst.Call and not binding.element and _made_on(binding.value, written, ctx, stack)
+        for binding in bindings
+    )
+
+
+def _made_on(call: cst.Call, device_code: str, ctx: "FileContext", stack) -> bool:
+    """`call` is a torch function given `device=<device_code>`."""
+    given = semantics.keyword(call, "device")
+    return (
+        given is not None and ctx.code(given.value) == device_code
+        and (ctx.qualified_name(call.func, stack) or "").startswith("torch.")
     )
 
 

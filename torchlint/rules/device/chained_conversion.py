@@ -39,10 +39,15 @@ class ChainedConversion(Rule):
     staging buffer on the GPU), or more (`x.byte().cpu()` converts on the GPU and copies
     a quarter of the bytes).
 
-    Nor a cast to float32 of what a factory made in float32 already
-    (`torch.zeros(n).float().to(device)`, `torch.randn(n).type(torch.FloatTensor).cuda()`,
-    directly or through a name; not in a file that changes the default dtype): the cast
-    returns the tensor it is given, and the move is the whole conversion.
+    Nor a cast to the dtype the source shows the tensor has already: float32 of what a
+    factory made in float32 (`torch.zeros(n).float().to(device)`,
+    `torch.randn(n).type(torch.FloatTensor).cuda()`; not in a file that changes the
+    default dtype), int64 of `torch.randint`/`torch.randperm` or of a numpy array of
+    indices or default integers (`torch.from_numpy(np.argmax(p, 1)).long().to(device)`:
+    `np.argmax`, `np.argsort`, `np.random.randint` and the like give int64 on Linux,
+    numpy 2.4), the dtype a factory was given (`dtype=torch.int64`), directly or through
+    a name: the cast returns the tensor it is given, and the move is the whole
+    conversion.
 
     Nor a move chained before a cast to 32 or 64 bits (`x.cuda().float()`,
     `y.to(device).long()`, `.double()`, `.int()`), or to a dtype held in a variable
@@ -56,9 +61,15 @@ class ChainedConversion(Rule):
     which would copy half the bytes merged, is not reported; TL204 reports the float64
     source itself.
 
-    Given up for that precision: a module chained the same way (`model.to(device).half()`
-    converts its parameters one by one; the rule cannot always tell a module from a
-    tensor and reports it).
+    Nor a move to the device the tensor lives on already (`x.to(x.device).half()`,
+    `t.to(device).half()` after `t = torch.zeros(n, device=device)`): `.to()` returns
+    the tensor as it is, so only the cast converts.
+
+    Nor a module chained the same way (`model.cuda().bfloat16()`,
+    `nn.Linear(4, 2).half().to(device)`), where the value is built as one (a torch layer,
+    a Module class of the project, a model builder): a module converts its parameters in
+    place, once, at setup. Given up for that precision: a module the rule cannot tell
+    from a tensor (built in another file, or passed in) is reported.
 
     ## Fix safety
     Cast-then-move (`x.float().cuda()` -> `x.to("cuda", torch.float32)`) is safe: the
@@ -106,6 +117,8 @@ class ChainedConversion(Rule):
         # A call that both moves and casts is already the merged form.
         if inner is None or inner.moves == inner.casts or outer.moves == outer.casts:
             return
+        if any(read.moves and _shared.stays_on_its_device(read, self.ctx) for read in (inner, outer)):
+            return  # `x.to(x.device).half()`: the move returns the tensor as it is, so only the cast converts
         if inner.moves and outer.moves:
             # A run of moves is one finding, at its last move, whose fix drops every repeat at once.
             if not self._moved_again(node):
@@ -166,8 +179,10 @@ class ChainedConversion(Rule):
             # One `.to(device, dtype)` converts on the CPU when blocking and on the GPU when not (torch's CUDA copy):
             # the same work as the two calls, or more, for a copy to the host or one that does not block.
             return
-        if cast_first and self._float32_already(inner):
+        if cast_first and self._dtype_already(inner):
             return  # `torch.zeros(n).float().to(device)`: the cast returns the tensor it is given
+        if self._module(move):
+            return  # `model.cuda().half()`: a module converted once, at setup
         if not cast_first and outer.dtype not in _NARROW_DTYPES:
             # `.cuda().float()`, `.to(device).long()`: most often the data has that dtype already (a no-op), or is
             # narrower (uint8 images), where converting after the copy moves fewer bytes than one `.to(device, dtype)`.
@@ -185,17 +200,33 @@ class ChainedConversion(Rule):
             )
         self.report(outer.call, message, self._merge(inner, outer, safe=cast_first))
 
-    def _float32_already(self, cast: _shared.Conversion) -> bool:
-        """`cast` is to float32 and every value reaching it comes from a factory that makes float32 by default
-        (`torch.zeros(n)`, `torch.rand(n)`, without `dtype=`), in a file that does not change the default."""
-        if cast.dtype != "float32" or "set_default_" in self.ctx.text:
+    def _dtype_already(self, cast: _shared.Conversion) -> bool:
+        """Every value reaching `cast` has its dtype already, as the source shows: a factory that makes float32 by
+        default (`torch.zeros(n)`, `torch.rand(n)`, without `dtype=`; in a file that does not change the default), one
+        that makes int64 (`torch.randint`, `torch.randperm`), a factory given that `dtype=`, or a conversion of a
+        numpy array that is int64 (`torch.from_numpy(np.argmax(scores, 1))`)."""
+        if cast.dtype is None or cast.dtype == "float32" and "set_default_" in self.ctx.text:
             return False
         receiver = semantics.receiver(cast.call)
         origins = Values.of(self.ctx).origins(receiver, through_casts=False) if receiver is not None else []
         return bool(origins) and all(
             type(origin.node) is cst.Call and not origin.applied and origin.place.context is self.ctx
-            and self.ctx.qualified_name_in(origin.node.func, _FLOAT32_FACTORIES, origin.place.stack)
-            and semantics.keyword(origin.node, "dtype") is None
+            and _made_as(self.ctx, origin.node, origin.place.stack) == cast.dtype
+            for origin in origins
+        )
+
+    def _module(self, move: _shared.Conversion) -> bool:
+        """The chain converts a module (`model.cuda().half()`, `nn.Linear(4, 2).half().to(device)`): every value its
+        receiver may hold is built as one. Modules convert their parameters in place, once, at setup."""
+        receiver = _shared.peel_moves(semantics.receiver(move.call), self.ctx)
+        while type(receiver) is cst.Call and _shared.conversion(receiver, self.ctx) is not None:
+            receiver = _shared.peel_moves(receiver.func.value, self.ctx)
+        if type(receiver) is cst.Call:
+            return _shared.builds_module(self.ctx, receiver, self.ctx.stack)
+        origins = Values.of(self.ctx).origins(receiver)
+        return bool(origins) and all(
+            type(origin.node) is cst.Call and not origin.applied and not origin.opaque
+            and _shared.builds_module(origin.place.context, origin.node, origin.place.stack)
             for origin in origins
         )
 
@@ -214,8 +245,55 @@ class ChainedConversion(Rule):
 
 # Factories whose result has the default dtype, float32, when not given `dtype=`.
 _FLOAT32_FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "empty", "rand", "randn", "eye", "linspace", "logspace"))
+_INT64_FACTORIES = frozenset({"torch.randint", "torch.randperm"})
+# numpy producers of int64 arrays: indices (`intp`, 64 bits on a 64-bit platform) and numpy's default integer,
+# int64 on Linux and macOS (and, since numpy 2, on Windows too): observed with numpy 2.4 on Linux.
+_NUMPY_INT64 = frozenset(
+    f"numpy.{name}" for name in (
+        "argmax", "argmin", "argsort", "argpartition", "searchsorted", "digitize", "bincount", "flatnonzero",
+        "random.randint",
+    )
+)
+# numpy producers that sample `range(n)` given a number `n` (int64), but elements of an array given one.
+_NUMPY_SAMPLERS = frozenset({"numpy.random.permutation", "numpy.random.choice"})
+
 # Casts to fewer than 32 bits a value: after a move, the usual source (float32 data, int64 indices) is wider.
 _NARROW_DTYPES = frozenset({"float16", "bfloat16", "int16", "int8", "uint8", "bool"})
+
+
+def _made_as(ctx, call: cst.Call, stack) -> Optional[str]:
+    """The dtype `call` makes, when the source shows it: a torch factory (its `dtype=`, or its default), or a
+    conversion of a numpy array (`torch.from_numpy`, `torch.tensor`, `torch.as_tensor`) that is int64."""
+    name = ctx.qualified_name(call.func, stack)
+    given = semantics.keyword(call, "dtype")
+    if given is not None:
+        return _shared.dtype_of(given.value, ctx, stack) if name is not None and name.startswith("torch.") else None
+    if name in _FLOAT32_FACTORIES:
+        return "float32"
+    if name in _INT64_FACTORIES:
+        return "int64"
+    if name in _shared.TORCH_FROM_ARRAY:
+        array = _shared.call_argument(call, 0, "data" if name != "torch.from_numpy" else "ndarray")
+        origins = Values.of(ctx).origins(array, stack) if array is not None else []
+        return "int64" if origins and all(
+            type(origin.node) is cst.Call and not origin.applied and not origin.opaque
+            and _numpy_int64(origin.node, origin.place.context, origin.place.stack) for origin in origins
+        ) else None
+    return None
+
+
+def _numpy_int64(call: cst.Call, ctx, stack) -> bool:
+    """`call` makes an int64 numpy array: `np.argmax(...)`, `np.random.randint(...)` without `dtype=`,
+    `np.random.choice(len(p), ...)` of a number (a literal or `len(...)`)."""
+    if semantics.keyword(call, "dtype") is not None:
+        return False
+    name = ctx.qualified_name(call.func, stack)
+    if name in _NUMPY_INT64:
+        return True
+    first = _shared.call_argument(call, 0, "a" if name == "numpy.random.choice" else "x")
+    return name in _NUMPY_SAMPLERS and first is not None and (
+        type(first) is cst.Integer or type(first) is cst.Call and type(first.func) is cst.Name and first.func.value == "len"
+    )
 
 
 def _to_host(ctx, move: _shared.Conversion) -> bool:

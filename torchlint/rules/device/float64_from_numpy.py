@@ -14,7 +14,6 @@ from torchlint.rules.data._dataset import TENSOR_DATASET
 from torchlint.rules.triggers import words
 from torchlint.rules.device import _shared
 
-TORCH_FROM_ARRAY = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor"})
 # numpy's legacy random functions take no dtype: given a size they return float64 arrays (without one, a Python
 # float, which torch makes float32). name -> position of the size among positional arguments.
 RANDOM_FLOAT64 = {
@@ -68,8 +67,8 @@ class Float64FromNumpy(Rule):
     one combined with data outside a training step (denormalising images to plot
     them); one handed to other objects' methods (a test's
     `metric.update((torch.from_numpy(a), ...))`); producers given a `dtype`
-    (`dtype=np.float32`), results cast right away (`torch.from_numpy(x).float()`) or
-    before they reach the model (`model(x.float())`), and files that make float64 the
+    (`dtype=np.float32`), results cast right away (`torch.from_numpy(x).float()`, or
+    `.type_as(torch.FloatTensor())`) or before they reach the model (`model(x.float())`), and files that make float64 the
     default with `torch.set_default_dtype(torch.float64)`, where float64 is
     deliberate.
 
@@ -146,7 +145,7 @@ class Float64FromNumpy(Rule):
             argument = _shared.call_argument(node, 0, "d")
             if argument is not None and self._names_float64(argument):
                 self.float64_default = True
-        if name not in TORCH_FROM_ARRAY or semantics.keyword(node, "dtype") is not None:
+        if name not in _shared.TORCH_FROM_ARRAY or semantics.keyword(node, "dtype") is not None:
             return
         array = _shared.call_argument(node, 0, "data" if name != "torch.from_numpy" else "ndarray")
         if array is None:

@@ -4,7 +4,9 @@ import libcst as cst
 
 from torchlint.analysis import syntax
 from torchlint.analysis.modules import ModuleClass, ModuleClasses, is_self_attribute, self_name
+from torchlint.analysis.values import Values
 from torchlint.engine.context import last_parts
+from torchlint.engine.walk import walk
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
 from torchlint.rules.model._shared import IN_MODULE_CLASS
@@ -62,6 +64,14 @@ class TensorAttributeNotBuffer(Rule):
     default device or tensor type (`torch.set_default_device`,
     `torch.set_default_tensor_type`: karpathy's llm.c builds its KV cache on the GPU
     that way).
+
+    Nor a tensor made on a device (`torch.arange(n, device=device)`) in a class the file
+    builds and never moves or converts: every instance bound to a name that is only
+    called or read for attributes (`model(x)`, `model.parameters()`), no
+    `.to()`/`.cuda()`/`.half()`-style call on it (in any function: the value model
+    follows the name) nor on `self` in the class. An instance given to a call, returned,
+    held by another module or aliased may be moved where the rule does not look: it is
+    still reported, as is a class the file does not build.
 
     A tensor made with `requires_grad=True`, or with `.requires_grad_()` chained on it, is
     meant as a parameter: the message then says to wrap it in `nn.Parameter` (no fix is
@@ -135,6 +145,8 @@ class TensorAttributeNotBuffer(Rule):
         # (class id, attribute) registered as a buffer by name
         self.registered: Set[Tuple[int, str]] = set()
         self.default_device_set = False
+        # class id -> whether the file never moves what it builds of the class (`_never_moved`), asked once each.
+        self._unmoved: Dict[int, bool] = {}
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if type(node.value) is not cst.Call:
@@ -176,6 +188,8 @@ class TensorAttributeNotBuffer(Rule):
             kinds = {kind for method, kind in self.reads.get(key, []) if method in forwards}
             if not kinds or HARMLESS in kinds or (COMPUTED not in kinds and self._numbers_on_the_cpu(statement.value, stack)):
                 continue
+            if not _requires_grad(statement.value) and _made_on_a_device(statement.value) and self._never_moved(module):
+                continue
             if _requires_grad(statement.value):
                 self.report(target, self._parameter_message(target))
             else:
@@ -211,6 +225,17 @@ class TensorAttributeNotBuffer(Rule):
             and bool(numbers) and all(type(number) in (int, float) for number in numbers)
         )
 
+    def _never_moved(self, module: ModuleClass) -> bool:
+        """The file builds the class and nothing it can see moves or converts what it built: every instance is bound
+        to a name (or called right away), the name is only called or read for attributes (`model(x)`,
+        `model.parameters()`), with no `.to()`/`.cuda()`/`.half()`-style call on it or on an attribute of it, and the
+        class does not convert itself (`self.to(...)`). An instance given away (an argument, a submodule, returned,
+        aliased) may be moved where the rule does not look."""
+        answer = self._unmoved.get(id(module.node))
+        if answer is None:
+            answer = self._unmoved[id(module.node)] = _NeverMoved(self.ctx, module).answer()
+        return answer
+
     def _assigned_elsewhere(self, module: ModuleClass, name: str, init: cst.FunctionDef) -> bool:
         return any(module.assigning_method(value) is not init for value in module.attributes().get(name, []))
 
@@ -235,6 +260,82 @@ class TensorAttributeNotBuffer(Rule):
         instance = self_name(init)
         content = f"{instance}.register_buffer(\"{target.attr.value}\", {self.ctx.code(statement.value)}, persistent=False)"
         return Fix.unsafe("Register it as a buffer", self.ctx.replace(statement, content))
+
+
+def _made_on_a_device(value: cst.BaseExpression) -> bool:
+    """The factory under the chained methods is given `device=` (`torch.arange(n, device=device)`): made where the
+    module's code chose, not left on the CPU by default."""
+    while type(value) is cst.Call and type(value.func) is cst.Attribute and type(value.func.value) is cst.Call:
+        value = value.func.value
+    return type(value) is cst.Call and syntax.keyword(value, "device") is not None
+
+
+class _NeverMoved:
+    """Walks the file for `TensorAttributeNotBuffer._never_moved`: the instances of one Module class, and what is done
+    to the values that may hold them."""
+
+    def __init__(self, ctx, module: ModuleClass):
+        self.ctx = ctx
+        self.module = module
+        self.stack: List[cst.CSTNode] = []
+        self.instances: List[cst.Call] = []
+        self.names: Set[str] = set()
+        self.escapes = False
+        self.moves_itself = False
+        # Names moved or converted (`model` of `model.encoder.cuda()`) and names used otherwise than called or read
+        # for an attribute (given to a call, returned, aliased), with where: asked at the end whether they may hold
+        # an instance.
+        self.used: List[Tuple[cst.Name, Tuple[cst.CSTNode, ...]]] = []
+
+    def answer(self) -> bool:
+        walk(self.ctx.module, self._visit, lambda node: self.stack.pop())
+        if not self.instances or self.escapes or self.moves_itself:
+            return False
+        instances = {id(instance) for instance in self.instances}
+        # Only a name an instance is bound to may hold one: an alias (`m = model`) is itself a use of that name.
+        return not any(
+            id(origin.node) in instances
+            for name, stack in self.used if name.value in self.names
+            for origin in Values.of(self.ctx).origins(name, stack)
+        )
+
+    def _visit(self, node: cst.CSTNode) -> bool:
+        self.stack.append(node)
+        if type(node) is cst.Call:
+            self._call(node)
+        elif type(node) is cst.Name and len(self.stack) > 1:
+            parent = self.stack[-2]
+            read = (type(parent) is cst.Attribute and parent.value is node) or (type(parent) is cst.Call and parent.func is node)
+            if not read and type(parent) not in (cst.AssignTarget, cst.Attribute, cst.Param, cst.FunctionDef, cst.ClassDef):
+                self.used.append((node, tuple(self.stack)))
+        return True
+
+    def _call(self, call: cst.Call) -> None:
+        if syntax.method_name(call) in _CONVERTING:
+            root = call.func.value
+            while type(root) in (cst.Attribute, cst.Call, cst.Subscript):
+                root = root.func if type(root) is cst.Call else root.value
+            if type(root) is cst.Name and root.value == "self" and any(node is self.module.node for node in self.stack):
+                self.moves_itself = True
+            elif type(root) is cst.Name:
+                self.used.append((root, tuple(self.stack)))
+        if syntax.terminal_name(call.func) != self.module.node.name.value or not any(
+            origin.node is self.module.node for origin in Values.of(self.ctx).origins(call.func, tuple(self.stack))
+        ):
+            return
+        self.instances.append(call)
+        parent = self.stack[-2]
+        named = type(parent) is cst.Assign and parent.value is call and all(
+            type(target.target) is cst.Name for target in parent.targets
+        )
+        if named:
+            self.names.update(target.target.value for target in parent.targets)
+        elif not (type(parent) is cst.Expr or type(parent) is cst.Call and parent.func is call):
+            self.escapes = True
+
+
+# What moves or converts a module (its parameters and buffers, not its plain tensor attributes).
+_CONVERTING = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "type", "to_empty", "xpu", "mps"})
 
 
 def _requires_grad(value: cst.BaseExpression) -> bool:

@@ -39,6 +39,8 @@ class UninitializedParameter(Rule):
     initialises that parameter. Initialising is any of: `nn.init.*(self.w)` or any other
     call given `self.w` outside `forward` (`glorot(self.weight)`), an in-place method on it
     (`self.w.uniform_(...)`, `self.w.data.normal_()`, `.zero_()`, `.fill_()`, `.copy_()`),
+    also on a slice of it (`self.w[:n].uniform_()`, `self.w.data[n:].zero_()`,
+    `nn.init.zeros_(self.w[:n])`), which writes the parameter through the view,
     an assignment to `self.w.data`, `self.w.data[...]` or `self.w[...]`; and, for every
     parameter of the class, a use of `self.parameters()`/`self.modules()`, a call of
     `self.apply(...)`, or a call of a `self.` method named for initialising
@@ -134,8 +136,8 @@ class UninitializedParameter(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         found = self.classes.enclosing(self.ctx.stack)
         method = syntax.method_name(node)
-        if method is not None and method.endswith("_") and not method.endswith("__"):
-            initialised = _initialised_attribute(node.func.value, data_only=False)
+        if _in_place(method):
+            initialised = _initialised_attribute(_unsliced(node.func.value), data_only=False)
             if initialised is not None:
                 self._note(initialised, found)
         if found is None:
@@ -162,8 +164,10 @@ class UninitializedParameter(Rule):
                     self._note(initialised, found)
 
     def _note_arguments(self, call: cst.Call, found) -> None:
+        # A slice given to an in-place initialiser (`nn.init.zeros_(self.b[:n])`) writes the parameter through the view.
+        in_place = _in_place(syntax.terminal_name(call.func))
         for arg in call.args:
-            initialised = _initialised_attribute(arg.value, data_only=False)
+            initialised = _initialised_attribute(_unsliced(arg.value) if in_place else arg.value, data_only=False)
             if initialised is None:
                 continue
             if found is not None and type(initialised.value) is cst.Name and initialised.value.value == self_name(found[1]):
@@ -231,6 +235,18 @@ class UninitializedParameter(Rule):
             return True
         name = syntax.terminal_name(expr) or ""
         return not _SIZE_WORDS.isdisjoint(_WORD.findall(name.lower()))
+
+
+def _in_place(method) -> bool:
+    """`uniform_`, `zero_`, `nn.init.normal_`: a method or function named for writing in place."""
+    return method is not None and method.endswith("_") and not method.endswith("__")
+
+
+def _unsliced(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`self.w` for `self.w[:n]` or `self.w[a][b]`: an in-place method on a slice writes the tensor it views."""
+    while type(expr) is cst.Subscript:
+        expr = expr.value
+    return expr
 
 
 def _initialised_attribute(expr: cst.BaseExpression, data_only: bool):

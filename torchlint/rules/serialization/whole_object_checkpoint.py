@@ -46,6 +46,9 @@ class WholeObjectCheckpoint(Rule):
     torch.serialization.safe_globals([Net, ...]):`), which then load; and a save whose
     classes a file next to it allow-lists (the script that loads what a training script
     saves: a `.py` file in the same folder that calls `safe_globals` and names each class).
+    Nor a save of a file that the same file loads with `weights_only=False` (the same
+    path string, module-level variable, or expression in the same function): a deliberate
+    round trip of a trusted checkpoint, which loads (TL501 reports the load).
     Given up: a load in another file than the save, a save whose classes are allow-listed
     by a file in another folder (still flagged), and paths built differently in two
     functions (`os.path.join(out, "best.pth")` twice): the rule cannot tell they are the
@@ -111,8 +114,10 @@ class WholeObjectCheckpoint(Rule):
         # Per file key, each save in source order: (order, the saved expression if it is a whole object, else None).
         self.saves: Dict[Hashable, List[Tuple[int, Optional[cst.BaseExpression]]]] = {}
         self.loads: List[Tuple[Hashable, int, cst.Call]] = []
-        # Each whole-object save, with the names of the classes it pickles (`Net`, `Sequential`).
-        self.whole_saves: List[Tuple[cst.Call, List[str], Optional[Fix]]] = []
+        # Each whole-object save, with the names of the classes it pickles (`Net`, `Sequential`), its fix and its file key.
+        self.whole_saves: List[Tuple[cst.Call, List[str], Optional[Fix], Optional[Hashable]]] = []
+        # The files the file loads with `weights_only=False`: a whole-object round trip it trusts, which loads.
+        self.trusted: Set[Hashable] = set()
         self.saved_classes: Dict[int, List[str]] = {}  # id(saved expression) -> the classes it pickles
         # The classes the file allow-lists for weights-only loads (`add_safe_globals([Net, nn.Linear])`): code
         # written for the weights-only default, whose loads of those classes succeed.
@@ -131,25 +136,28 @@ class WholeObjectCheckpoint(Rule):
             if saved is None:
                 return
             classes = self._whole_objects(saved.value, self.ctx.stack, 0)
-            if classes:
-                self.whole_saves.append((node, classes, self._state_dict_fix(saved.value)))
-                self.saved_classes[id(saved.value)] = classes
             target = semantics.keyword(node, "f") or semantics.positional(node, 1)
+            key = file_key(self.ctx, target.value) if target is not None else None
+            if classes:
+                self.whole_saves.append((node, classes, self._state_dict_fix(saved.value), key))
+                self.saved_classes[id(saved.value)] = classes
             if target is not None:
-                self.saves.setdefault(file_key(self.ctx, target.value), []).append((self.order, saved.value if classes else None))
-        elif name in TORCH_LOAD and self.ctx.config.torch_version >= SAFE_DEFAULT_SINCE and not semantics.has_star_kwargs(node):
+                self.saves.setdefault(key, []).append((self.order, saved.value if classes else None))
+        elif name in TORCH_LOAD and not semantics.has_star_kwargs(node):
             weights_only = semantics.keyword(node, "weights_only")
-            if weights_only is not None and semantics.literal(weights_only.value) is not True:
-                return
             source = semantics.keyword(node, "f") or semantics.positional(node, 0)
+            if weights_only is not None and semantics.literal(weights_only.value, None) is False and source is not None:
+                self.trusted.add(file_key(self.ctx, source.value))
+            if self.ctx.config.torch_version < SAFE_DEFAULT_SINCE or weights_only is not None and semantics.literal(weights_only.value) is not True:
+                return
             if source is not None:
                 self.loads.append((file_key(self.ctx, source.value), self.order, node))
 
     def finish(self) -> None:
         # The neighbours are read once for each set of saved classes, not once for each save.
         nearby: Dict[FrozenSet[str], bool] = {}
-        for save, classes, fix in self.whole_saves:
-            if self.allowed.issuperset(classes):
+        for save, classes, fix, written_to in self.whole_saves:
+            if self.allowed.issuperset(classes) or written_to in self.trusted:
                 continue
             key = frozenset(classes)
             if key not in nearby:
