@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from .rewrites import Marked, Rewrite, mark
+from .rewrites import COPY_COMMENT, Marked, Rewrite, mark
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -119,7 +119,8 @@ def run(case: Case, rewrite: Rewrite) -> Optional[Outcome]:
     from torchlint.engine.parallel import lint_file_bytes
 
     files = dict(case.files)
-    program = rewrite.apply(case.marked.source, case.target, frozenset(files))
+    config = config_for(case.config)
+    program = rewrite.apply(case.marked.source, case.target, frozenset(files), config)
     if program is None:
         return None
     program.compile()
@@ -133,7 +134,6 @@ def run(case: Case, rewrite: Rewrite) -> Optional[Outcome]:
         for relative, text in files.items():
             (folder / relative).parent.mkdir(parents=True, exist_ok=True)
             (folder / relative).write_text(text)
-        config = config_for(case.config)
         findings = {}
         for relative in program.files:
             path = folder / relative
@@ -141,6 +141,7 @@ def run(case: Case, rewrite: Rewrite) -> Optional[Outcome]:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     declined = set(rewrite.declines)
+    copies = program.places(COPY_COMMENT)
     expectations = []
     explained = set()
     for marker, codes in sorted(case.expected.items()):
@@ -150,11 +151,14 @@ def run(case: Case, rewrite: Rewrite) -> Optional[Outcome]:
         for code in codes:
             hits = [
                 finding for finding in findings[place.path]
-                if finding.code == code and finding.cell == place.cell and place.first_row <= finding.location.row <= place.last_row
+                if finding.code == code and place.holds(finding)
             ]
             explained.update(id(finding) for finding in hits)
             if code not in declined:
                 expectations.append((marker, code, bool(hits)))
+            copy = copies.get(marker)
+            if copy is not None:
+                explained.update(id(finding) for finding in findings[copy.path] if finding.code == code and copy.holds(finding))
     unexplained = tuple(
         (relative, finding.cell, finding.location.row, finding.code)
         for relative, found in sorted(findings.items())
@@ -162,3 +166,29 @@ def run(case: Case, rewrite: Rewrite) -> Optional[Outcome]:
         if id(finding) not in explained and finding.code in default_codes() and finding.code not in declined
     )
     return Outcome(case, rewrite.name, tuple(expectations), unexplained)
+
+
+@dataclass
+class Tally:
+    """Counts for one (rewrite, rule) pair, or one rewrite, or one rule."""
+
+    found: int = 0
+    expected: int = 0
+    unexplained: int = 0  # findings no marker explains, on positives and traps alike
+
+    @property
+    def failures(self) -> int:
+        return self.expected - self.found + self.unexplained
+
+
+def tally(outcomes) -> Dict[Tuple[str, str], Tally]:
+    """Per (rewrite, rule): expected findings found, and unexplained findings (on traps: false alarms)."""
+    pairs: Dict[Tuple[str, str], Tally] = {}
+    for outcome in outcomes:
+        for _, code, found in outcome.expectations:
+            pair = pairs.setdefault((outcome.rewrite, code), Tally())
+            pair.expected += 1
+            pair.found += found
+        for *_, code in outcome.unexplained:
+            pairs.setdefault((outcome.rewrite, code), Tally()).unexplained += 1
+    return pairs

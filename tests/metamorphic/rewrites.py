@@ -29,6 +29,8 @@ from torchlint.engine.expectations import EXPECT_COMMENT
 
 MARK = "# metamorphic-mark: {}"
 MARK_COMMENT = re.compile(r"#\s*metamorphic-mark:\s*(\d+)")
+# A marked statement a rewrite had to copy (an import into a second file): findings there are explained, not required.
+COPY_COMMENT = re.compile(r"#\s*metamorphic-copy:\s*(\d+)")
 
 
 @dataclass(frozen=True)
@@ -58,12 +60,16 @@ def mark(text: str) -> Marked:
 
 @dataclass(frozen=True)
 class Place:
-    """Where a marker ended up: a file, a notebook cell (None in a .py file), and its statement's rows."""
+    """Where a marker ended up: a file, a notebook cell (None in a .py file), and its statements' rows (first, last):
+    one statement, or two where a rewrite made one statement into two (`for` into an iterator and a `while`)."""
 
     path: str
     cell: Optional[int]
-    first_row: int
-    last_row: int
+    rows: Tuple[Tuple[int, int], ...]
+
+    def holds(self, finding) -> bool:
+        row = finding.location.row
+        return finding.cell == self.cell and any(first <= row <= last for first, last in self.rows)
 
 
 @dataclass
@@ -78,18 +84,19 @@ class Program:
         for path, text in self.files.items():
             compile(python_of(path, text), path, "exec", dont_inherit=True)
 
-    def places(self) -> Dict[int, Place]:
+    def places(self, comment: "re.Pattern" = MARK_COMMENT) -> Dict[int, Place]:
+        """Where each marker is (`COPY_COMMENT`: each copy of a marked statement)."""
         found: Dict[int, Place] = {}
         for path, text in self.files.items():
             if path.endswith(".ipynb"):
                 cells = json.loads(text)["cells"]
                 for number, cell in enumerate(cells, start=1):
                     if cell["cell_type"] == "code":
-                        for marker, (first, last) in _marked_statements("".join(cell["source"])).items():
-                            found[marker] = Place(path, number, first, last)
+                        for marker, rows in _marked_statements("".join(cell["source"]), comment).items():
+                            found[marker] = Place(path, number, tuple(rows))
             else:
-                for marker, (first, last) in _marked_statements(text).items():
-                    found[marker] = Place(path, None, first, last)
+                for marker, rows in _marked_statements(text, comment).items():
+                    found[marker] = Place(path, None, tuple(rows))
         return found
 
 
@@ -99,22 +106,22 @@ def python_of(path: str, text: str) -> str:
     return "\n".join("".join(cell["source"]) for cell in json.loads(text)["cells"] if cell["cell_type"] == "code")
 
 
-def _marked_statements(text: str) -> Dict[int, Tuple[int, int]]:
-    """Each marker's logical line (first and last row): a finding anywhere on it is on the marked statement."""
-    found: Dict[int, Tuple[int, int]] = {}
+def _marked_statements(text: str, comment: "re.Pattern") -> Dict[int, List[Tuple[int, int]]]:
+    """Each marker's logical lines (first and last row): a finding anywhere on one is on the marked statement."""
+    found: Dict[int, List[Tuple[int, int]]] = {}
     start: Optional[int] = None
     pending: List[int] = []
     skipped = {tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING, tokenize.ENDMARKER}
     for token in tokenize.generate_tokens(io.StringIO(text).readline):
         if token.type == tokenize.COMMENT:
-            match = MARK_COMMENT.search(token.string)
+            match = comment.search(token.string)
             if match:
                 if start is None:
                     raise ValueError(f"marker {match.group(1)} lost its statement (now on a line of its own)")
                 pending.append(int(match.group(1)))
         elif token.type == tokenize.NEWLINE:
             for marker in pending:
-                found[marker] = (start, token.start[0])
+                found.setdefault(marker, []).append((start, token.start[0]))
             start, pending = None, []
         elif token.type not in skipped and start is None:
             start = token.start[0]
@@ -275,7 +282,9 @@ class Rewrite:
     # Rules whose meaning this rewrite changes, with why: their findings are neither required nor counted.
     declines: Dict[str, str] = {}
 
-    def apply(self, source: str, target: str, taken_paths: FrozenSet[str]) -> Optional[Program]:
+    def apply(self, source: str, target: str, taken_paths: FrozenSet[str], config=None) -> Optional[Program]:
+        """`taken_paths`: the project's other files; `config`: the fixture's (torchlint.config.Config)."""
+        self.config = config
         module = cst.parse_module(source)
         rewritten = self.rewrite(module, source)
         if rewritten is None:
@@ -347,6 +356,12 @@ class Enumerate(Rewrite):
         return module if loops.changed else None
 
 
+def _qualified(resolved, node):
+    """Qualified names from a resolved QualifiedNameProvider (its values load lazily)."""
+    value = resolved.get(node, ())
+    return value() if callable(value) else value
+
+
 def _bound_names(module: cst.Module) -> Set[str]:
     names: Set[str] = set()
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
@@ -391,7 +406,9 @@ class WhileLoop(Rewrite):
                     body = list(updated.body.body)
                 else:
                     body = [cst.SimpleStatementLine(list(updated.body.body))]
-                loop = cst.While(cst.Name("True"), cst.IndentedBlock([step, *body]))
+                # The `for` statement is now two: its marker goes on both (a finding on either is on the loop).
+                header = updated.body.header if isinstance(updated.body, cst.IndentedBlock) else cst.TrailingWhitespace()
+                loop = cst.While(cst.Name("True"), cst.IndentedBlock([step, *body], header=header))
                 return cst.FlattenSentinel([start, loop])
 
         module = module.visit(Loops())
@@ -573,13 +590,13 @@ class Rename(Rewrite):
 
     name = "rename"
 
-    def __init__(self, meaningful: Sequence[str] = ()):
-        self.meaningful = meaningful
-
     def rewrite(self, module, source):
         import fnmatch
 
-        wrapper = MetadataWrapper(module)
+        from torchlint.config import DEFAULT_LABEL_NAMES
+
+        meaningful = (self.config.device_name, *self.config.label_names) if self.config else ("device", *DEFAULT_LABEL_NAMES)
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         scopes = set(wrapper.resolve(ScopeProvider).values())
         taken = _identifiers(source)
         renamed: Dict[int, str] = {}
@@ -587,7 +604,7 @@ class Rename(Rewrite):
             if scope is None or isinstance(scope, ClassScope):
                 continue
             for name in sorted({assignment.name for assignment in scope.assignments}):
-                if name.startswith("__") or any(fnmatch.fnmatchcase(name, pattern) for pattern in self.meaningful):
+                if name.startswith("__") or any(fnmatch.fnmatchcase(name, pattern) for pattern in meaningful):
                     continue
                 assignments = list(scope.assignments[name])
                 if not assignments or not all(
@@ -622,7 +639,7 @@ class AliasImports(Rewrite):
     name = "alias"
 
     def rewrite(self, module, source):
-        wrapper = MetadataWrapper(module)
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         scopes = wrapper.resolve(ScopeProvider)
         module = wrapper.module
         global_scope = next(scope for scope in scopes.values() if isinstance(scope, GlobalScope))
@@ -768,8 +785,11 @@ class ModelInAnotherFile(Rewrite):
     them back: `from model import Net`. Only where the classes read no module-level variable of the fixture."""
 
     name = "model-file"
+    declines = {
+        "TL205": "TL205 reads a file's own device choice: the classes leave the file's `is_available()` fallback behind",
+    }
 
-    def apply(self, source, target, taken_paths):
+    def apply(self, source, target, taken_paths, config=None):
         module = cst.parse_module(source)
         folder, _, _ = target.rpartition("/")
         stem = _fresh(["model", "network", "networks"], {path.rpartition("/")[2][:-3] for path in taken_paths} | _identifiers(source))
@@ -786,12 +806,15 @@ class ModelInAnotherFile(Rewrite):
             for name in _names_in(statement) - class_names:
                 if any(not _is_import(binder) for binder in bindings.get(name, [])):
                     return None
-        imports = [statement for statement in module.body if _is_import(statement)]
+        read = set().union(*(_names_in(statement) for statement in classes))
+        imports = [statement for statement in module.body if _is_import(statement) and (_is_future(statement) or _bound_at_top(statement) & read)]
         if any(
             isinstance(small, cst.ImportFrom) and small.relative for statement in imports for small in statement.body
         ):
             return None
-        model_file = cst.Module(body=[*imports, *[_spaced(statement) for statement in classes]])
+        # An import both files need is now two statements: a finding on the copy repeats the marked one's.
+        copied = cst.parse_module("".join(module.code_for_node(statement) for statement in imports).replace("metamorphic-mark", "metamorphic-copy"))
+        model_file = cst.Module(body=[*copied.body, *[_spaced(statement) for statement in classes]])
         kept = [statement for statement in module.body if not any(statement is other for other in classes)]
         fixture = module.with_changes(body=kept)
         fixture = _insert(fixture, _preamble_end(fixture), [_statement(f"from {stem} import {', '.join(sorted(class_names))}\n")])
@@ -824,9 +847,8 @@ class WrapModel(Rewrite):
         self.forwards_attributes = forwards_attributes
 
     def rewrite(self, module, source):
-        wrapper_meta = MetadataWrapper(module)
-        qualified = wrapper_meta.resolve(QualifiedNameProvider)
-        module = wrapper_meta.module
+        if not re.search(r"\b(nn|Module|models)\b", source):
+            return None  # no model class, layer or torchvision model to wrap
         local_modules = {
             statement.name.value for statement in module.body
             if isinstance(statement, cst.ClassDef)
@@ -853,10 +875,9 @@ class WrapModel(Rewrite):
                 return False
             if isinstance(value.func, cst.Name) and value.func.value in local_modules:
                 return True
-            names = {q.name for q in qualified.get(value.func, ())}
-            return any(re.match(r"torch\.nn\.[A-Z]\w*$|torchvision\.models\.\w+$", name) for name in names) and not any(
-                re.search(r"Loss$", name) for name in names
-            )
+            # A layer or a torchvision model as written (`nn.Linear`, `torch.nn.Sequential`, `models.resnet18`).
+            callee = cst.Module([]).code_for_node(value.func)
+            return re.fullmatch(r"(torch\.)?nn\.[A-Z]\w*|(torchvision\.)?models\.\w+", callee) is not None and not callee.endswith("Loss")
 
         wrapped = []
         outer = self
@@ -909,7 +930,9 @@ class FunctionalLoss(Rewrite):
     name = "functional"
 
     def rewrite(self, module, source):
-        wrapper = MetadataWrapper(module)
+        if not re.search(r"\b(" + "|".join(_FUNCTIONAL_LOSSES) + r")\b", source):
+            return None
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         qualified = wrapper.resolve(QualifiedNameProvider)
         module = wrapper.module
         functional = re.search(r"^import torch\.nn\.functional as (\w+)\s*$|^from torch\.nn import functional as (\w+)\s*$", source, re.M)
@@ -933,7 +956,7 @@ class FunctionalLoss(Rewrite):
                 target = cst.Module([]).code_for_node(original.targets[0].target)
                 if target in targets_used:
                     return updated
-                for q in qualified.get(value.func, ()):
+                for q in _qualified(qualified, value.func):
                     match = re.fullmatch(r"torch\.nn(?:\.modules\.loss)?\.(\w+)", q.name)
                     if match and match.group(1) in _FUNCTIONAL_LOSSES:
                         changed.append(target)
@@ -962,7 +985,7 @@ class NotebookCells(Rewrite):
         "TL311": "the file becomes a notebook (FileKind.NOTEBOOK), which TL311 reads",
     }
 
-    def apply(self, source, target, taken_paths):
+    def apply(self, source, target, taken_paths, config=None):
         import nbformat
 
         module = cst.parse_module(source)
@@ -1002,7 +1025,7 @@ class StarImport(Rewrite):
 
     name = "star-import"
 
-    def apply(self, source, target, taken_paths):
+    def apply(self, source, target, taken_paths, config=None):
         module = cst.parse_module(source)
         folder, _, _ = target.rpartition("/")
         taken = {path.rpartition("/")[2][:-3] for path in taken_paths} | _identifiers(source)
@@ -1027,15 +1050,15 @@ class StarImport(Rewrite):
         return Program({target: module.with_changes(body=body).code, common_path: common.code}, target)
 
 
-def all_rewrites(meaningful_names: Sequence[str] = ()) -> List[Rewrite]:
-    """Every rewrite, the control first. `meaningful_names`: the names the configuration reads (kept by rename)."""
+def all_rewrites() -> List[Rewrite]:
+    """Every rewrite, the control first."""
     return [
         Identity(),
         Tqdm(),
         Enumerate(),
         IntoFunction(),
         IntoTrainer(),
-        Rename(meaningful_names),
+        Rename(),
         AliasImports(),
         Argparse(),
         ModelInAnotherFile(),
