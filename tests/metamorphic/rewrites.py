@@ -877,12 +877,20 @@ class WrapModel(Rewrite):
                 return True
             # A layer or a torchvision model as written (`nn.Linear`, `torch.nn.Sequential`, `models.resnet18`).
             callee = cst.Module([]).code_for_node(value.func)
-            return re.fullmatch(r"(torch\.)?nn\.[A-Z]\w*|(torchvision\.)?models\.\w+", callee) is not None and not callee.endswith("Loss")
+            return (
+                re.fullmatch(r"(torch\.)?nn\.[A-Z]\w*|(torchvision\.)?models\.\w+", callee) is not None
+                and not callee.endswith("Loss")
+                and not re.search(r"\.(Parameter\w*|Buffer)$", callee)  # tensors, not modules
+            )
 
         wrapped = []
         outer = self
 
         class Wrap(cst.CSTTransformer):
+            # Not in a class: a wrapper built in `forward` is a module built on every call (TL702's finding).
+            def visit_ClassDef(self, node):
+                return False
+
             def _wrap_in(self, statements):
                 body = []
                 for statement in statements:
@@ -983,6 +991,7 @@ class NotebookCells(Rewrite):
         "TL304": "a notebook's own definitions do not pickle by name into spawn workers: TL304 says so only there",
         "TL208": "a notebook cell's last expression is displayed, not discarded",
         "TL311": "the file becomes a notebook (FileKind.NOTEBOOK), which TL311 reads",
+        "TL205": "TL205 reads whether the file is a library (FileKind.LIBRARY): a notebook is not one",
     }
 
     def apply(self, source, target, taken_paths, config=None):
