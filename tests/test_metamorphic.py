@@ -91,9 +91,19 @@ GAPS = {
 
 REWRITES = {rewrite.name: rewrite for rewrite in all_rewrites()}
 CASES = all_cases()
-# One fixture file in SAMPLE_EVERY, chosen by a hash of its path: the same sample on every run and machine.
-SAMPLE_EVERY = 10
-SAMPLE = [case for case in CASES if int(hashlib.sha1(case.name.encode()).hexdigest(), 16) % SAMPLE_EVERY == 0]
+
+
+def _rank(case) -> int:
+    """A fixed pseudo-random order of the fixture files (a hash of the path): the same sample on every machine."""
+    return int(hashlib.sha1(case.name.encode()).hexdigest(), 16)
+
+
+# For every default rule the first of its positive fixture files in that order, and one trap file in TRAPS_EVERY.
+TRAPS_EVERY = 10
+_FIRST_OF_EACH_RULE = {
+    min((case for case in CASES if code in case.codes), key=_rank).name for code in {c for case in CASES for c in case.codes}
+}
+SAMPLE = [case for case in CASES if case.name in _FIRST_OF_EACH_RULE or (case.is_trap and _rank(case) % TRAPS_EVERY == 0)]
 
 
 @lru_cache(maxsize=None)
