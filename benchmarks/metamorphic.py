@@ -11,6 +11,9 @@ invariant; tests/test_metamorphic.py runs a sample of the same in CI and holds t
     python benchmarks/metamorphic.py              # the summary, then the pairs that are not invariant
     python benchmarks/metamorphic.py --markdown   # the tables docs/precision.md records
     python benchmarks/metamorphic.py --rewrite while --rewrite tqdm --details
+
+Ends with the comparison against the known gaps of tests/test_metamorphic.py (GAPS): a pair that is not invariant
+and not listed, or listed and now invariant; `--check` makes either an exit status of 1.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rewrite", action="append", help="only these rewrites (default: all)")
     parser.add_argument("--markdown", action="store_true", help="print the tables as markdown")
     parser.add_argument("--details", action="store_true", help="print every missed expectation and false alarm")
+    parser.add_argument("--check", action="store_true", help="exit 1 where the run disagrees with GAPS")
     options = parser.parse_args(argv)
     rewrites = [rewrite for rewrite in all_rewrites() if not options.rewrite or rewrite.name in options.rewrite]
     cases = all_cases()
@@ -99,7 +103,7 @@ def main(argv=None) -> int:
         for (rewrite, code), counts in sorted(pairs.items()):
             if counts.failures:
                 print(f"| {rewrite} | {code} | {counts.found}/{counts.expected} | {counts.unexplained} |")
-        return 0
+        return compare_with_gaps(pairs, {rewrite.name for rewrite in rewrites}, options.check)
     print(f"{'rewrite':14} {'applies':>7} {'found/expected':>15} {'recall':>7} {'traps silent':>13} {'extra on positives':>19}")
     for name, row in per_rewrite.items():
         print(f"{name:14} {row['applied']:7} {row['found']:>7}/{row['expected']:<7} {percent(row['found'], row['expected']):>7} "
@@ -114,7 +118,21 @@ def main(argv=None) -> int:
     for (rewrite, code), counts in sorted(pairs.items()):
         if counts.failures:
             print(f"  {rewrite:14} {code}: {counts.found}/{counts.expected}, {counts.unexplained} extra")
-    return 0
+    return compare_with_gaps(pairs, {rewrite.name for rewrite in rewrites}, options.check)
+
+
+def compare_with_gaps(pairs, rewrites, check: bool) -> int:
+    from test_metamorphic import GAPS
+
+    failing = {pair for pair, counts in pairs.items() if counts.failures}
+    listed = {pair for pair in GAPS if pair[0] in rewrites}
+    print()
+    print(f"Known gaps (tests/test_metamorphic.py GAPS): {len(listed)} pairs; not invariant here: {len(failing)} pairs")
+    for pair in sorted(failing - listed):
+        print(f"  not in GAPS, fails: {pair}")
+    for pair in sorted(listed - failing):
+        print(f"  in GAPS, now invariant (remove it): {pair}")
+    return 1 if check and failing != listed else 0
 
 
 if __name__ == "__main__":
