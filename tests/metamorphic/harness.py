@@ -170,7 +170,7 @@ def run(case: Case, rewrite: Rewrite) -> Optional[Outcome]:
 
 @dataclass
 class Tally:
-    """Counts for one (rewrite, rule) pair, or one rewrite, or one rule."""
+    """Counts for one (rewrite, rule) pair."""
 
     found: int = 0
     expected: int = 0

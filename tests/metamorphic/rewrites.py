@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import json
-import keyword
 import re
 import tokenize
 from dataclasses import dataclass, field
@@ -391,10 +390,12 @@ class WhileLoop(Rewrite):
                 iterator = _fresh([f"batches_iterator_{len(changed) + 1}"], taken)
                 taken.add(iterator)
                 changed.append(iterator)
+                # The `for` statement becomes two: its header comment (the marker) goes on both.
+                header = updated.body.header if isinstance(updated.body, cst.IndentedBlock) else cst.TrailingWhitespace()
                 start = cst.SimpleStatementLine(
                     [cst.Assign([cst.AssignTarget(cst.Name(iterator))], cst.Call(cst.Name("iter"), [cst.Arg(updated.iter)]))],
                     leading_lines=updated.leading_lines,
-                    trailing_whitespace=updated.body.header if isinstance(updated.body, cst.IndentedBlock) else cst.TrailingWhitespace(),
+                    trailing_whitespace=header,
                 )
                 step = _statement(f"try:\n    placeholder = next({iterator})\nexcept StopIteration:\n    break\n")
                 placeholder = step.body.body[0].body[0].targets[0]
@@ -406,8 +407,6 @@ class WhileLoop(Rewrite):
                     body = list(updated.body.body)
                 else:
                     body = [cst.SimpleStatementLine(list(updated.body.body))]
-                # The `for` statement is now two: its marker goes on both (a finding on either is on the loop).
-                header = updated.body.header if isinstance(updated.body, cst.IndentedBlock) else cst.TrailingWhitespace()
                 loop = cst.While(cst.Name("True"), cst.IndentedBlock([step, *body], header=header))
                 return cst.FlattenSentinel([start, loop])
 
@@ -690,7 +689,8 @@ class AliasImports(Rewrite):
                         original = alias.name.value
                         bound = alias.asname.name.value if alias.asname else original
                         new = alias_for(bound)
-                        parts.append(f"from {package} import {original}" + (f" as {new}" if new else (f" as {bound}" if bound != original else "")))
+                        alias_as = new or (bound if bound != original else None)
+                        parts.append(f"from {package} import {original}" + (f" as {alias_as}" if alias_as else ""))
             replacement = _statement("; ".join(parts) + "\n")
             new_statements[id(statement)] = replacement.with_changes(
                 leading_lines=statement.leading_lines, trailing_whitespace=statement.trailing_whitespace
@@ -740,9 +740,9 @@ class Argparse(Rewrite):
             return cst.Attribute(cst.Name(args), cst.Name(chosen))
 
         def is_number(node) -> bool:
-            return isinstance(node, (cst.Integer, cst.Float)) or (
-                isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(node.expression, (cst.Integer, cst.Float))
-            )
+            if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+                node = node.expression
+            return isinstance(node, (cst.Integer, cst.Float))
 
         class Replace(cst.CSTTransformer):
             def leave_Arg(self, original, updated):
@@ -769,7 +769,10 @@ class Argparse(Rewrite):
         if not options:
             return None
         lines = ["import argparse\n", f"{parser} = argparse.ArgumentParser()\n"]
-        lines += [f'{parser}.add_argument("--{name.replace("_", "-")}", type={kind}, default={text})\n' for name, (kind, text) in options.items()]
+        lines += [
+            f'{parser}.add_argument("--{name.replace("_", "-")}", type={kind}, default={text})\n'
+            for name, (kind, text) in options.items()
+        ]
         lines.append(f"{args} = {parser}.parse_args()\n")
         return _insert(module, _preamble_end(module), [_statement(line) for line in lines])
 
@@ -807,13 +810,17 @@ class ModelInAnotherFile(Rewrite):
                 if any(not _is_import(binder) for binder in bindings.get(name, [])):
                     return None
         read = set().union(*(_names_in(statement) for statement in classes))
-        imports = [statement for statement in module.body if _is_import(statement) and (_is_future(statement) or _bound_at_top(statement) & read)]
+        imports = [
+            statement for statement in module.body
+            if _is_import(statement) and (_is_future(statement) or _bound_at_top(statement) & read)
+        ]
         if any(
             isinstance(small, cst.ImportFrom) and small.relative for statement in imports for small in statement.body
         ):
             return None
         # An import both files need is now two statements: a finding on the copy repeats the marked one's.
-        copied = cst.parse_module("".join(module.code_for_node(statement) for statement in imports).replace("metamorphic-mark", "metamorphic-copy"))
+        copied_code = "".join(module.code_for_node(statement) for statement in imports)
+        copied = cst.parse_module(copied_code.replace("metamorphic-mark", "metamorphic-copy"))
         model_file = cst.Module(body=[*copied.body, *[_spaced(statement) for statement in classes]])
         kept = [statement for statement in module.body if not any(statement is other for other in classes)]
         fixture = module.with_changes(body=kept)
@@ -943,9 +950,11 @@ class FunctionalLoss(Rewrite):
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         qualified = wrapper.resolve(QualifiedNameProvider)
         module = wrapper.module
-        functional = re.search(r"^import torch\.nn\.functional as (\w+)\s*$|^from torch\.nn import functional as (\w+)\s*$", source, re.M)
+        functional = re.search(
+            r"^import torch\.nn\.functional as (\w+)\s*$|^from torch\.nn import functional as (\w+)\s*$", source, re.M
+        )
         name = (functional.group(1) or functional.group(2)) if functional else _fresh(["F", "functional"], _identifiers(source))
-        if functional and len([a for a in _module_bindings(module).get(name, [])]) != 1:
+        if functional and len(_module_bindings(module).get(name, [])) != 1:
             return None
         targets_used: Set[str] = set()
 
@@ -968,13 +977,16 @@ class FunctionalLoss(Rewrite):
                     match = re.fullmatch(r"torch\.nn(?:\.modules\.loss)?\.(\w+)", q.name)
                     if match and match.group(1) in _FUNCTIONAL_LOSSES:
                         changed.append(target)
-                        return updated.with_changes(value=cst.Attribute(cst.Name(name), cst.Name(_FUNCTIONAL_LOSSES[match.group(1)])))
+                        loss = cst.Attribute(cst.Name(name), cst.Name(_FUNCTIONAL_LOSSES[match.group(1)]))
+                        return updated.with_changes(value=loss)
                 return updated
 
         module = module.visit(Replace())
         if not changed:
             return None
-        return module if functional else _insert(module, _preamble_end(module), [_statement(f"import torch.nn.functional as {name}\n")])
+        if functional:
+            return module
+        return _insert(module, _preamble_end(module), [_statement(f"import torch.nn.functional as {name}\n")])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -1044,7 +1056,10 @@ class StarImport(Rewrite):
             return None
         bound = set().union(*(_bound_at_top(statement) for statement in imports))
         relative = any(isinstance(small, cst.ImportFrom) and small.relative for statement in imports for small in statement.body)
-        star = any(isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar) for statement in imports for small in statement.body)
+        star = any(
+            isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar)
+            for statement in imports for small in statement.body
+        )
         if relative or star or any(name.startswith("_") for name in bound) or "__all__" in source:
             return None
         first = next(index for index, statement in enumerate(module.body) if any(statement is other for other in imports))
