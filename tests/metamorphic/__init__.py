@@ -1,0 +1,1 @@
+"""The metamorphic suite: meaning-preserving rewrites of the fixtures (issue 34)."""

@@ -1,0 +1,191 @@
+"""The metamorphic suite's CI sample (issue 34); benchmarks/metamorphic.py runs every fixture.
+
+Each rewrite in tests/metamorphic/rewrites.py keeps a program's meaning (a loop wrapped in tqdm, moved into a
+function, a model moved to another file...). On a deterministic sample of the fixtures, every rewrite must keep
+each expected finding of a default rule on the same statement, and add no finding no marker explains (on a trap:
+none at all). The pairs the analysis does not follow yet are in GAPS, one table with a reason each: a sampled
+failure of a pair outside it fails, and a pair in it that no longer fails on its rule's fixtures fails too, so the
+table can only shrink.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+
+import libcst as cst
+import pytest
+
+from metamorphic.harness import all_cases, run
+from metamorphic.rewrites import MARK_COMMENT, Rewrite, all_rewrites
+
+# (rewrite, rule): why the rule's findings do not survive the rewrite yet. Misses and findings no marker explains
+# alike; benchmarks/metamorphic.py --details lists each one.
+_STAR = (
+    "a name bound in a project module read with `from common import *` is not resolved by this rule: what "
+    "`import numpy as np`, `from torch.cuda.amp import autocast`, `DataLoader as DL`, `import torchvision.models as "
+    "models` bind there is unknown in the importer (`torch` and a plain `from torch.utils.data import DataLoader` are)"
+)
+_FUNCTIONAL = "`criterion = F.cross_entropy` (a functional loss as a value): calling `criterion(...)` is not known as that loss"
+_WHILE = "`while True: x = next(iterator)` over `iter(loader)`: not known as a loop over the loader's batches"
+GAPS = {
+    ("alias", "TL110"): "`from torch.nn.utils import clip_grad_value_ as <alias>`: the aliased call is not a clip",
+    ("alias", "TL111"): "`from torch.nn.utils import clip_grad_norm_ as <alias>`: the aliased call is not a clip",
+    ("alias", "TL208"): "`from tqdm import tqdm as <alias>`: batches of `<alias>(loader)` are not loader batches",
+    ("compile", "TL106"): "`model = torch.compile(model)`: the compiled model's forward in an eval loop is not seen",
+    ("data-parallel", "TL106"): "`model = nn.DataParallel(model)`: the wrapped model's forward in an eval loop is not seen",
+    ("enumerate", "TL107"): "`for step, (i, batch) in enumerate(...)`: the last-batch check on `i` is no longer seen (false alarm)",
+    ("enumerate", "TL704"): "an initialisation loop over `enumerate(model.modules())` is not seen (false alarm)",
+    ("enumerate", "TL706"): "elements of `enumerate(model.children())` are not known as modules",
+    ("function", "TL106"): "the module-level eval loop moved into `train(model, ...)`, the model a parameter from main()",
+    ("function", "TL201"): "`model.cuda()` in place on a model passed as a parameter from main()",
+    ("function", "TL204"): "float64 tensors passed as arguments: their flow into float32 code in the callee is not followed",
+    ("functional", "TL113"): _FUNCTIONAL,
+    ("functional", "TL203"): _FUNCTIONAL + " (false alarms on float targets of bce/mse values)",
+    ("functional", "TL205"): "`self.loss = F.binary_cross_entropy` in a layer without parameters: its `.cuda()` is flagged",
+    ("functional", "TL401"): _FUNCTIONAL,
+    ("functional", "TL402"): _FUNCTIONAL,
+    ("functional", "TL403"): _FUNCTIONAL,
+    ("functional", "TL404"): _FUNCTIONAL,
+    ("functional", "TL611"): _FUNCTIONAL + " (the loss it returns is not known zero-dimensional)",
+    ("model-file", "TL106"): "a model class imported from another project file: its forward in an eval loop is not seen",
+    ("model-file", "TL701"): "a construction table of layers in a class moved to another file is not seen",
+    ("model-file", "TL707"): "a class built under `with torch.device(...)` in the importing file: flagged in its own file",
+    ("rename", "TL202"): "a device variable renamed (`train_device` -> `v23`): the rule reads the name, not the value",
+    ("star-import", "TL102"): _STAR,
+    ("star-import", "TL103"): _STAR,
+    ("star-import", "TL112"): _STAR,
+    ("star-import", "TL204"): _STAR,
+    ("star-import", "TL205"): _STAR + " (a CUDA-only library imported in common.py: false alarms)",
+    ("star-import", "TL302"): _STAR,
+    ("star-import", "TL303"): _STAR,
+    ("star-import", "TL308"): _STAR,
+    ("star-import", "TL401"): _STAR,
+    ("star-import", "TL501"): _STAR,
+    ("star-import", "TL601"): _STAR,
+    ("star-import", "TL602"): _STAR,
+    ("star-import", "TL605"): _STAR,
+    ("star-import", "TL608"): _STAR,
+    ("star-import", "TL609"): _STAR,
+    ("star-import", "TL701"): _STAR,
+    ("star-import", "TL702"): _STAR,
+    ("star-import", "TL703"): _STAR,
+    ("star-import", "TL705"): _STAR,
+    ("star-import", "TL706"): _STAR,
+    ("star-import", "TL707"): _STAR,
+    ("tqdm", "TL302"): "`for batch in tqdm(loader)` at module level (or in a function called there) is not a loader loop",
+    ("tqdm", "TL704"): "an initialisation loop over `tqdm(model.modules())` is not seen (false alarm)",
+    ("tqdm", "TL706"): "elements of `tqdm(model.children())` are not known as modules",
+    ("trainer", "TL106"): "`self.model` set from the constructor: its forward in an eval loop of `fit()` is not seen",
+    ("trainer", "TL201"): "`self.model.cuda()` in place on a model given to the constructor",
+    ("trainer", "TL204"): "float64 tensors stored on `self`: their flow into float32 code is not followed",
+    ("while", "TL103"): _WHILE + " (losses kept for a later backward: false alarm)",
+    ("while", "TL107"): _WHILE + " (the last-batch evaluation is not seen: false alarm)",
+    ("while", "TL208"): _WHILE,
+    ("while", "TL301"): _WHILE + " (false alarm)",
+    ("while", "TL307"): _WHILE + " (the epoch loop's loader is not seen iterated)",
+    ("while", "TL308"): _WHILE,
+    ("while", "TL704"): "an initialisation loop over `next(iter(model.modules()))` is not seen (false alarm)",
+    ("while", "TL706"): "elements of `next(iter(model.children()))` are not known as modules",
+}
+
+REWRITES = {rewrite.name: rewrite for rewrite in all_rewrites()}
+CASES = all_cases()
+
+
+def _rank(case) -> int:
+    """A fixed pseudo-random order of the fixture files (a hash of the path): the same sample on every machine."""
+    return int(hashlib.sha1(case.name.encode()).hexdigest(), 16)
+
+
+# For every default rule the first of its positive fixture files in that order, and one trap file in TRAPS_EVERY.
+TRAPS_EVERY = 10
+_FIRST_OF_EACH_RULE = {
+    min((case for case in CASES if code in case.codes), key=_rank).name for code in {c for case in CASES for c in case.codes}
+}
+SAMPLE = [case for case in CASES if case.name in _FIRST_OF_EACH_RULE or (case.is_trap and _rank(case) % TRAPS_EVERY == 0)]
+
+
+@lru_cache(maxsize=None)
+def outcome(case_name: str, rewrite_name: str):
+    case = next(case for case in CASES if case.name == case_name)
+    return run(case, REWRITES[rewrite_name])
+
+
+def failures(result, tolerated=()):
+    """What a rewrite broke: expected findings missed and findings no marker explains, outside `tolerated`."""
+    found = [f"missed {code} on line {result.case.marked.rows[marker]}" for marker, code in result.missed()
+             if (result.rewrite, code) not in tolerated]
+    found += [f"{code} not expected at {path}:{row}" + (f" (cell {cell})" if cell else "")
+              for path, cell, row, code in result.unexplained if (result.rewrite, code) not in tolerated]
+    return found
+
+
+def test_the_sample_holds_positives_and_traps_of_every_family():
+    families = {case.name.split("/")[0] for case in SAMPLE}
+    assert {"autograd", "data", "device", "loss", "model", "api"} <= families
+    assert any(case.is_trap for case in SAMPLE) and any(not case.is_trap for case in SAMPLE)
+
+
+@pytest.mark.parametrize("rewrite", sorted(REWRITES))
+def test_the_rewrite_keeps_every_finding_on_its_statement(rewrite):
+    broken = {}
+    applied = 0
+    for case in SAMPLE:
+        result = outcome(case.name, rewrite)
+        if result is None:
+            continue
+        applied += 1
+        tolerated = () if rewrite == "identity" else GAPS
+        if failures(result, tolerated):
+            broken[case.name] = failures(result, tolerated)
+    assert applied, f"{rewrite} applies to no sampled fixture: the sample tests nothing of it"
+    assert broken == {}
+
+
+@pytest.mark.parametrize("pair", sorted(GAPS), ids=lambda pair: f"{pair[0]}-{pair[1]}")
+def test_a_known_gap_still_fails(pair):
+    """A gap is shown on its rule's own fixtures (those that expect it or are named for it), else on the projects."""
+    rewrite, code = pair
+    own = [case for case in CASES if code in case.codes or case.name.rpartition("/")[2].startswith(code)]
+    projects = [case for case in CASES if case.name.startswith("projects/") and case not in own]
+    for case in own + projects:
+        result = outcome(case.name, rewrite)
+        if result is not None and (result.missed(code) or any(found[3] == code for found in result.unexplained)):
+            return
+    pytest.fail(f"{rewrite} now keeps {code}'s findings on its fixtures: remove {pair} from GAPS")
+
+
+def test_the_gaps_are_pairs_of_rewrites_and_default_rules():
+    from metamorphic.harness import default_codes
+
+    assert {rewrite for rewrite, _ in GAPS} <= set(REWRITES) - {"identity"}
+    assert {code for _, code in GAPS} <= default_codes()
+
+
+class DropsMarkedCalls(Rewrite):
+    """Not meaning-preserving on purpose: each marked statement loses its code (`pass` keeps the marker)."""
+
+    name = "drops-marked-calls"
+
+    def rewrite(self, module, source):
+        class Drop(cst.CSTTransformer):
+            def leave_SimpleStatementLine(self, original, updated):
+                if MARK_COMMENT.search(updated.trailing_whitespace.comment.value if updated.trailing_whitespace.comment else ""):
+                    return updated.with_changes(body=[cst.Pass()])
+                return updated
+
+        return module.visit(Drop())
+
+
+def test_a_rewrite_that_breaks_the_program_is_caught():
+    case = next(case for case in CASES if case.name == "autograd/TL102_no_zero_grad.py")
+    assert failures(run(case, REWRITES["identity"])) == []
+    assert failures(run(case, DropsMarkedCalls())) != []
+
+
+def test_every_marker_survives_and_every_output_compiles():
+    """`run` raises where a rewrite loses a marker or writes a program Python cannot compile."""
+    for case in SAMPLE:
+        for rewrite in REWRITES:
+            outcome(case.name, rewrite)
