@@ -41,6 +41,8 @@ def config_for(table: Tuple[Tuple[str, object], ...]):
 
     table = {key.replace("_", "-"): value for key, value in dict(table).items()}
     table.setdefault("select", ["ALL"])
+    # Rules in preview are held to the same rewrites: they are on by default once they leave preview.
+    table.setdefault("preview", True)
     return build(table, root=FIXTURES, path=None, where="test", torch_requirement_from=FIXTURES)
 
 
