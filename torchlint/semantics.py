@@ -186,7 +186,35 @@ def built_from(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> Opti
     if len(set(built)) > 1 and isinstance(expr, cst.Name):
         # A notebook trying one loss after another (`loss_fn = nn.NLLLoss()`, cells later `nn.CrossEntropyLoss()`).
         return _reaching_constructor(expr, ctx, stack)
-    return built[-1] if built else None
+    if built:
+        return built[-1]
+    # Nothing assigned here: a parameter (bound at the function's calls), `self.x` set from a constructor's parameter.
+    return _every_origin_built_by(expr, ctx, stack) if type(expr) in (cst.Name, cst.Attribute) else None
+
+
+def _every_origin_built_by(expr: cst.BaseExpression, ctx: "FileContext", stack) -> Optional[str]:
+    """The one constructor every value `expr` may hold at this point was built by, else None."""
+    found = set()
+    for origin in Values.of(ctx).origins(expr, stack):
+        if type(origin.node) is not cst.Call or origin.applied or origin.opaque:
+            return None
+        found.add(origin.place.context.qualified_name(origin.node.func, origin.place.stack))
+    found.discard(None)
+    return found.pop() if len(found) == 1 else None
+
+
+def function_named(func: cst.BaseExpression, ctx: "FileContext", stack=None) -> Optional[str]:
+    """The qualified name of the function `func` (a call's callee) is: written out (`F.cross_entropy`), or the one
+    function every value of a variable, parameter or `self.x` is (`criterion = F.cross_entropy`), else None."""
+    name = ctx.qualified_name(func, stack)
+    if name is not None or type(func) not in (cst.Name, cst.Attribute):
+        return name
+    found = set()
+    for origin in Values.of(ctx).origins(func, stack):
+        if type(origin.node) not in (cst.Name, cst.Attribute) or origin.opaque or origin.node is func:
+            return None
+        found.add(origin.place.context.qualified_name(origin.node, origin.place.stack))
+    return found.pop() if len(found) == 1 else None
 
 
 def _reaching_constructor(name: cst.Name, ctx: "FileContext", stack) -> Optional[str]:
@@ -229,4 +257,6 @@ def is_class_index_loss(call: cst.Call, ctx: "FileContext", stack=None) -> bool:
         return True
     if type(call.func) is cst.Call:  # nn.CrossEntropyLoss()(logits, target)
         return ctx.qualified_name_in(call.func.func, CLASS_INDEX_LOSS_MODULES, stack)
-    return built_from_in(call.func, CLASS_INDEX_LOSS_MODULES, ctx, stack)
+    return built_from_in(call.func, CLASS_INDEX_LOSS_MODULES, ctx, stack) or (
+        function_named(call.func, ctx, stack) in CLASS_INDEX_LOSS_FUNCTIONS  # `criterion = F.cross_entropy`
+    )

@@ -28,6 +28,8 @@ reach as today's rules had it: one function's body and what it calls directly.
 
 from __future__ import annotations
 
+import os
+import re
 from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import libcst as cst
@@ -37,7 +39,7 @@ from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.flow import Binding, Flow, scan
 from torchlint.analysis.project import PROJECT
 from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
-from torchlint.engine.walk import STATEMENT_TYPES, OwnScopeVisitor, statement_structure, walk_visitor
+from torchlint.engine.walk import STATEMENT_TYPES, OwnScopeVisitor, statement_structure, walk, walk_visitor
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
@@ -108,8 +110,10 @@ class Values:
         self._returns: Dict[int, List[cst.Return]] = {}
         # Set for the duration of one `origins` question.
         self._through_casts = True
-        # Calls of each name of the file, and names used otherwise (`_uses_of`), gathered on first need.
+        # Calls of each name of the file, and names used otherwise (`_calls_of`), gathered on first need.
         self._name_uses: Optional["_NameUses"] = None
+        # Whether another project file may import this one's module-level names (`_only_called_here`), asked once.
+        self._imported_elsewhere: Optional[bool] = None
 
     @classmethod
     def of(cls, ctx: "FileContext") -> "Values":
@@ -136,53 +140,11 @@ class Values:
         """The literal value `expr` always has here (`num_workers` after `num_workers = 0`), else `syntax.MISSING`."""
         found = _MISSING
         for origin in self.origins(expr, stack):
-            if origin.opaque:
-                value = self._notebook_parameter(origin)
-            else:
-                value = _MISSING if origin.applied else syntax.literal(origin.node)
+            value = _MISSING if origin.applied or origin.opaque else syntax.literal(origin.node)
             if syntax.is_missing(value) or (not syntax.is_missing(found) and value != found):
                 return _MISSING
             found = value
         return found
-
-    def _notebook_parameter(self, origin: Origin):
-        """The literal a parameter of a notebook's function always holds: its default and what every call of the
-        function in the notebook passes for it (`def make_loader(..., num_workers=0)`, never called with workers).
-        Only in a notebook, whose functions no other file imports; MISSING when the function is used otherwise than
-        called by name, or a call passes `*args`/`**kwargs`."""
-        function = origin.place.scopes[-1]
-        if (
-            self.ctx.file_kind is not FileKind.NOTEBOOK or type(origin.node) is not cst.Name
-            or len(origin.place.scopes) != 2 or type(function) is not cst.FunctionDef
-        ):
-            return _MISSING
-        params = function.params
-        positional = list(params.posonly_params) + list(params.params)
-        param = next((param for param in positional + list(params.kwonly_params) if param.name.value == origin.node.value), None)
-        if param is None:
-            return _MISSING
-        default = syntax.literal(param.default) if param.default is not None else _MISSING
-        index = positional.index(param) if param in positional else None
-        uses = self._uses_of(function.name.value)
-        if not uses:  # used otherwise (None), or never called
-            return _MISSING
-        found = _MISSING
-        for call in uses:
-            if any(arg.star for arg in call.args):
-                return _MISSING
-            given = syntax.keyword(call, param.name.value) or (syntax.positional(call, index) if index is not None else None)
-            value = syntax.literal(given.value) if given is not None else default
-            if syntax.is_missing(value) or (not syntax.is_missing(found) and value != found):
-                return _MISSING
-            found = value
-        return found
-
-    def _uses_of(self, name: str) -> Optional[List[cst.Call]]:
-        """The calls of the module-level name `name` in the file, None when the name is also used otherwise."""
-        if self._name_uses is None:
-            self._name_uses = _NameUses()
-            walk_visitor(self.ctx.module, self._name_uses)
-        return None if name in self._name_uses.other else self._name_uses.calls.get(name, [])
 
     def assigned_here(self, name: cst.BaseExpression, stack: Optional[Sequence[cst.CSTNode]] = None) -> List[cst.BaseExpression]:
         """The values assigned to the variable `name` whose assignments reach this point, one step back
@@ -333,13 +295,105 @@ class Values:
             if binding.definition is not None:
                 found.append(Origin(binding.definition, Place(self.ctx, scopes, binding.statement)))
             elif binding.value is None:
-                found.append(Origin(name, place, opaque=True))
+                if binding.statement is None and type(scope.node) is cst.FunctionDef:
+                    found += self._parameter(name, scope.node, scopes, place, depth, seen)
+                else:
+                    found.append(Origin(name, place, opaque=True))
             else:
                 origins = self._follow(binding.value, Place(self.ctx, scopes, binding.statement), depth, seen)
                 for index in binding.element:
                     origins = self._elements(origins, index, depth, seen)
                 found += origins
         return found or [Origin(name, place, opaque=True)]
+
+    def _parameter(
+        self, name: cst.Name, function: cst.FunctionDef, scopes: Tuple[cst.CSTNode, ...], place: Place, depth: int,
+        seen: frozenset,
+    ) -> List[Origin]:
+        """The values a parameter of `function` (whose scopes, ending with it, are `scopes`) may hold: what each call
+        of the function passes for it, or its default where a call passes nothing, when every call of the function
+        is one this file makes by its name (`_calls_of`); else nothing is known of it."""
+        unknown = [Origin(name, place, opaque=True)]
+        sites = self._calls_of(function, scopes[:-1])
+        if not sites:
+            return unknown
+        params = function.params
+        positional = list(params.posonly_params) + list(params.params)
+        skip = 1 if function.name.value == "__init__" else 0
+        param = next((param for param in positional + list(params.kwonly_params) if param.name.value == name.value), None)
+        if param is None or (param in positional and positional.index(param) < skip):
+            return unknown
+        index = positional.index(param) - skip if param in positional else None
+        found: List[Origin] = []
+        for call, site in sites:
+            if any(arg.star for arg in call.args):
+                return unknown
+            given = syntax.keyword(call, name.value) or (syntax.positional(call, index) if index is not None else None)
+            if given is not None:
+                found += self._follow(given.value, site, depth + 1, seen)
+            elif param.default is not None:
+                found += self._follow(param.default, Place(self.ctx, scopes[:-1], function), depth + 1, seen)
+            else:
+                return unknown
+        return found or unknown
+
+    def _calls_of(self, function: cst.FunctionDef, around: Tuple[cst.CSTNode, ...]) -> List[Tuple[cst.Call, Place]]:
+        """Every call of `function` (`around`: the scopes around its def), with where it is made: the calls of a
+        function by its name, or of a class by its name for its `__init__`; [] when it may be called otherwise, so
+        its parameters hold what no call here shows (`_only_called_here`)."""
+        definition: cst.CSTNode = function
+        if type(around[-1]) is cst.ClassDef:
+            if function.name.value != "__init__":
+                return []  # a method is called through instances, wherever they go
+            definition, around = around[-1], around[:-1]
+        if not self._only_called_here(definition, around):
+            return []
+        name = definition.name.value
+        sites = self._name_uses_of_file().calls.get(name, [])
+        for call, site in sites:
+            # The name must mean this definition where it is called (not a local of the same name).
+            scope = self.ctx.scopes.binding_scope(name, site.scopes)
+            if scope is None or scope.node is not around[-1]:
+                return []
+        return sites
+
+    def _only_called_here(self, definition: cst.CSTNode, around: Tuple[cst.CSTNode, ...]) -> bool:
+        """The function or class `definition` (`around`: the scopes around it) is called only by its name in this
+        file: the name is bound once, by it, and never read other than to call it (not passed, decorated, wrapped
+        or subclassed), and no other file can import it. A def inside a function is its function's own; a
+        module-level one is the file's in a notebook, in a script (its `__main__` guard, or a module-level call of
+        its own functions: importing it would run it) or when its name is private (`_helper`), and then only while
+        no other file of its folder imports the module."""
+        name = definition.name.value
+        uses = self._name_uses_of_file()
+        if name in uses.other or uses.definitions.get(name, 0) != 1:
+            return False
+        if type(around[-1]) is not cst.Module:
+            return type(around[-1]) is cst.FunctionDef
+        kind = self.ctx.file_kind
+        if kind is FileKind.NOTEBOOK:
+            return True
+        if kind is FileKind.TEST:
+            return False
+        if not (kind is FileKind.SCRIPT or name.startswith("_") or _runs_itself(self.ctx.module)):
+            return False
+        return not self._imported_by_neighbours()
+
+    def _imported_by_neighbours(self) -> bool:
+        if self._imported_elsewhere is None:
+            stem = os.path.splitext(os.path.basename(self.ctx.filename))[0].encode()
+            pattern = re.compile(rb"\b(?:import|from)\s+(?:\.*\w+\.)*\.?" + re.escape(stem) + rb"\b")
+            self._imported_elsewhere = bool(stem) and PROJECT.neighbours_hold(
+                self.ctx.filename, lambda data: pattern.search(data) is not None,
+            )
+        return self._imported_elsewhere
+
+    def _name_uses_of_file(self) -> "_NameUses":
+        if self._name_uses is None:
+            self._name_uses = _NameUses(self.ctx)
+            walk(self.ctx.module, self._name_uses.visit, self._name_uses.leave)
+        return self._name_uses
+
 
     def _imported(self, path: str, written: cst.CSTNode, place: Place, depth: int, seen: frozenset) -> List[Origin]:
         """A name imported from a project file (`analysis/project.py`) is followed into it; others are origins."""
@@ -502,24 +556,78 @@ class _Returns(OwnScopeVisitor):
             self.returns.append(node)
 
 
-class _NameUses(cst.CSTVisitor):
-    """Each name's calls by that name (`make_loader(...)`), and the names read in any other way (passed on,
-    assigned, decorated: a call could then happen anywhere)."""
+class _NameUses:
+    """Each name's calls by that name (`make_loader(...)`) with where they are made, the names read in any other way
+    (passed on, assigned, decorated: a call could then happen anywhere), and how many `def`s and `class`es bind each
+    name. Names that are no reads are left out: attribute names, keywords of a call, parameters."""
 
-    def __init__(self):
-        self.calls: Dict[str, List[cst.Call]] = {}
+    def __init__(self, ctx: "FileContext"):
+        self.ctx = ctx
+        self.calls: Dict[str, List[Tuple[cst.Call, Place]]] = {}
         self.other: set = set()
-        self._callees: set = set()
+        self.definitions: Dict[str, int] = {}
+        self._not_reads: set = set()
+        # The scope nodes and statements around the visited node, outermost first.
+        self._stack: List[cst.CSTNode] = []
 
-    def visit_Call(self, node: cst.Call) -> None:
-        if type(node.func) is cst.Name:
-            self.calls.setdefault(node.func.value, []).append(node)
-            self._callees.add(id(node.func))
+    def visit(self, node: cst.CSTNode) -> bool:
+        node_type = type(node)
+        if node_type is cst.Name:
+            if id(node) not in self._not_reads:
+                self.other.add(node.value)
+            return False
+        if node_type is cst.Call:
+            if type(node.func) is cst.Name:
+                self._not_reads.add(id(node.func))
+                self.calls.setdefault(node.func.value, []).append((node, self._place()))
+            for arg in node.args:
+                if arg.keyword is not None:
+                    self._not_reads.add(id(arg.keyword))
+        elif node_type is cst.Attribute:
+            self._not_reads.add(id(node.attr))
+        elif node_type is cst.Param:
+            self._not_reads.add(id(node.name))
+        elif node_type is cst.FunctionDef or node_type is cst.ClassDef:
+            self._not_reads.add(id(node.name))
+            self.definitions[node.name.value] = self.definitions.get(node.name.value, 0) + 1
+        if node_type in SCOPE_TYPES or node_type in STATEMENT_TYPES:
+            self._stack.append(node)
+        return True
 
-    def visit_Name(self, node: cst.Name) -> None:
-        if id(node) not in self._callees:
-            self.other.add(node.value)
+    def leave(self, node: cst.CSTNode) -> None:
+        if self._stack and self._stack[-1] is node:
+            self._stack.pop()
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        # A def's own name is its binding, not a use.
-        self._callees.add(id(node.name))
+    def _place(self) -> Place:
+        scopes = tuple(node for node in self._stack if type(node) in SCOPE_TYPES)
+        last = self._stack[-1] if self._stack else None
+        statement = last if last is not None and type(last) in STATEMENT_TYPES else None
+        return Place(self.ctx, scopes, statement)
+
+
+def _runs_itself(module: cst.Module) -> bool:
+    """A module-level statement calls what the module defines (`main()` without a `__main__` guard, `Trainer(...)`,
+    `trainer.fit()` on an instance made there): importing the file runs it, so it is a program rather than a library
+    others import."""
+    defined = {statement.name.value for statement in module.body if type(statement) in (cst.FunctionDef, cst.ClassDef)}
+    calls = []
+    for statement in module.body:
+        if type(statement) is not cst.SimpleStatementLine:
+            continue
+        for small in statement.body:
+            if type(small) is cst.Expr and type(small.value) is cst.Call:
+                calls.append(small.value)
+            elif type(small) is cst.Assign and type(small.value) is cst.Call:
+                if _called_head(small.value.func) in defined:
+                    defined.update(
+                        target.target.value for target in small.targets if type(target.target) is cst.Name
+                    )
+                calls.append(small.value)
+    return any(_called_head(call.func) in defined for call in calls)
+
+
+def _called_head(expr: cst.BaseExpression) -> Optional[str]:
+    """The name a chain of attributes and calls starts at: `Trainer` for `Trainer(...).fit`."""
+    while type(expr) is cst.Attribute or type(expr) is cst.Call:
+        expr = expr.value if type(expr) is cst.Attribute else expr.func
+    return expr.value if type(expr) is cst.Name else None

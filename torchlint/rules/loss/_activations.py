@@ -109,7 +109,7 @@ class ActivationBeforeLoss(Rule):
         """The qualified name of the loss function, or of the loss module's class, `call` computes (one of this
         rule's), else None."""
         ctx = self.ctx
-        name = ctx.qualified_name(call.func)
+        name = semantics.function_named(call.func, ctx)
         if name in self.loss_functions:
             return name
         if type(call.func) is cst.Call:  # nn.CrossEntropyLoss()(logits, target)
