@@ -295,10 +295,13 @@ class Values:
             if binding.definition is not None:
                 found.append(Origin(binding.definition, Place(self.ctx, scopes, binding.statement)))
             elif binding.value is None:
+                items = None
                 if binding.statement is None and type(scope.node) is cst.FunctionDef:
-                    found += self._parameter(name, scope.node, scopes, place, depth, seen)
-                else:
-                    found.append(Origin(name, place, opaque=True))
+                    items = self._parameter(name, scope.node, scopes, place, depth, seen)
+                elif type(binding.statement) is cst.For and binding.name == name.value:
+                    loop_place = Place(self.ctx, scopes, binding.statement)
+                    items = self._iterated(binding.statement.iter, binding.element, loop_place, depth, seen)
+                found += items if items else [Origin(name, place, opaque=True)]
             else:
                 origins = self._follow(binding.value, Place(self.ctx, scopes, binding.statement), depth, seen)
                 for index in binding.element:
@@ -433,12 +436,71 @@ class Values:
         key = syntax.literal(subscript.slice[0].slice.value)
         return self._elements(self._follow(subscript.value, place, depth, seen), key, depth, seen, subscript)
 
+    def _iterated(
+        self, iterable: cst.BaseExpression, element: Tuple[int, ...], place: Place, depth: int, seen: frozenset,
+    ) -> Optional[List[Origin]]:
+        """The origins of the part `element` (an unpacking path) of the items a `for` over `iterable` gets, when it
+        iterates literal containers (`for loader in [train_loader, val_loader]`, `for phase, loader in
+        loaders.items()`, `.values()`, `enumerate(...)` and `zip(...)` of those); None when they are not known."""
+        if type(iterable) is cst.Call:
+            func = iterable.func
+            builtin = func.value if type(func) is cst.Name and self.ctx.scopes.binding_scope(func.value, place.scopes) is None else None
+            if builtin in ("enumerate", "zip") and iterable.args and not any(arg.star or arg.keyword for arg in iterable.args):
+                # enumerate: (index, item); zip: one item of each argument.
+                if not element or (element[0] != 1 if builtin == "enumerate" else element[0] >= len(iterable.args)):
+                    return None
+                wrapped = iterable.args[0 if builtin == "enumerate" else element[0]].value
+                return self._iterated(wrapped, element[1:], place, depth, seen)
+            method = syntax.method_name(iterable)
+            if method in ("values", "items") and not iterable.args:
+                containers = self._follow(func.value, place, depth, seen)
+                if not containers or not all(_dict_entries(origin) is not None for origin in containers):
+                    return None
+                if method == "items":
+                    if not element or element[0] not in (0, 1):
+                        return None
+                    kind, element = ("keys" if element[0] == 0 else "values"), element[1:]
+                else:
+                    kind = "values"
+                found: List[Origin] = []
+                for container in containers:
+                    there = self._at(container.place)
+                    for key, value in _dict_entries(container):
+                        if kind == "values":
+                            found += there._follow(value, container.place, depth, seen)
+                        elif key is not None:
+                            found.append(Origin(key, container.place))
+                        else:
+                            return None
+                return self._parts(found, element, depth, seen)
+        containers = self._follow(iterable, place, depth, seen)
+        if not containers or not all(
+            not origin.applied and type(origin.node) in (cst.Tuple, cst.List, cst.Set) for origin in containers
+        ):
+            return None
+        items: List[Origin] = []
+        for container in containers:
+            if any(type(item) is cst.StarredElement for item in container.node.elements):
+                return None
+            there = self._at(container.place)
+            for item in container.node.elements:
+                items += there._follow(item.value, container.place, depth, seen)
+        return self._parts(items, element, depth, seen)
+
+    def _parts(self, origins: List[Origin], element: Tuple[int, ...], depth: int, seen: frozenset) -> Optional[List[Origin]]:
+        for index in element:
+            origins = self._elements(origins, index, depth, seen)
+        return origins or None
+
     def _elements(self, containers: List[Origin], key, depth: int, seen: frozenset, written: Optional[cst.CSTNode] = None) -> List[Origin]:
         """The origins of `container[key]` for each container origin (`key` MISSING: any element)."""
         found: List[Origin] = []
         for container in containers:
             node = container.node
-            if not container.applied and type(node) in (cst.Tuple, cst.List) and not any(
+            if type(node) is cst.Call and _dict_entries(container) is not None:  # dict(train=..., val=...)
+                chosen = [arg.value for arg in node.args if syntax.is_missing(key) or arg.keyword.value == key]
+                elements = chosen or [arg.value for arg in node.args]
+            elif not container.applied and type(node) in (cst.Tuple, cst.List) and not any(
                 isinstance(element, cst.StarredElement) for element in node.elements
             ):
                 elements = [element.value for element in node.elements]
@@ -518,6 +580,25 @@ class Values:
                     found += self._module_outputs(layer, depth + 1, seen) if type(layer.node) is cst.Call else [layer]
                 return found
         return [Origin(built, place, applied=True)]
+
+
+def _dict_entries(container: Origin) -> Optional[List[Tuple[Optional[cst.BaseExpression], cst.BaseExpression]]]:
+    """(key, value) of each entry of a dict written out: a `{...}` literal without `**`, or a call of the builtin
+    `dict` with keywords only (`dict(train=..., val=...)`: the keys are names, given as None); None for anything else."""
+    node = container.node
+    if container.applied or container.opaque:
+        return None
+    if type(node) is cst.Dict:
+        if all(type(element) is cst.DictElement for element in node.elements):
+            return [(element.key, element.value) for element in node.elements]
+        return None
+    if (
+        type(node) is cst.Call and type(node.func) is cst.Name and node.func.value == "dict" and node.args
+        and all(arg.keyword is not None and not arg.star for arg in node.args)
+        and container.place.context.scopes.binding_scope("dict", container.place.scopes) is None
+    ):
+        return [(None, arg.value) for arg in node.args]
+    return None
 
 
 def _distinct(origins: List[Origin]) -> List[Origin]:
