@@ -60,6 +60,8 @@ SEQUENTIAL = frozenset({"torch.nn.Sequential", "torch.nn.modules.container.Seque
 # Among them, the casts: on a tensor they make a value of another dtype (`origins(..., through_casts=False)`).
 CASTS = frozenset({"float", "double", "half", "bfloat16"})
 _WRAPPER_LAST_PARTS = frozenset(name.rpartition(".")[2] for name in IDENTITY_WRAPPERS)
+# The attributes through which a wrapper gives the module it wraps: DataParallel's and DDP's, `torch.compile`'s.
+_WRAPPED_ATTRIBUTES = frozenset({"module", "_orig_mod"})
 _MAX_DEPTH = 6
 _CONSTANT_NAMES = frozenset({"None", "True", "False"})
 _MISSING = syntax.MISSING
@@ -110,6 +112,8 @@ class Values:
         self._returns: Dict[int, List[cst.Return]] = {}
         # Set for the duration of one `origins` question.
         self._through_casts = True
+        # Above 0 while following the receiver of `.module`/`._orig_mod`: the wrapper calls are what is asked about.
+        self._keep_wrappers = 0
         # Calls of each name of the file, and names used otherwise (`_calls_of`), gathered on first need.
         self._name_uses: Optional["_NameUses"] = None
         # Whether another project file may import this one's module-level names (`_only_called_here`), asked once.
@@ -123,18 +127,25 @@ class Values:
 
     def origins(
         self, expr: cst.BaseExpression, stack: Optional[Sequence[cst.CSTNode]] = None, through_casts: bool = True,
+        dereferenced: bool = False,
     ) -> List[Origin]:
         """The origins of `expr` evaluated at the innermost point of `stack` (default: the node being visited).
 
         `through_casts=False` stops at `.float()`, `.half()` and the like, for questions about a tensor's dtype.
+        `dereferenced=True` for a value the code goes on to index or read an attribute of (`loss.data[0]`): `None`
+        has neither, so where the value was `None` the program has already failed, and that origin is left out (a
+        helper's early `return None` does not hide the tensor it returns otherwise).
         """
         stack = self.ctx.stack if stack is None else stack
         self._through_casts = through_casts
         try:
-            return _distinct(self._follow(expr, self.place(stack), 0, frozenset()))
+            found = _distinct(self._follow(expr, self.place(stack), 0, frozenset()))
         finally:
             self._through_casts = True
             _ANSWERED.clear()
+        if dereferenced:
+            found = [origin for origin in found if not _is_none(origin.node)] or found
+        return found
 
     def constant(self, expr: cst.BaseExpression, stack: Optional[Sequence[cst.CSTNode]] = None):
         """The literal value `expr` always has here (`num_workers` after `num_workers = 0`), else `syntax.MISSING`."""
@@ -238,7 +249,7 @@ class Values:
         if key in seen:
             _CUTS[0] += 1
             return []
-        memo_key = (key, id(place.scopes[-1]), id(place.context), depth)
+        memo_key = (key, id(place.scopes[-1]), id(place.context), depth, self._keep_wrappers)
         found = _ANSWERED.get(memo_key)
         if found is not None:
             return found
@@ -417,6 +428,10 @@ class Values:
         if path is not None:  # `utils.build` after `import utils`
             return self._imported(path, attribute, place, depth, seen)
         receiver = attribute.value
+        if attribute.attr.value in _WRAPPED_ATTRIBUTES:
+            unwrapped = self._unwrapped(receiver, place, depth, seen)
+            if unwrapped is not None:
+                return unwrapped
         owner = self.enclosing_class(place)
         if owner is None or type(receiver) is not cst.Name or not _is_self(receiver, place.scopes[-1]):
             return [Origin(attribute, place)]
@@ -429,6 +444,22 @@ class Values:
             if method is not None:
                 found += self._follow(value, Place(self.ctx, around + (model_class, method)), depth, seen)
         return found or [Origin(attribute, place)]
+
+    def _unwrapped(self, wrapper: cst.BaseExpression, place: Place, depth: int, seen: frozenset) -> Optional[List[Origin]]:
+        """For `model.module` (`._orig_mod`): the origins of the modules `model` wraps, when every value of `model`
+        is an identity wrapper's call (`nn.DataParallel(net)`, `torch.compile(net)`); else None."""
+        self._keep_wrappers += 1
+        try:
+            wrappers = self._follow(wrapper, place, depth, seen)
+        finally:
+            self._keep_wrappers -= 1
+        found: List[Origin] = []
+        for origin in wrappers:
+            wrapped = _wrapped_module(origin)
+            if wrapped is None:
+                return None
+            found += self._at(origin.place)._follow(wrapped, origin.place, depth, seen)
+        return found or None
 
     def _subscript(self, subscript: cst.Subscript, place: Place, depth: int, seen: frozenset) -> List[Origin]:
         if len(subscript.slice) != 1 or not isinstance(subscript.slice[0].slice, cst.Index):
@@ -528,17 +559,17 @@ class Values:
         method = syntax.method_name(call)
         if method in RETURNING_SELF and (self._through_casts or method not in CASTS):
             return self._follow(func.value, place, depth, seen)
-        if syntax.terminal_name(func) in _WRAPPER_LAST_PARTS and self.ctx.qualified_name(func, place.stack) in IDENTITY_WRAPPERS:
-            wrapped = syntax.positional(call, 0) or syntax.keyword(call, "module") or syntax.keyword(call, "data")
+        if not self._keep_wrappers:
+            wrapped = _wrapped_module(Origin(call, place))
             if wrapped is not None:
-                return self._follow(wrapped.value, place, depth, seen)
+                return self._follow(wrapped, place, depth, seen)
         if type(func) is cst.Name and func.value == "self":
             owner = self.enclosing_class(place)
             if owner is not None:
                 return self._forward_outputs(owner[0], owner[1], depth, seen) or [Origin(call, place)]
         if type(func) not in (cst.Name, cst.Attribute):
             return self._applied(self._follow(func, place, depth, seen), call, place, depth, seen)
-        if type(func) is cst.Attribute and not _is_self(func.value, place.scopes[-1]):
+        if type(func) is cst.Attribute and not _is_self(func.value, place.scopes[-1]) and func.attr.value not in _WRAPPED_ATTRIBUTES:
             return [Origin(call, place)]  # a method of something else: what it returns is not known here
         return self._applied(self._follow(func, place, depth + 1, seen), call, place, depth, seen)
 
@@ -580,6 +611,21 @@ class Values:
                     found += self._module_outputs(layer, depth + 1, seen) if type(layer.node) is cst.Call else [layer]
                 return found
         return [Origin(built, place, applied=True)]
+
+
+def _is_none(node: cst.CSTNode) -> bool:
+    return type(node) is cst.Name and node.value == "None"
+
+
+def _wrapped_module(origin: Origin) -> Optional[cst.BaseExpression]:
+    """What the identity wrapper call `origin` wraps (`net` of `nn.DataParallel(net)`), None for any other origin."""
+    call = origin.node
+    if type(call) is not cst.Call or origin.applied or origin.opaque or syntax.terminal_name(call.func) not in _WRAPPER_LAST_PARTS:
+        return None
+    if not origin.place.context.qualified_name_in(call.func, IDENTITY_WRAPPERS, origin.place.stack):
+        return None
+    wrapped = syntax.positional(call, 0) or syntax.keyword(call, "module") or syntax.keyword(call, "data")
+    return wrapped.value if wrapped is not None else None
 
 
 def _dict_entries(container: Origin) -> Optional[List[Tuple[Optional[cst.BaseExpression], cst.BaseExpression]]]:
