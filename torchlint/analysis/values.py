@@ -6,10 +6,14 @@ here, have been made?" with a list of `Origin`s, found by following:
 - names to the bindings that reach the point (`flow.py`: in source order, `if`
   arms joined), in whatever scope binds them;
 - unpacking (`a, b = pair`) and subscripts (`loaders[phase]`, `cfg["workers"]`)
-  into literal tuples, lists and dicts;
+  into literal tuples, lists and dicts (and `dict(train=..., val=...)`), and loop
+  targets into the items of those (`for phase, loader in loaders.items()`);
+- parameters to what every call of their function passes (`_parameter`), where every
+  call is one this file makes by the function's name (`_only_called_here`);
 - identity wrappers (`Variable(x)`, `nn.DataParallel(model)`, DDP,
   `torch.compile(model)`) and the methods that return their module (`.to`,
   `.cuda`, `.train`, `.eval`, `.half`, ...): `model = model.cuda()` is the model;
+  `.module`/`._orig_mod` of such a wrapper is what it wraps;
 - `self.x` to what any method of the class assigns it;
 - calls: of a function of the file to what it returns, of a model instance to what
   its class's `forward` returns, of an `nn.Sequential` to what its last layer
@@ -17,8 +21,9 @@ here, have been made?" with a list of `Origin`s, found by following:
   module (`Origin.applied`): the output of `nn.Softmax(dim=1)` at the end of a
   `Sequential` is an origin applied from `nn.Softmax(dim=1)`.
 
-What cannot be followed (a parameter, a loop variable, a call of an unknown
-function) is an origin of its own, `opaque` when nothing at all is known of it.
+What cannot be followed (a parameter of a function called from elsewhere, a loop
+variable over a DataLoader, a call of an unknown function) is an origin of its own,
+`opaque` when nothing at all is known of it.
 The model is torch-agnostic in its mechanics; the few torch names it follows
 through are listed here, and rules decide what an origin means.
 
