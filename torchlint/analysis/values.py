@@ -398,6 +398,38 @@ class Values:
             return False
         return not self._imported_by_neighbours()
 
+    def method_calls(self, model_class: cst.ClassDef, name: str) -> List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]]:
+        """The calls `obj.name(...)` in this file of the method `name` of `model_class` (a class at the top of the
+        module) through its instances (`called_method`), each with the nodes around it, outermost first, the call
+        last."""
+        return [
+            (call, stack) for call, stack in self._name_uses_of_file().method_calls.get(name, ())
+            if self.called_method(call, stack) == (model_class, name)
+        ]
+
+    def called_method(self, call: cst.Call, stack: Sequence[cst.CSTNode]) -> Optional[Tuple[cst.ClassDef, str]]:
+        """For `obj.name(...)` whose receiver is, by every origin, an instance built in this file of one class at the
+        top of the module that defines the method (`model = RNN(...)`, then `model.init_hidden(n)`, also through
+        parameters and `self.model`): that class and the method's name. None for `self.name(...)` (the call graph's)
+        and anything else."""
+        func = call.func
+        if type(func) is not cst.Attribute or (type(func.value) is cst.Name and func.value.value in ("self", "cls")):
+            return None
+        classes = set()
+        for origin in self.origins(func.value, stack):
+            if type(origin.node) is not cst.Call or origin.applied or origin.opaque or origin.place.context is not self.ctx:
+                return None
+            built = [built.node for built in self.origins(origin.node.func, origin.place.stack) if type(built.node) is cst.ClassDef]
+            if len(built) != 1:
+                return None
+            classes.add(built[0])
+        if len(classes) != 1:
+            return None
+        model_class = classes.pop()
+        if not any(statement is model_class for statement in self.ctx.module.body) or method_of(model_class, func.attr.value) is None:
+            return None
+        return model_class, func.attr.value
+
     def _imported_by_neighbours(self) -> bool:
         if self._imported_elsewhere is None:
             stem = os.path.splitext(os.path.basename(self.ctx.filename))[0].encode()
@@ -698,9 +730,17 @@ class _NameUses:
         self.calls: Dict[str, List[Tuple[cst.Call, Place]]] = {}
         self.other: set = set()
         self.definitions: Dict[str, int] = {}
+        # Calls of a method name that a class at the top of the module defines (`model.init_hidden(...)`), with the
+        # nodes around each, outermost first, the call last.
+        self.method_calls: Dict[str, List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]]] = {}
+        self._methods = frozenset(
+            statement.name.value for cls in ctx.module.body if type(cls) is cst.ClassDef
+            for statement in cls.body.body if type(statement) is cst.FunctionDef
+        )
         self._not_reads: set = set()
-        # The scope nodes and statements around the visited node, outermost first.
+        # The scope nodes and statements around the visited node, outermost first; and every node around it.
         self._stack: List[cst.CSTNode] = []
+        self._nodes: List[cst.CSTNode] = []
 
     def visit(self, node: cst.CSTNode) -> bool:
         node_type = type(node)
@@ -708,10 +748,14 @@ class _NameUses:
             if id(node) not in self._not_reads:
                 self.other.add(node.value)
             return False
+        self._nodes.append(node)
         if node_type is cst.Call:
-            if type(node.func) is cst.Name:
-                self._not_reads.add(id(node.func))
-                self.calls.setdefault(node.func.value, []).append((node, self._place()))
+            func = node.func
+            if type(func) is cst.Name:
+                self._not_reads.add(id(func))
+                self.calls.setdefault(func.value, []).append((node, self._place()))
+            elif type(func) is cst.Attribute and func.attr.value in self._methods:
+                self.method_calls.setdefault(func.attr.value, []).append((node, tuple(self._nodes)))
             for arg in node.args:
                 if arg.keyword is not None:
                     self._not_reads.add(id(arg.keyword))
@@ -729,6 +773,8 @@ class _NameUses:
     def leave(self, node: cst.CSTNode) -> None:
         if self._stack and self._stack[-1] is node:
             self._stack.pop()
+        if self._nodes and self._nodes[-1] is node:
+            self._nodes.pop()
 
     def _place(self) -> Place:
         scopes = tuple(node for node in self._stack if type(node) in SCOPE_TYPES)
