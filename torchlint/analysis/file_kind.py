@@ -66,6 +66,13 @@ def source_file_kind(filename: str, text: str, module: cst.Module) -> FileKind:
     return FileKind.LIBRARY
 
 
+def is_test_function(name: str, kind: FileKind, imports_pytest: bool) -> bool:
+    """`name` is a function pytest runs as a test: `test*` in a test file, or in a module that imports pytest (a
+    project's `python_files` may collect it). pytest collects no other file, so in a notebook or a script a
+    `test_env(model, env)` is a helper like any other."""
+    return name.startswith("test") and (kind is FileKind.TEST or (imports_pytest and kind is not FileKind.NOTEBOOK))
+
+
 def _has_main_guard(module: cst.Module) -> bool:
     return any(isinstance(statement, cst.If) and is_main_guard(statement.test) for statement in module.body)
 
