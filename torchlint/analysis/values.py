@@ -44,7 +44,7 @@ from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.flow import Binding, Flow, scan
 from torchlint.analysis.project import PROJECT
 from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
-from torchlint.engine.walk import STATEMENT_TYPES, OwnScopeVisitor, statement_structure, walk, walk_visitor
+from torchlint.engine.walk import STATEMENT_TYPES, OwnScopeVisitor, child_nodes, statement_structure, walk, walk_visitor
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
@@ -121,8 +121,10 @@ class Values:
         self._keep_wrappers = 0
         # Calls of each name of the file, and names used otherwise (`_calls_of`), gathered on first need.
         self._name_uses: Optional["_NameUses"] = None
-        # Whether another project file may import this one's module-level names (`_only_called_here`), asked once.
+        # Whether another project file may import this one's module-level names, and whether the module runs what it
+        # defines on import (`_only_called_here`), asked once.
         self._imported_elsewhere: Optional[bool] = None
+        self._program: Optional[bool] = None
 
     @classmethod
     def of(cls, ctx: "FileContext") -> "Values":
@@ -384,28 +386,34 @@ class Values:
         its own functions: importing it would run it) or when its name is private (`_helper`), and then only while
         no other file of its folder imports the module."""
         name = definition.name.value
+        at_top = type(around[-1]) is cst.Module
+        kind = self.ctx.file_kind
+        if at_top:
+            if kind is FileKind.TEST or not (
+                kind is FileKind.NOTEBOOK or kind is FileKind.SCRIPT or name.startswith("_") or self._runs_itself()
+            ):
+                return False
+        elif type(around[-1]) is not cst.FunctionDef:
+            return False
         uses = self._name_uses_of_file()
         if name in uses.other or uses.definitions.get(name, 0) != 1:
             return False
-        if type(around[-1]) is not cst.Module:
-            return type(around[-1]) is cst.FunctionDef
-        kind = self.ctx.file_kind
-        if kind is FileKind.NOTEBOOK:
-            return True
-        if kind is FileKind.TEST:
-            return False
-        if not (kind is FileKind.SCRIPT or name.startswith("_") or _runs_itself(self.ctx.module)):
-            return False
-        return not self._imported_by_neighbours()
+        return not at_top or kind is FileKind.NOTEBOOK or not self._imported_by_neighbours()
+
+    def _runs_itself(self) -> bool:
+        if self._program is None:
+            self._program = _runs_itself(self.ctx.module)
+        return self._program
 
     def method_calls(self, model_class: cst.ClassDef, name: str) -> List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]]:
         """The calls `obj.name(...)` in this file of the method `name` of `model_class` (a class at the top of the
         module) through its instances (`called_method`), each with the nodes around it, outermost first, the call
         last."""
-        return [
-            (call, stack) for call, stack in self._name_uses_of_file().method_calls.get(name, ())
-            if self.called_method(call, stack) == (model_class, name)
-        ]
+        found = []
+        for call, place in self._name_uses_of_file().method_calls.get(name, ()):
+            if self.called_method(call, place.stack) == (model_class, name):
+                found.append((call, _path_to(call, place.scopes)))
+        return found
 
     def called_method(self, call: cst.Call, stack: Sequence[cst.CSTNode]) -> Optional[Tuple[cst.ClassDef, str]]:
         """For `obj.name(...)` whose receiver is, by every origin, an instance built in this file of one class at the
@@ -730,17 +738,15 @@ class _NameUses:
         self.calls: Dict[str, List[Tuple[cst.Call, Place]]] = {}
         self.other: set = set()
         self.definitions: Dict[str, int] = {}
-        # Calls of a method name that a class at the top of the module defines (`model.init_hidden(...)`), with the
-        # nodes around each, outermost first, the call last.
-        self.method_calls: Dict[str, List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]]] = {}
+        # Calls of a method name that a class at the top of the module defines (`model.init_hidden(...)`), with where.
+        self.method_calls: Dict[str, List[Tuple[cst.Call, Place]]] = {}
         self._methods = frozenset(
             statement.name.value for cls in ctx.module.body if type(cls) is cst.ClassDef
             for statement in cls.body.body if type(statement) is cst.FunctionDef
         )
         self._not_reads: set = set()
-        # The scope nodes and statements around the visited node, outermost first; and every node around it.
+        # The scope nodes and statements around the visited node, outermost first.
         self._stack: List[cst.CSTNode] = []
-        self._nodes: List[cst.CSTNode] = []
 
     def visit(self, node: cst.CSTNode) -> bool:
         node_type = type(node)
@@ -748,14 +754,13 @@ class _NameUses:
             if id(node) not in self._not_reads:
                 self.other.add(node.value)
             return False
-        self._nodes.append(node)
         if node_type is cst.Call:
             func = node.func
             if type(func) is cst.Name:
                 self._not_reads.add(id(func))
                 self.calls.setdefault(func.value, []).append((node, self._place()))
             elif type(func) is cst.Attribute and func.attr.value in self._methods:
-                self.method_calls.setdefault(func.attr.value, []).append((node, tuple(self._nodes)))
+                self.method_calls.setdefault(func.attr.value, []).append((node, self._place()))
             for arg in node.args:
                 if arg.keyword is not None:
                     self._not_reads.add(id(arg.keyword))
@@ -773,14 +778,29 @@ class _NameUses:
     def leave(self, node: cst.CSTNode) -> None:
         if self._stack and self._stack[-1] is node:
             self._stack.pop()
-        if self._nodes and self._nodes[-1] is node:
-            self._nodes.pop()
 
     def _place(self) -> Place:
         scopes = tuple(node for node in self._stack if type(node) in SCOPE_TYPES)
         last = self._stack[-1] if self._stack else None
         statement = last if last is not None and type(last) in STATEMENT_TYPES else None
         return Place(self.ctx, scopes, statement)
+
+
+def _path_to(node: cst.CSTNode, scopes: Tuple[cst.CSTNode, ...]) -> Tuple[cst.CSTNode, ...]:
+    """Every node around `node`, outermost first, ending with it (a rule's stack), found from the innermost of the
+    scopes around it: asked for a few calls, so no stack is kept for every call of the file."""
+    path: List[cst.CSTNode] = []
+
+    def search(current: cst.CSTNode) -> bool:
+        path.append(current)
+        if current is node or any(search(child) for child in child_nodes(current)):
+            return True
+        path.pop()
+        return False
+
+    search(scopes[-1])
+    # Outside the innermost scope only the scopes are kept: a stack is read back to the function holding its point.
+    return tuple(scopes[:-1]) + tuple(path)
 
 
 def _runs_itself(module: cst.Module) -> bool:
