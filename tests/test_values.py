@@ -127,6 +127,19 @@ CASES = {
         _step(nn.CrossEntropyLoss())
         hooks = [_step]
         """, "criterion", ["?criterion"]),
+    "a function a registry's decorator hands out may be called anywhere": ("""
+        @MODELS.register
+        def _step(criterion):
+            return criterion  # <-
+        _step(nn.CrossEntropyLoss())
+        """, "criterion", ["?criterion"]),
+    "torch's decorators only wrap the function": ("""
+        import torch
+        @torch.no_grad()
+        def _evaluate(criterion):
+            return criterion  # <-
+        _evaluate(nn.CrossEntropyLoss())
+        """, "criterion", ["nn.CrossEntropyLoss()"]),
     "a call with *args: nothing known": ("""
         def _step(model, criterion):
             return criterion  # <-

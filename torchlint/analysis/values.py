@@ -380,8 +380,8 @@ class Values:
 
     def _only_called_here(self, definition: cst.CSTNode, around: Tuple[cst.CSTNode, ...]) -> bool:
         """The function or class `definition` (`around`: the scopes around it) is called only by its name in this
-        file: the name is bound once, by it, and never read other than to call it (not passed, decorated, wrapped
-        or subclassed), and no other file can import it. A def inside a function is its function's own; a
+        file: the name is bound once, by it, and never read other than to call it (not passed, wrapped or
+        subclassed), no decorator but torch's registers it anywhere, and no other file can import it. A def inside a function is its function's own; a
         module-level one is the file's in a notebook, in a script (its `__main__` guard, or a module-level call of
         its own functions: importing it would run it) or when its name is private (`_helper`), and then only while
         no other file of its folder imports the module."""
@@ -395,6 +395,12 @@ class Values:
                 return False
         elif type(around[-1]) is not cst.FunctionDef:
             return False
+        for decorator in definition.decorators:
+            # A registry's decorator (`@MODELS.register`, `@app.command`) hands the function to callers elsewhere;
+            # torch's (`@torch.no_grad()`) only wrap it.
+            target = decorator.decorator.func if type(decorator.decorator) is cst.Call else decorator.decorator
+            if not (self.ctx.qualified_name(target, around) or "").startswith("torch."):
+                return False
         uses = self._name_uses_of_file()
         if name in uses.other or uses.definitions.get(name, 0) != 1:
             return False
