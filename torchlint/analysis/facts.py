@@ -352,19 +352,25 @@ def _unpacked_from_loader(binding, place, ctx: "FileContext") -> bool:
 
 
 def items_iterated(expr: cst.BaseExpression, element=()) -> Tuple[cst.BaseExpression, Optional[Tuple[int, ...]]]:
-    """What a `for` over `expr` iterates beneath `enumerate(...)` and `tqdm(...)`, and the path of the target
-    `element` (the unpacking path of a loop target) within one of its items; None: not in an item (the index
+    """What a `for` over `expr` iterates beneath `enumerate(...)`, `zip(...)` and `tqdm(...)`, and the path of the
+    target `element` (the unpacking path of a loop target) within one of its items; None: not in an item (the index
     `enumerate` adds)."""
     while type(expr) is cst.Call and expr.args:
         callee = semantics.terminal_name(expr.func)
+        index = 0
         if callee == "enumerate" and type(expr.func) is cst.Name:
             if element:
                 if element[0] != 1:
                     return expr, None
                 element = element[1:]
+        elif callee == "zip" and type(expr.func) is cst.Name:
+            # `for (x, y), (u, v) in zip(a, b)`: the first part of each item is an item of `a`.
+            if not element or element[0] >= len(expr.args) or any(arg.star or arg.keyword for arg in expr.args):
+                return expr, None
+            index, element = element[0], element[1:]
         elif callee != "tqdm":
             break
-        expr = expr.args[0].value
+        expr = expr.args[index].value
     return expr, element
 
 
