@@ -795,16 +795,18 @@ class _NameUses:
 def _path_to(node: cst.CSTNode, scopes: Tuple[cst.CSTNode, ...]) -> Tuple[cst.CSTNode, ...]:
     """Every node around `node`, outermost first, ending with it (a rule's stack), found from the innermost of the
     scopes around it: asked for a few calls, so no stack is kept for every call of the file."""
-    path: List[cst.CSTNode] = []
-
-    def search(current: cst.CSTNode) -> bool:
-        path.append(current)
-        if current is node or any(search(child) for child in child_nodes(current)):
-            return True
-        path.pop()
-        return False
-
-    search(scopes[-1])
+    # Depth first without recursion (a long `a + b + ...` nests as deep as it is long): each entry is a node and
+    # the children of it still to try.
+    path: List[cst.CSTNode] = [scopes[-1]]
+    pending = [iter(child_nodes(scopes[-1]))]
+    while pending and path[-1] is not node:
+        child = next(pending[-1], None)
+        if child is None:
+            pending.pop()
+            path.pop()
+        else:
+            path.append(child)
+            pending.append(iter(child_nodes(child)))
     # Outside the innermost scope only the scopes are kept: a stack is read back to the function holding its point.
     return tuple(scopes[:-1]) + tuple(path)
 
