@@ -203,11 +203,12 @@ def _every_origin_built_by(expr: cst.BaseExpression, ctx: "FileContext", stack) 
     return found.pop() if len(found) == 1 else None
 
 
-def function_named(func: cst.BaseExpression, ctx: "FileContext", stack=None) -> Optional[str]:
-    """The qualified name of the function `func` (a call's callee) is: written out (`F.cross_entropy`), or the one
-    function every value of a variable, parameter or `self.x` is (`criterion = F.cross_entropy`), else None."""
+def function_named(func: cst.BaseExpression, among: FrozenSet[str], ctx: "FileContext", stack=None) -> Optional[str]:
+    """The qualified name of the function `func` (a call's callee) is, when it is one of `among`: written out
+    (`F.cross_entropy`), or the one function every value of a variable, parameter or `self.x` is (`criterion =
+    F.cross_entropy`); else None, or the name it is written as."""
     name = ctx.qualified_name(func, stack)
-    if name is not None or type(func) not in (cst.Name, cst.Attribute):
+    if name is not None or type(func) not in (cst.Name, cst.Attribute) or not _used_as_values(among, ctx):
         return name
     found = set()
     for origin in Values.of(ctx).origins(func, stack):
@@ -249,6 +250,19 @@ def is_scheduler(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bo
     return bool(name) and bool(_SCHEDULER_NAME.match(name.lower()))
 
 
+def _used_as_values(functions: FrozenSet[str], ctx: "FileContext") -> bool:
+    """The text names one of `functions` somewhere other than right before a call's `(`: a function bound to a name
+    or passed on (`criterion = F.cross_entropy`). Read once per file and set of names: `function_named` is asked of
+    most calls, and a file that only calls its functions needs no value followed."""
+    memo = ctx.file_text.memo
+    key = ("function values", functions)
+    found = memo.get(key)
+    if found is None:
+        pattern = re.compile(r"\b(?:%s)\b(?!\s*\()" % "|".join(sorted(re.escape(name.rpartition(".")[2]) for name in functions)))
+        found = memo[key] = pattern.search(ctx.text) is not None
+    return found
+
+
 def is_class_index_loss(call: cst.Call, ctx: "FileContext", stack=None) -> bool:
     """A call of `F.cross_entropy`/`F.nll_loss`, or of a criterion built from CrossEntropyLoss/NLLLoss."""
     if not ctx.may_name(CLASS_INDEX_LOSSES):
@@ -258,5 +272,5 @@ def is_class_index_loss(call: cst.Call, ctx: "FileContext", stack=None) -> bool:
     if type(call.func) is cst.Call:  # nn.CrossEntropyLoss()(logits, target)
         return ctx.qualified_name_in(call.func.func, CLASS_INDEX_LOSS_MODULES, stack)
     return built_from_in(call.func, CLASS_INDEX_LOSS_MODULES, ctx, stack) or (
-        function_named(call.func, ctx, stack) in CLASS_INDEX_LOSS_FUNCTIONS  # `criterion = F.cross_entropy`
+        function_named(call.func, CLASS_INDEX_LOSS_FUNCTIONS, ctx, stack) in CLASS_INDEX_LOSS_FUNCTIONS
     )

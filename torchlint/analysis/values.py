@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -125,6 +125,8 @@ class Values:
         # defines on import (`_only_called_here`), asked once.
         self._imported_elsewhere: Optional[bool] = None
         self._program: Optional[bool] = None
+        # The names of the methods the classes at the top of the module define (`called_method`), read once.
+        self._methods: Optional[FrozenSet[str]] = None
 
     @classmethod
     def of(cls, ctx: "FileContext") -> "Values":
@@ -428,6 +430,10 @@ class Values:
         and anything else."""
         func = call.func
         if type(func) is not cst.Attribute or (type(func.value) is cst.Name and func.value.value in ("self", "cls")):
+            return None
+        if self._methods is None:
+            self._methods = _top_level_methods(self.ctx.module)
+        if func.attr.value not in self._methods:  # most method calls are of other objects (`plt.plot`)
             return None
         classes = set()
         for origin in self.origins(func.value, stack):
@@ -746,10 +752,7 @@ class _NameUses:
         self.definitions: Dict[str, int] = {}
         # Calls of a method name that a class at the top of the module defines (`model.init_hidden(...)`), with where.
         self.method_calls: Dict[str, List[Tuple[cst.Call, Place]]] = {}
-        self._methods = frozenset(
-            statement.name.value for cls in ctx.module.body if type(cls) is cst.ClassDef
-            for statement in cls.body.body if type(statement) is cst.FunctionDef
-        )
+        self._methods = _top_level_methods(ctx.module)
         self._not_reads: set = set()
         # The scope nodes and statements around the visited node, outermost first.
         self._stack: List[cst.CSTNode] = []
@@ -790,6 +793,13 @@ class _NameUses:
         last = self._stack[-1] if self._stack else None
         statement = last if last is not None and type(last) in STATEMENT_TYPES else None
         return Place(self.ctx, scopes, statement)
+
+
+def _top_level_methods(module: cst.Module) -> FrozenSet[str]:
+    return frozenset(
+        statement.name.value for cls in module.body if type(cls) is cst.ClassDef
+        for statement in cls.body.body if type(statement) is cst.FunctionDef
+    )
 
 
 def _path_to(node: cst.CSTNode, scopes: Tuple[cst.CSTNode, ...]) -> Tuple[cst.CSTNode, ...]:

@@ -112,7 +112,10 @@ class ActivationBeforeLoss(Rule):
         rule's), else None."""
         ctx = self.ctx
         # A loss function bound to a name (`criterion = F.cross_entropy`) is followed only where one can be named.
-        name = semantics.function_named(call.func, ctx) if self.names_loss_functions else ctx.qualified_name(call.func)
+        name = (
+            semantics.function_named(call.func, self.loss_functions, ctx) if self.names_loss_functions
+            else ctx.qualified_name(call.func)
+        )
         if name in self.loss_functions:
             return name
         if type(call.func) is cst.Call:  # nn.CrossEntropyLoss()(logits, target)
