@@ -25,9 +25,12 @@ class WorkersWithoutMainGuard(Rule):
     Flags a module-level statement (outside any function or class and outside
     `if __name__ == "__main__":`) that starts worker processes: it iterates a
     DataLoader whose `num_workers` is not a literal `0` (`for batch in loader`,
-    `next(iter(loader))`, `list(loader)`, a comprehension over the loader), calls
+    `next(iter(loader))`, `list(loader)`, a comprehension over the loader, also
+    through `tqdm(loader)`, `enumerate`, `zip`, `itertools`, accelerate's `prepare`
+    and a dict of loaders: `for phase, loader in loaders.items()`), calls
     `torch.multiprocessing.spawn(...)` or `Process(...).start()`, or calls a function
-    that does one of these, however many calls deep: a function of the same module,
+    that does one of these, however many calls deep: a function of the same module
+    (also a method through an instance of a class of the module: `trainer.fit()`),
     or one imported from another file of the project (`from data import
     train_epoch`), read from disk as the value model finds it. A call of an imported
     function is reported only in a file that may run as a script: one with a
