@@ -193,6 +193,13 @@ CASES = {
         holder = Holder()
         print(holder.module)  # <-
         """, "holder.module", ["holder.module"]),
+    "a function sees the module's bindings that reach its def, and every later one": ("""
+        class Net: pass
+        class Net: pass
+        def build():
+            return Net  # <-
+        Net = make_net()
+        """, "Net", ["def Net", "make_net()"]),
     "a module variable read in a function: every assignment": ("""
         workers = 0
         def make():

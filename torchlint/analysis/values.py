@@ -308,10 +308,12 @@ class Values:
         index = place.scopes.index(scope.node) if scope.node in place.scopes else len(place.scopes) - 1
         scopes = place.scopes[: index + 1]
         flow = self.flow(scope.node)
-        # Only the scope's own code runs in order with this point; an enclosing scope's bindings may all hold.
-        position = flow.position(place.stack) if scope.node is place.scopes[-1] else None
+        if scope.node is place.scopes[-1]:
+            reaching = flow.reaching(name.value, flow.position(place.stack))
+        else:
+            reaching = _seen_inside(flow, name.value, place.scopes[index + 1] if index + 1 < len(place.scopes) else None)
         found: List[Origin] = []
-        for binding in flow.reaching(name.value, position):
+        for binding in reaching:
             if binding.definition is not None:
                 found.append(Origin(binding.definition, Place(self.ctx, scopes, binding.statement)))
             elif binding.value is None:
@@ -793,6 +795,18 @@ class _NameUses:
         last = self._stack[-1] if self._stack else None
         statement = last if last is not None and type(last) in STATEMENT_TYPES else None
         return Place(self.ctx, scopes, statement)
+
+
+def _seen_inside(flow: Flow, name: str, inner: Optional[cst.CSTNode]) -> List[Binding]:
+    """The bindings of `name` in the scope of `flow` that code inside `inner` (a def or class statement of that scope)
+    may see: it runs any time after the definition has run, so every binding after it, and of those before it the
+    ones that reach it (after `Net = A` then `Net = B`, a function defined below sees `B`: a notebook's later cell
+    replaces a class an earlier cell defined). Inside a lambda, every binding."""
+    position = flow.statements.get(id(inner)) if inner is not None and type(inner) in (cst.FunctionDef, cst.ClassDef) else None
+    if position is None:
+        return flow.reaching(name, None)
+    later = [binding for binding in flow.bindings.get(name, ()) if binding.order >= position[0]]
+    return flow.reaching(name, position) + later
 
 
 def _top_level_methods(module: cst.Module) -> FrozenSet[str]:
