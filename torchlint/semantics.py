@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, FrozenSet, Optional, Sequence
 import libcst as cst
 
 from torchlint.analysis.values import Values
+from torchlint.engine.scopes import parameters, scope_nodes_of
 from torchlint.engine.walk import walk
 
 # The syntax helpers every rule uses, kept importable from here with the torch vocabulary.
@@ -178,9 +179,10 @@ _SCHEDULER_NAME = re.compile(r".*sched.*")
 def built_from(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> Optional[str]:
     """Qualified name of the constructor a variable (or `self.attr`) was assigned from, if known: the last one, or,
     for a variable its scope rebinds to other constructors, the one whose binding reaches this point."""
+    assigned = ctx.assigned_values(expr, stack)
     built = [
         name for name in (
-            ctx.qualified_name(value.func, stack) for value in ctx.assigned_values(expr, stack) if isinstance(value, cst.Call)
+            ctx.qualified_name(value.func, stack) for value in assigned if isinstance(value, cst.Call)
         ) if name
     ]
     if len(set(built)) > 1 and isinstance(expr, cst.Name):
@@ -188,8 +190,20 @@ def built_from(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> Opti
         return _reaching_constructor(expr, ctx, stack)
     if built:
         return built[-1]
-    # Nothing assigned here: a parameter (bound at the function's calls), `self.x` set from a constructor's parameter.
-    return _every_origin_built_by(expr, ctx, stack) if type(expr) in (cst.Name, cst.Attribute) else None
+    # A parameter (bound at its function's calls), `self.x` set from a constructor's parameter: asked of most calls'
+    # callees, so the value model is asked only for those.
+    if (type(expr) is cst.Name and not assigned and _is_parameter(expr, ctx, stack)) or (
+        type(expr) is cst.Attribute and assigned and all(type(value) is cst.Name for value in assigned)
+    ):
+        return _every_origin_built_by(expr, ctx, stack)
+    return None
+
+
+def _is_parameter(name: cst.Name, ctx: "FileContext", stack) -> bool:
+    scope = ctx.scopes.binding_scope(name.value, ctx.scope_nodes if stack is None else scope_nodes_of(stack))
+    return scope is not None and type(scope.node) is cst.FunctionDef and any(
+        param.name.value == name.value for param in parameters(scope.node.params)
+    )
 
 
 def _every_origin_built_by(expr: cst.BaseExpression, ctx: "FileContext", stack) -> Optional[str]:
