@@ -374,12 +374,14 @@ class Values:
         if not self._only_called_here(definition, around):
             return []
         name = definition.name.value
-        sites = self._name_uses_of_file().calls.get(name, [])
-        for call, site in sites:
+        uses = self._name_uses_of_file()
+        sites = []
+        for call, scopes, statement in uses.calls.get(name, ()):
             # The name must mean this definition where it is called (not a local of the same name).
-            scope = self.ctx.scopes.binding_scope(name, site.scopes)
+            scope = self.ctx.scopes.binding_scope(name, scopes)
             if scope is None or scope.node is not around[-1]:
                 return []
+            sites.append((call, Place(self.ctx, scopes, statement)))
         return sites
 
     def _only_called_here(self, definition: cst.CSTNode, around: Tuple[cst.CSTNode, ...]) -> bool:
@@ -420,9 +422,10 @@ class Values:
         module) through its instances (`called_method`), each with the nodes around it, outermost first, the call
         last."""
         found = []
-        for call, place in self._name_uses_of_file().method_calls.get(name, ()):
-            if self.called_method(call, place.stack) == (model_class, name):
-                found.append((call, _path_to(call, place.scopes)))
+        uses = self._name_uses_of_file()
+        for call, scopes, statement in uses.method_calls.get(name, ()):
+            if self.called_method(call, Place(self.ctx, scopes, statement).stack) == (model_class, name):
+                found.append((call, _path_to(call, scopes)))
         return found
 
     def called_method(self, call: cst.Call, stack: Sequence[cst.CSTNode]) -> Optional[Tuple[cst.ClassDef, str]]:
@@ -464,7 +467,7 @@ class Values:
     def _name_uses_of_file(self) -> "_NameUses":
         if self._name_uses is None:
             self._name_uses = _NameUses(self.ctx)
-            walk(self.ctx.module, self._name_uses.visit, self._name_uses.leave)
+            walk_visitor(self.ctx.module, self._name_uses)
         return self._name_uses
 
 
@@ -742,59 +745,107 @@ class _Returns(OwnScopeVisitor):
             self.returns.append(node)
 
 
-class _NameUses:
+class _NameUses(cst.CSTVisitor):
     """Each name's calls by that name (`make_loader(...)`) with where they are made, the names read in any other way
     (passed on, assigned, decorated: a call could then happen anywhere), and how many `def`s and `class`es bind each
-    name. Names that are no reads are left out: attribute names, keywords of a call, parameters."""
+    name. Names that are no reads are left out: attribute names, keywords of a call, parameters.
+
+    One walk of the file, with handlers for the node types it reads and for statements (a read-only visitor costs
+    nothing at the others)."""
 
     def __init__(self, ctx: "FileContext"):
         self.ctx = ctx
-        self.calls: Dict[str, List[Tuple[cst.Call, Place]]] = {}
+        self.calls: Dict[str, List[Tuple[cst.Call, Tuple[cst.CSTNode, ...], Optional[cst.CSTNode]]]] = {}
         self.other: set = set()
         self.definitions: Dict[str, int] = {}
-        # Calls of a method name that a class at the top of the module defines (`model.init_hidden(...)`), with where.
-        self.method_calls: Dict[str, List[Tuple[cst.Call, Place]]] = {}
+        # Calls of a method name that a class at the top of the module defines (`model.init_hidden(...)`).
+        self.method_calls: Dict[str, List[Tuple[cst.Call, Tuple[cst.CSTNode, ...], Optional[cst.CSTNode]]]] = {}
         self._methods = _top_level_methods(ctx.module)
         self._not_reads: set = set()
-        # The scope nodes and statements around the visited node, outermost first.
-        self._stack: List[cst.CSTNode] = []
+        # The scope nodes around the visited node, outermost first; a def's scope starts at its body (its decorators
+        # and defaults are evaluated around it).
+        self._scopes: Tuple[cst.CSTNode, ...] = (ctx.module,)
+        self._bodies: Dict[int, cst.CSTNode] = {}
+        # The statements around the visited node, outermost first.
+        self._statements: List[cst.CSTNode] = []
 
-    def visit(self, node: cst.CSTNode) -> bool:
-        node_type = type(node)
-        if node_type is cst.Name:
-            if id(node) not in self._not_reads:
-                self.other.add(node.value)
-            return False
-        if node_type is cst.Call:
-            func = node.func
-            if type(func) is cst.Name:
-                self._not_reads.add(id(func))
-                self.calls.setdefault(func.value, []).append((node, self._place()))
-            elif type(func) is cst.Attribute and func.attr.value in self._methods:
-                self.method_calls.setdefault(func.attr.value, []).append((node, self._place()))
-            for arg in node.args:
-                if arg.keyword is not None:
-                    self._not_reads.add(id(arg.keyword))
-        elif node_type is cst.Attribute:
-            self._not_reads.add(id(node.attr))
-        elif node_type is cst.Param:
-            self._not_reads.add(id(node.name))
-        elif node_type is cst.FunctionDef or node_type is cst.ClassDef:
-            self._not_reads.add(id(node.name))
-            self.definitions[node.name.value] = self.definitions.get(node.name.value, 0) + 1
-        if node_type in SCOPE_TYPES or node_type in STATEMENT_TYPES:
-            self._stack.append(node)
-        return True
+    def enter_statement(self, node: cst.CSTNode) -> None:
+        self._statements.append(node)
 
-    def leave(self, node: cst.CSTNode) -> None:
-        if self._stack and self._stack[-1] is node:
-            self._stack.pop()
+    def leave_statement(self, node: cst.CSTNode) -> None:
+        self._statements.pop()
 
-    def _place(self) -> Place:
-        scopes = tuple(node for node in self._stack if type(node) in SCOPE_TYPES)
-        last = self._stack[-1] if self._stack else None
-        statement = last if last is not None and type(last) in STATEMENT_TYPES else None
-        return Place(self.ctx, scopes, statement)
+    def visit_Name(self, node: cst.Name) -> None:
+        if id(node) not in self._not_reads:
+            self.other.add(node.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if type(func) is cst.Name:
+            self._not_reads.add(id(func))
+            self.calls.setdefault(func.value, []).append((node, self._scopes, self._statements[-1] if self._statements else None))
+        elif type(func) is cst.Attribute and func.attr.value in self._methods:
+            self.method_calls.setdefault(func.attr.value, []).append((node, self._scopes, self._statements[-1] if self._statements else None))
+        for arg in node.args:
+            if arg.keyword is not None:
+                self._not_reads.add(id(arg.keyword))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._not_reads.add(id(node.attr))
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self._not_reads.add(id(node.name))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._definition(node)
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._statements.pop()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._definition(node)
+
+    def leave_ClassDef(self, node: cst.ClassDef) -> None:
+        self._statements.pop()
+
+    def _definition(self, node) -> None:
+        self._statements.append(node)
+        self._not_reads.add(id(node.name))
+        self.definitions[node.name.value] = self.definitions.get(node.name.value, 0) + 1
+        self._bodies[id(node.body)] = node
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._enter_body(node)
+
+    def leave_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._leave_body(node)
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        self._enter_body(node)
+
+    def leave_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        self._leave_body(node)
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        self._scopes += (node,)
+
+    def leave_Lambda(self, node: cst.Lambda) -> None:
+        self._scopes = self._scopes[:-1]
+
+    def _enter_body(self, block) -> None:
+        owner = self._bodies.get(id(block))
+        if owner is not None:
+            self._scopes += (owner,)
+
+    def _leave_body(self, block) -> None:
+        if id(block) in self._bodies:
+            self._scopes = self._scopes[:-1]
+
+
+# The other statements only mark where a call is made.
+for _statement_type in STATEMENT_TYPES - {cst.FunctionDef, cst.ClassDef}:
+    setattr(_NameUses, f"visit_{_statement_type.__name__}", _NameUses.enter_statement)
+    setattr(_NameUses, f"leave_{_statement_type.__name__}", _NameUses.leave_statement)
 
 
 def _seen_inside(flow: Flow, name: str, inner: Optional[cst.CSTNode]) -> List[Binding]:
