@@ -95,6 +95,111 @@ CASES = {
         def f(n):
             return n  # <-
         """, "n", ["?n"]),
+    "a parameter holds what every call passes, in a module that runs its own main()": ("""
+        def train(model, criterion):
+            return criterion  # <-
+        def main():
+            train(Net(), nn.CrossEntropyLoss())
+            train(Net(), criterion=nn.NLLLoss())
+        main()
+        """, "criterion", ["nn.CrossEntropyLoss()", "nn.NLLLoss()"]),
+    "a call that passes nothing gives the default": ("""
+        def _make(workers=0):
+            return workers  # <-
+        _make()
+        _make(workers=4)
+        """, "workers", ["0", "4"]),
+    "a call that does not pass a parameter without default: nothing known": ("""
+        def _make(workers):
+            return workers  # <-
+        _make(4)
+        _make()
+        """, "workers", ["?workers"]),
+    "a public function of a library module may be called by its importers": ("""
+        def train(model, criterion):
+            return criterion  # <-
+        def fit():
+            train(Net(), nn.CrossEntropyLoss())
+        """, "criterion", ["?criterion"]),
+    "a function also passed as a value may be called anywhere": ("""
+        def _step(criterion):
+            return criterion  # <-
+        _step(nn.CrossEntropyLoss())
+        hooks = [_step]
+        """, "criterion", ["?criterion"]),
+    "a function a registry's decorator hands out may be called anywhere": ("""
+        @MODELS.register
+        def _step(criterion):
+            return criterion  # <-
+        _step(nn.CrossEntropyLoss())
+        """, "criterion", ["?criterion"]),
+    "torch's decorators only wrap the function": ("""
+        import torch
+        @torch.no_grad()
+        def _evaluate(criterion):
+            return criterion  # <-
+        _evaluate(nn.CrossEntropyLoss())
+        """, "criterion", ["nn.CrossEntropyLoss()"]),
+    "a call with *args: nothing known": ("""
+        def _step(model, criterion):
+            return criterion  # <-
+        _step(*arguments)
+        """, "criterion", ["?criterion"]),
+    "a function nested in another is called only there": ("""
+        def run():
+            def step(criterion):
+                return criterion  # <-
+            step(nn.MSELoss())
+        """, "criterion", ["nn.MSELoss()"]),
+    "self.x set from a constructor's parameter: what each construction passes": ("""
+        class Trainer:
+            def __init__(self, model, criterion=None):
+                self.criterion = criterion
+            def fit(self):
+                return self.criterion  # <-
+        Trainer(Net(), criterion=nn.CrossEntropyLoss()).fit()
+        """, "self.criterion", ["nn.CrossEntropyLoss()"]),
+    "a method other than __init__ is called through instances: its parameters stay unknown": ("""
+        class Trainer:
+            def fit(self, loader):
+                return loader  # <-
+        Trainer().fit(DataLoader(d))
+        """, "loader", ["?loader"]),
+    "a loop over a dict's items: the values": ("""
+        loaders = dict(train=DataLoader(a), val=DataLoader(b))
+        for phase, loader in loaders.items():
+            print(loader)  # <-
+        """, "loader", ["DataLoader(a)", "DataLoader(b)"]),
+    "a loop over a dict's values, and over enumerate of a list": ("""
+        loaders = {"train": DataLoader(a), "val": DataLoader(b)}
+        for index, batches in enumerate([loaders["val"]]):
+            print(batches)  # <-
+        """, "batches", ["DataLoader(b)"]),
+    "a loop over zip: each argument's items": ("""
+        for model, optimizer in zip([Net()], [Adam(p)]):
+            print(optimizer)  # <-
+        """, "optimizer", ["Adam(p)"]),
+    "a loop over a DataLoader: nothing known of the batches": ("""
+        loader = DataLoader(d)
+        for batch in loader:
+            print(batch)  # <-
+        """, "batch", ["?batch"]),
+    "a wrapper's .module is the module it wraps": ("""
+        import torch.nn as nn
+        model = nn.DataParallel(Net())
+        print(model.module)  # <-
+        """, "model.module", ["Net()"]),
+    "the .module of an object that wraps nothing is not followed": ("""
+        holder = Holder()
+        print(holder.module)  # <-
+        """, "holder.module", ["holder.module"]),
+    "a function sees the module's bindings that reach its def, and every later one": ("""
+        class Net: pass
+        class Net: pass
+        def build():
+            return Net  # <-
+        Net = make_net()
+        """, "Net", ["def Net", "make_net()"]),
     "a module variable read in a function: every assignment": ("""
         workers = 0
         def make():

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, FrozenSet, Optional, Sequence
 import libcst as cst
 
 from torchlint.analysis.values import Values
+from torchlint.engine.scopes import parameters, scope_nodes_of
 from torchlint.engine.walk import walk
 
 # The syntax helpers every rule uses, kept importable from here with the torch vocabulary.
@@ -178,15 +179,57 @@ _SCHEDULER_NAME = re.compile(r".*sched.*")
 def built_from(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> Optional[str]:
     """Qualified name of the constructor a variable (or `self.attr`) was assigned from, if known: the last one, or,
     for a variable its scope rebinds to other constructors, the one whose binding reaches this point."""
+    assigned = ctx.assigned_values(expr, stack)
     built = [
         name for name in (
-            ctx.qualified_name(value.func, stack) for value in ctx.assigned_values(expr, stack) if isinstance(value, cst.Call)
+            ctx.qualified_name(value.func, stack) for value in assigned if isinstance(value, cst.Call)
         ) if name
     ]
     if len(set(built)) > 1 and isinstance(expr, cst.Name):
         # A notebook trying one loss after another (`loss_fn = nn.NLLLoss()`, cells later `nn.CrossEntropyLoss()`).
         return _reaching_constructor(expr, ctx, stack)
-    return built[-1] if built else None
+    if built:
+        return built[-1]
+    # A parameter (bound at its function's calls), `self.x` set from a constructor's parameter: asked of most calls'
+    # callees, so the value model is asked only for those.
+    if (type(expr) is cst.Name and not assigned and _is_parameter(expr, ctx, stack)) or (
+        type(expr) is cst.Attribute and assigned and all(type(value) is cst.Name for value in assigned)
+    ):
+        return _every_origin_built_by(expr, ctx, stack)
+    return None
+
+
+def _is_parameter(name: cst.Name, ctx: "FileContext", stack) -> bool:
+    scope = ctx.scopes.binding_scope(name.value, ctx.scope_nodes if stack is None else scope_nodes_of(stack))
+    return scope is not None and type(scope.node) is cst.FunctionDef and any(
+        param.name.value == name.value for param in parameters(scope.node.params)
+    )
+
+
+def _every_origin_built_by(expr: cst.BaseExpression, ctx: "FileContext", stack) -> Optional[str]:
+    """The one constructor every value `expr` may hold at this point was built by, else None."""
+    found = set()
+    for origin in Values.of(ctx).origins(expr, stack):
+        if type(origin.node) is not cst.Call or origin.applied or origin.opaque:
+            return None
+        found.add(origin.place.context.qualified_name(origin.node.func, origin.place.stack))
+    found.discard(None)
+    return found.pop() if len(found) == 1 else None
+
+
+def function_named(func: cst.BaseExpression, among: FrozenSet[str], ctx: "FileContext", stack=None) -> Optional[str]:
+    """The qualified name of the function `func` (a call's callee) is, when it is one of `among`: written out
+    (`F.cross_entropy`), or the one function every value of a variable, parameter or `self.x` is (`criterion =
+    F.cross_entropy`); else None, or the name it is written as."""
+    name = ctx.qualified_name(func, stack)
+    if name is not None or type(func) not in (cst.Name, cst.Attribute) or not _used_as_values(among, ctx):
+        return name
+    found = set()
+    for origin in Values.of(ctx).origins(func, stack):
+        if type(origin.node) not in (cst.Name, cst.Attribute) or origin.opaque or origin.node is func:
+            return None
+        found.add(origin.place.context.qualified_name(origin.node, origin.place.stack))
+    return found.pop() if len(found) == 1 else None
 
 
 def _reaching_constructor(name: cst.Name, ctx: "FileContext", stack) -> Optional[str]:
@@ -221,6 +264,19 @@ def is_scheduler(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bo
     return bool(name) and bool(_SCHEDULER_NAME.match(name.lower()))
 
 
+def _used_as_values(functions: FrozenSet[str], ctx: "FileContext") -> bool:
+    """The text names one of `functions` somewhere other than right before a call's `(`: a function bound to a name
+    or passed on (`criterion = F.cross_entropy`). Read once per file and set of names: `function_named` is asked of
+    most calls, and a file that only calls its functions needs no value followed."""
+    memo = ctx.file_text.memo
+    key = ("function values", functions)
+    found = memo.get(key)
+    if found is None:
+        pattern = re.compile(r"\b(?:%s)\b(?!\s*\()" % "|".join(sorted(re.escape(name.rpartition(".")[2]) for name in functions)))
+        found = memo[key] = pattern.search(ctx.text) is not None
+    return found
+
+
 def is_class_index_loss(call: cst.Call, ctx: "FileContext", stack=None) -> bool:
     """A call of `F.cross_entropy`/`F.nll_loss`, or of a criterion built from CrossEntropyLoss/NLLLoss."""
     if not ctx.may_name(CLASS_INDEX_LOSSES):
@@ -229,4 +285,6 @@ def is_class_index_loss(call: cst.Call, ctx: "FileContext", stack=None) -> bool:
         return True
     if type(call.func) is cst.Call:  # nn.CrossEntropyLoss()(logits, target)
         return ctx.qualified_name_in(call.func.func, CLASS_INDEX_LOSS_MODULES, stack)
-    return built_from_in(call.func, CLASS_INDEX_LOSS_MODULES, ctx, stack)
+    return built_from_in(call.func, CLASS_INDEX_LOSS_MODULES, ctx, stack) or (
+        function_named(call.func, CLASS_INDEX_LOSS_FUNCTIONS, ctx, stack) in CLASS_INDEX_LOSS_FUNCTIONS
+    )

@@ -193,10 +193,76 @@ def worker_loader_in(expr: cst.BaseExpression, ctx: "FileContext") -> Optional[c
             if found is not None:
                 return found
         return None
-    for origin in Values.of(ctx).origins(expr):
-        stack = origin.place.stack
-        if semantics.is_dataloader_call(origin.node, ctx, stack) and semantics.may_start_workers(origin.node, ctx, stack):
+    for origin in _beneath_wrappers(Values.of(ctx).origins(expr), starting_workers=expr):
+        there, stack = origin.place.context, origin.place.stack
+        if semantics.is_dataloader_call(origin.node, there, stack) and semantics.may_start_workers(origin.node, there, stack):
             return origin.node
+    return None
+
+
+# Calls whose iteration yields the items of their first argument, in order: progress bars, which iterate it only when
+# they are iterated, and iterator helpers, which call `iter()` on it when they are made.
+_PROGRESS_BARS = frozenset({
+    "tqdm.tqdm", "tqdm.std.tqdm", "tqdm.auto.tqdm", "tqdm.autonotebook.tqdm", "tqdm.notebook.tqdm", "tqdm.rich.tqdm",
+    "tqdm.tqdm_notebook", "tqdm.notebook.tqdm_notebook", "rich.progress.track",
+})
+_ITEM_PRESERVING = _PROGRESS_BARS | {"itertools.islice", "itertools.cycle", "iter"}
+# Iterating these iterates every argument (`enumerate`'s index aside): enough to start a loader's workers.
+_ITERATING_EVERY_ARGUMENT = frozenset({"enumerate", "zip", "itertools.chain", "itertools.zip_longest"})
+# Accelerate's methods returning the loader they are given, wrapped: its workers start when the wrapper is iterated.
+_PREPARING = frozenset({"prepare", "prepare_data_loader", "skip_first_batches"})
+_ACCELERATOR = frozenset({"accelerate.Accelerator", "accelerate.accelerator.Accelerator"})
+_WRAPPER_DEPTH = 4
+
+
+def _beneath_wrappers(
+    origins: List[Origin], starting_workers: Optional[cst.BaseExpression] = None, depth: int = 0,
+) -> List[Origin]:
+    """`origins`, with each iteration wrapper among them (`tqdm(loader)`, `iter(loader)`, also bound to a name before:
+    `bar = tqdm(loader)`) replaced by the origins of what it wraps.
+
+    `starting_workers`, the expression iterated, asks instead "does iterating it start a loader's workers": then also
+    the wrappers whose items differ but whose iteration iterates what they wrap (`enumerate`, `zip`,
+    `itertools.chain`) and accelerate's `prepare(loader)` are looked beneath; those that call `iter()` on what they
+    wrap when they are made (`iter`, `enumerate`, `islice`) only when written where it is iterated: bound to a name
+    first, they started the workers there (`batches = iter(loader)`, then `next(batches)` starts nothing)."""
+    found: List[Origin] = []
+    for origin in origins:
+        wrapped = None
+        if depth < _WRAPPER_DEPTH and not origin.applied:
+            wrapped = _wrapped(origin, starting_workers is not None, origin.node is starting_workers)
+        if wrapped is None:
+            found.append(origin)
+            continue
+        values = Values.of(origin.place.context)
+        for expr in wrapped:
+            found += _beneath_wrappers(values.origins(expr, origin.place.stack), starting_workers and expr, depth + 1)
+    return found
+
+
+def _wrapped(origin: Origin, starting_workers: bool, inline: bool) -> Optional[List[cst.BaseExpression]]:
+    """What the wrapper call `origin` iterates, None when it is no wrapper (`_beneath_wrappers`)."""
+    call = origin.node
+    if type(call) is not cst.Call or not call.args:
+        return None
+    ctx, stack = origin.place.context, origin.place.stack
+    positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+    if not positional:
+        return None
+    name = ctx.qualified_name(call.func, stack)
+    if name is None and type(call.func) is cst.Name and ctx.scopes.binding_scope(call.func.value, origin.place.scopes) is None:
+        name = call.func.value  # a builtin
+    if name in _PROGRESS_BARS or (name in _ITEM_PRESERVING and (inline or not starting_workers)):
+        return positional[:1]
+    if not starting_workers:
+        return None
+    if name in _ITERATING_EVERY_ARGUMENT and (inline or name == "itertools.chain"):
+        return positional
+    if semantics.method_name(call) in _PREPARING and len(positional) == 1 and any(
+        type(owner.node) is cst.Call and owner.place.context.qualified_name_in(owner.node.func, _ACCELERATOR, owner.place.stack)
+        for owner in Values.of(ctx).origins(call.func.value, stack)
+    ):
+        return positional
     return None
 
 
@@ -286,19 +352,25 @@ def _unpacked_from_loader(binding, place, ctx: "FileContext") -> bool:
 
 
 def items_iterated(expr: cst.BaseExpression, element=()) -> Tuple[cst.BaseExpression, Optional[Tuple[int, ...]]]:
-    """What a `for` over `expr` iterates beneath `enumerate(...)` and `tqdm(...)`, and the path of the target
-    `element` (the unpacking path of a loop target) within one of its items; None: not in an item (the index
+    """What a `for` over `expr` iterates beneath `enumerate(...)`, `zip(...)` and `tqdm(...)`, and the path of the
+    target `element` (the unpacking path of a loop target) within one of its items; None: not in an item (the index
     `enumerate` adds)."""
     while type(expr) is cst.Call and expr.args:
         callee = semantics.terminal_name(expr.func)
+        index = 0
         if callee == "enumerate" and type(expr.func) is cst.Name:
             if element:
                 if element[0] != 1:
                     return expr, None
                 element = element[1:]
+        elif callee == "zip" and type(expr.func) is cst.Name:
+            # `for (x, y), (u, v) in zip(a, b)`: the first part of each item is an item of `a`.
+            if not element or element[0] >= len(expr.args) or any(arg.star or arg.keyword for arg in expr.args):
+                return expr, None
+            index, element = element[0], element[1:]
         elif callee != "tqdm":
             break
-        expr = expr.args[0].value
+        expr = expr.args[index].value
     return expr, element
 
 
@@ -306,7 +378,7 @@ def loaders_iterated(expr: cst.BaseExpression, stack, ctx: "FileContext") -> Lis
     """The `DataLoader(...)` constructions `expr` holds at `stack`: [] unless every value it may hold is one."""
     if not ctx.may_name(semantics.DATALOADER):
         return []
-    origins = Values.of(ctx).origins(expr, stack)
+    origins = _beneath_wrappers(Values.of(ctx).origins(expr, stack))
     if origins and all(
         semantics.is_dataloader_call(origin.node, origin.place.context, origin.place.stack) for origin in origins
     ):

@@ -73,6 +73,13 @@ def is_test_path(filename: str) -> bool:
     return stem.startswith("test_") or stem.endswith("_test") or stem == "conftest" or not _TEST_FOLDERS.isdisjoint(folders)
 
 
+def is_test_function(name: str, kind: FileKind, imports_pytest: bool) -> bool:
+    """`name` is a function pytest runs as a test: `test*` in a test file, or in a module that imports pytest (a
+    project's `python_files` may collect it). pytest collects no other file, so in a notebook or a script a
+    `test_env(model, env)` is a helper like any other."""
+    return name.startswith("test") and (kind is FileKind.TEST or (imports_pytest and kind is not FileKind.NOTEBOOK))
+
+
 def _has_main_guard(module: cst.Module) -> bool:
     return any(isinstance(statement, cst.If) and is_main_guard(statement.test) for statement in module.body)
 

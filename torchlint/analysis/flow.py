@@ -14,7 +14,8 @@ statement), since it hides everything before it. So after `if a: x = 1` /
 only the softmax. A statement inside a loop also sees the bindings later in the
 same loop body (the previous iteration's), unless a binding that runs before it on
 every iteration hides them (`a = f(); use(a); a = g()`). Code in another scope (a function
-reading a module variable) may run at any time: it sees every binding.
+reading a module variable) may run at any time once its `def` has run: it sees the bindings
+that reach the `def` and every later one (`values._seen_inside`).
 
 The arms of an `if` never run in one pass: a binding in one does not reach a statement
 in another. An `if` chain with an `else` whose every arm binds the name (directly in the arm, not

@@ -247,9 +247,12 @@ class ModuleClasses:
         if type(value) is cst.Call:
             return self.builds_stateless_module(value, stack, depth)
         if type(value) is cst.Name and not called:
-            origins = Values.of(self.ctx).origins(value, stack)
-            # A parameter of the method: were it a module, the class would call it.
-            return bool(origins) and all(origin.opaque and type(origin.node) is cst.Name for origin in origins)
+            values = Values.of(self.ctx)
+            found = values.bindings(value, values.place(stack))
+            # A parameter of the method (whatever its calls pass): were it a module, the class would call it.
+            return found is not None and type(found[0]) is cst.FunctionDef and bool(found[1]) and all(
+                binding.statement is None and binding.value is None for binding in found[1]
+            )
         return False
 
     def enclosing(self, stack: Sequence[cst.CSTNode]) -> Optional[Tuple[ModuleClass, cst.FunctionDef]]:

@@ -6,10 +6,14 @@ here, have been made?" with a list of `Origin`s, found by following:
 - names to the bindings that reach the point (`flow.py`: in source order, `if`
   arms joined), in whatever scope binds them;
 - unpacking (`a, b = pair`) and subscripts (`loaders[phase]`, `cfg["workers"]`)
-  into literal tuples, lists and dicts;
+  into literal tuples, lists and dicts (and `dict(train=..., val=...)`), and loop
+  targets into the items of those (`for phase, loader in loaders.items()`);
+- parameters to what every call of their function passes (`_parameter`), where every
+  call is one this file makes by the function's name (`_only_called_here`);
 - identity wrappers (`Variable(x)`, `nn.DataParallel(model)`, DDP,
   `torch.compile(model)`) and the methods that return their module (`.to`,
   `.cuda`, `.train`, `.eval`, `.half`, ...): `model = model.cuda()` is the model;
+  `.module`/`._orig_mod` of such a wrapper is what it wraps;
 - `self.x` to what any method of the class assigns it;
 - calls: of a function of the file to what it returns, of a model instance to what
   its class's `forward` returns, of an `nn.Sequential` to what its last layer
@@ -17,8 +21,9 @@ here, have been made?" with a list of `Origin`s, found by following:
   module (`Origin.applied`): the output of `nn.Softmax(dim=1)` at the end of a
   `Sequential` is an origin applied from `nn.Softmax(dim=1)`.
 
-What cannot be followed (a parameter, a loop variable, a call of an unknown
-function) is an origin of its own, `opaque` when nothing at all is known of it.
+What cannot be followed (a parameter of a function called from elsewhere, a loop
+variable over a DataLoader, a call of an unknown function) is an origin of its own,
+`opaque` when nothing at all is known of it.
 The model is torch-agnostic in its mechanics; the few torch names it follows
 through are listed here, and rules decide what an origin means.
 
@@ -28,7 +33,9 @@ reach as today's rules had it: one function's body and what it calls directly.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple
+import os
+import re
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -37,7 +44,7 @@ from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.flow import Binding, Flow, scan
 from torchlint.analysis.project import PROJECT
 from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
-from torchlint.engine.walk import STATEMENT_TYPES, OwnScopeVisitor, statement_structure, walk_visitor
+from torchlint.engine.walk import STATEMENT_TYPES, OwnScopeVisitor, child_nodes, statement_structure, walk, walk_visitor
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
@@ -58,6 +65,8 @@ SEQUENTIAL = frozenset({"torch.nn.Sequential", "torch.nn.modules.container.Seque
 # Among them, the casts: on a tensor they make a value of another dtype (`origins(..., through_casts=False)`).
 CASTS = frozenset({"float", "double", "half", "bfloat16"})
 _WRAPPER_LAST_PARTS = frozenset(name.rpartition(".")[2] for name in IDENTITY_WRAPPERS)
+# The attributes through which a wrapper gives the module it wraps: DataParallel's and DDP's, `torch.compile`'s.
+_WRAPPED_ATTRIBUTES = frozenset({"module", "_orig_mod"})
 _MAX_DEPTH = 6
 _CONSTANT_NAMES = frozenset({"None", "True", "False"})
 _MISSING = syntax.MISSING
@@ -108,8 +117,16 @@ class Values:
         self._returns: Dict[int, List[cst.Return]] = {}
         # Set for the duration of one `origins` question.
         self._through_casts = True
-        # Calls of each name of the file, and names used otherwise (`_uses_of`), gathered on first need.
+        # Above 0 while following the receiver of `.module`/`._orig_mod`: the wrapper calls are what is asked about.
+        self._keep_wrappers = 0
+        # Calls of each name of the file, and names used otherwise (`_calls_of`), gathered on first need.
         self._name_uses: Optional["_NameUses"] = None
+        # Whether another project file may import this one's module-level names, and whether the module runs what it
+        # defines on import (`_only_called_here`), asked once.
+        self._imported_elsewhere: Optional[bool] = None
+        self._program: Optional[bool] = None
+        # The names of the methods the classes at the top of the module define (`called_method`), read once.
+        self._methods: Optional[FrozenSet[str]] = None
 
     @classmethod
     def of(cls, ctx: "FileContext") -> "Values":
@@ -119,70 +136,35 @@ class Values:
 
     def origins(
         self, expr: cst.BaseExpression, stack: Optional[Sequence[cst.CSTNode]] = None, through_casts: bool = True,
+        dereferenced: bool = False,
     ) -> List[Origin]:
         """The origins of `expr` evaluated at the innermost point of `stack` (default: the node being visited).
 
         `through_casts=False` stops at `.float()`, `.half()` and the like, for questions about a tensor's dtype.
+        `dereferenced=True` for a value the code goes on to index or read an attribute of (`loss.data[0]`): `None`
+        has neither, so where the value was `None` the program has already failed, and that origin is left out (a
+        helper's early `return None` does not hide the tensor it returns otherwise).
         """
         stack = self.ctx.stack if stack is None else stack
         self._through_casts = through_casts
         try:
-            return _distinct(self._follow(expr, self.place(stack), 0, frozenset()))
+            found = _distinct(self._follow(expr, self.place(stack), 0, frozenset()))
         finally:
             self._through_casts = True
             _ANSWERED.clear()
+        if dereferenced:
+            found = [origin for origin in found if not _is_none(origin.node)] or found
+        return found
 
     def constant(self, expr: cst.BaseExpression, stack: Optional[Sequence[cst.CSTNode]] = None):
         """The literal value `expr` always has here (`num_workers` after `num_workers = 0`), else `syntax.MISSING`."""
         found = _MISSING
         for origin in self.origins(expr, stack):
-            if origin.opaque:
-                value = self._notebook_parameter(origin)
-            else:
-                value = _MISSING if origin.applied else syntax.literal(origin.node)
+            value = _MISSING if origin.applied or origin.opaque else syntax.literal(origin.node)
             if syntax.is_missing(value) or (not syntax.is_missing(found) and value != found):
                 return _MISSING
             found = value
         return found
-
-    def _notebook_parameter(self, origin: Origin):
-        """The literal a parameter of a notebook's function always holds: its default and what every call of the
-        function in the notebook passes for it (`def make_loader(..., num_workers=0)`, never called with workers).
-        Only in a notebook, whose functions no other file imports; MISSING when the function is used otherwise than
-        called by name, or a call passes `*args`/`**kwargs`."""
-        function = origin.place.scopes[-1]
-        if (
-            self.ctx.file_kind is not FileKind.NOTEBOOK or type(origin.node) is not cst.Name
-            or len(origin.place.scopes) != 2 or type(function) is not cst.FunctionDef
-        ):
-            return _MISSING
-        params = function.params
-        positional = list(params.posonly_params) + list(params.params)
-        param = next((param for param in positional + list(params.kwonly_params) if param.name.value == origin.node.value), None)
-        if param is None:
-            return _MISSING
-        default = syntax.literal(param.default) if param.default is not None else _MISSING
-        index = positional.index(param) if param in positional else None
-        uses = self._uses_of(function.name.value)
-        if not uses:  # used otherwise (None), or never called
-            return _MISSING
-        found = _MISSING
-        for call in uses:
-            if any(arg.star for arg in call.args):
-                return _MISSING
-            given = syntax.keyword(call, param.name.value) or (syntax.positional(call, index) if index is not None else None)
-            value = syntax.literal(given.value) if given is not None else default
-            if syntax.is_missing(value) or (not syntax.is_missing(found) and value != found):
-                return _MISSING
-            found = value
-        return found
-
-    def _uses_of(self, name: str) -> Optional[List[cst.Call]]:
-        """The calls of the module-level name `name` in the file, None when the name is also used otherwise."""
-        if self._name_uses is None:
-            self._name_uses = _NameUses()
-            walk_visitor(self.ctx.module, self._name_uses)
-        return None if name in self._name_uses.other else self._name_uses.calls.get(name, [])
 
     def assigned_here(self, name: cst.BaseExpression, stack: Optional[Sequence[cst.CSTNode]] = None) -> List[cst.BaseExpression]:
         """The values assigned to the variable `name` whose assignments reach this point, one step back
@@ -276,7 +258,7 @@ class Values:
         if key in seen:
             _CUTS[0] += 1
             return []
-        memo_key = (key, id(place.scopes[-1]), id(place.context), depth)
+        memo_key = (key, id(place.scopes[-1]), id(place.context), depth, self._keep_wrappers)
         found = _ANSWERED.get(memo_key)
         if found is not None:
             return found
@@ -326,20 +308,168 @@ class Values:
         index = place.scopes.index(scope.node) if scope.node in place.scopes else len(place.scopes) - 1
         scopes = place.scopes[: index + 1]
         flow = self.flow(scope.node)
-        # Only the scope's own code runs in order with this point; an enclosing scope's bindings may all hold.
-        position = flow.position(place.stack) if scope.node is place.scopes[-1] else None
+        if scope.node is place.scopes[-1]:
+            reaching = flow.reaching(name.value, flow.position(place.stack))
+        else:
+            reaching = _seen_inside(flow, name.value, place.scopes[index + 1] if index + 1 < len(place.scopes) else None)
         found: List[Origin] = []
-        for binding in flow.reaching(name.value, position):
+        for binding in reaching:
             if binding.definition is not None:
                 found.append(Origin(binding.definition, Place(self.ctx, scopes, binding.statement)))
             elif binding.value is None:
-                found.append(Origin(name, place, opaque=True))
+                items = None
+                if binding.statement is None and type(scope.node) is cst.FunctionDef:
+                    items = self._parameter(name, scope.node, scopes, place, depth, seen)
+                elif type(binding.statement) is cst.For and binding.name == name.value:
+                    loop_place = Place(self.ctx, scopes, binding.statement)
+                    items = self._iterated(binding.statement.iter, binding.element, loop_place, depth, seen)
+                found += items if items else [Origin(name, place, opaque=True)]
             else:
                 origins = self._follow(binding.value, Place(self.ctx, scopes, binding.statement), depth, seen)
                 for index in binding.element:
                     origins = self._elements(origins, index, depth, seen)
                 found += origins
         return found or [Origin(name, place, opaque=True)]
+
+    def _parameter(
+        self, name: cst.Name, function: cst.FunctionDef, scopes: Tuple[cst.CSTNode, ...], place: Place, depth: int,
+        seen: frozenset,
+    ) -> List[Origin]:
+        """The values a parameter of `function` (whose scopes, ending with it, are `scopes`) may hold: what each call
+        of the function passes for it, or its default where a call passes nothing, when every call of the function
+        is one this file makes by its name (`_calls_of`); else nothing is known of it."""
+        unknown = [Origin(name, place, opaque=True)]
+        sites = self._calls_of(function, scopes[:-1])
+        if not sites:
+            return unknown
+        params = function.params
+        positional = list(params.posonly_params) + list(params.params)
+        skip = 1 if function.name.value == "__init__" else 0
+        param = next((param for param in positional + list(params.kwonly_params) if param.name.value == name.value), None)
+        if param is None or (param in positional and positional.index(param) < skip):
+            return unknown
+        index = positional.index(param) - skip if param in positional else None
+        found: List[Origin] = []
+        for call, site in sites:
+            if any(arg.star for arg in call.args):
+                return unknown
+            given = syntax.keyword(call, name.value) or (syntax.positional(call, index) if index is not None else None)
+            if given is not None:
+                found += self._follow(given.value, site, depth + 1, seen)
+            elif param.default is not None:
+                found += self._follow(param.default, Place(self.ctx, scopes[:-1], function), depth + 1, seen)
+            else:
+                return unknown
+        return found or unknown
+
+    def _calls_of(self, function: cst.FunctionDef, around: Tuple[cst.CSTNode, ...]) -> List[Tuple[cst.Call, Place]]:
+        """Every call of `function` (`around`: the scopes around its def), with where it is made: the calls of a
+        function by its name, or of a class by its name for its `__init__`; [] when it may be called otherwise, so
+        its parameters hold what no call here shows (`_only_called_here`)."""
+        definition: cst.CSTNode = function
+        if type(around[-1]) is cst.ClassDef:
+            if function.name.value != "__init__":
+                return []  # a method is called through instances, wherever they go
+            definition, around = around[-1], around[:-1]
+        if not self._only_called_here(definition, around):
+            return []
+        name = definition.name.value
+        uses = self._name_uses_of_file()
+        sites = []
+        for call, scopes, statement in uses.calls.get(name, ()):
+            # The name must mean this definition where it is called (not a local of the same name).
+            scope = self.ctx.scopes.binding_scope(name, scopes)
+            if scope is None or scope.node is not around[-1]:
+                return []
+            sites.append((call, Place(self.ctx, scopes, statement)))
+        return sites
+
+    def _only_called_here(self, definition: cst.CSTNode, around: Tuple[cst.CSTNode, ...]) -> bool:
+        """The function or class `definition` (`around`: the scopes around it) is called only by its name in this
+        file: the name is bound once, by it, and never read other than to call it (not passed, wrapped or
+        subclassed), no decorator but torch's registers it anywhere, and no other file can import it. A def inside a function is its function's own; a
+        module-level one is the file's in a notebook, in a script (its `__main__` guard, or a module-level call of
+        its own functions: importing it would run it) or when its name is private (`_helper`), and then only while
+        no other file of its folder imports the module."""
+        name = definition.name.value
+        at_top = type(around[-1]) is cst.Module
+        kind = self.ctx.file_kind
+        if at_top:
+            if kind is FileKind.TEST or not (
+                kind is FileKind.NOTEBOOK or kind is FileKind.SCRIPT or name.startswith("_") or self._runs_itself()
+            ):
+                return False
+        elif type(around[-1]) is not cst.FunctionDef:
+            return False
+        for decorator in definition.decorators:
+            # A registry's decorator (`@MODELS.register`, `@app.command`) hands the function to callers elsewhere;
+            # torch's (`@torch.no_grad()`) only wrap it.
+            target = decorator.decorator.func if type(decorator.decorator) is cst.Call else decorator.decorator
+            if not (self.ctx.qualified_name(target, around) or "").startswith("torch."):
+                return False
+        uses = self._name_uses_of_file()
+        if name in uses.other or uses.definitions.get(name, 0) != 1:
+            return False
+        return not at_top or kind is FileKind.NOTEBOOK or not self._imported_by_neighbours()
+
+    def _runs_itself(self) -> bool:
+        if self._program is None:
+            self._program = _runs_itself(self.ctx.module)
+        return self._program
+
+    def method_calls(self, model_class: cst.ClassDef, name: str) -> List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]]:
+        """The calls `obj.name(...)` in this file of the method `name` of `model_class` (a class at the top of the
+        module) through its instances (`called_method`), each with the nodes around it, outermost first, the call
+        last."""
+        found = []
+        uses = self._name_uses_of_file()
+        for call, scopes, statement in uses.method_calls.get(name, ()):
+            if self.called_method(call, Place(self.ctx, scopes, statement).stack) == (model_class, name):
+                found.append((call, _path_to(call, scopes)))
+        return found
+
+    def called_method(self, call: cst.Call, stack: Sequence[cst.CSTNode]) -> Optional[Tuple[cst.ClassDef, str]]:
+        """For `obj.name(...)` whose receiver is, by every origin, an instance built in this file of one class at the
+        top of the module that defines the method (`model = RNN(...)`, then `model.init_hidden(n)`, also through
+        parameters and `self.model`): that class and the method's name. None for `self.name(...)` (the call graph's)
+        and anything else."""
+        func = call.func
+        if type(func) is not cst.Attribute or (type(func.value) is cst.Name and func.value.value in ("self", "cls")):
+            return None
+        if self._methods is None:
+            self._methods = _top_level_methods(self.ctx.module)
+        if func.attr.value not in self._methods:  # most method calls are of other objects (`plt.plot`)
+            return None
+        classes = set()
+        for origin in self.origins(func.value, stack):
+            if type(origin.node) is not cst.Call or origin.applied or origin.opaque or origin.place.context is not self.ctx:
+                return None
+            built = [built.node for built in self.origins(origin.node.func, origin.place.stack) if type(built.node) is cst.ClassDef]
+            if len(built) != 1:
+                return None
+            classes.add(built[0])
+        if len(classes) != 1:
+            return None
+        model_class = classes.pop()
+        if not any(statement is model_class for statement in self.ctx.module.body) or method_of(model_class, func.attr.value) is None:
+            return None
+        return model_class, func.attr.value
+
+    def _imported_by_neighbours(self) -> bool:
+        if self._imported_elsewhere is None:
+            stem = os.path.splitext(os.path.basename(self.ctx.filename))[0].encode()
+            pattern = re.compile(rb"\b(?:import|from)\s+(?:\.*\w+\.)*\.?" + re.escape(stem) + rb"\b")
+            self._imported_elsewhere = bool(stem) and PROJECT.neighbours_hold(
+                self.ctx.filename, lambda data: pattern.search(data) is not None,
+            )
+        return self._imported_elsewhere
+
+    def _name_uses_of_file(self) -> "_NameUses":
+        if self._name_uses is None:
+            self._name_uses = _NameUses(self.ctx)
+            walk_visitor(self.ctx.module, self._name_uses)
+        return self._name_uses
+
 
     def _imported(self, path: str, written: cst.CSTNode, place: Place, depth: int, seen: frozenset) -> List[Origin]:
         """A name imported from a project file (`analysis/project.py`) is followed into it; others are origins."""
@@ -360,6 +490,10 @@ class Values:
         if path is not None:  # `utils.build` after `import utils`
             return self._imported(path, attribute, place, depth, seen)
         receiver = attribute.value
+        if attribute.attr.value in _WRAPPED_ATTRIBUTES:
+            unwrapped = self._unwrapped(receiver, place, depth, seen)
+            if unwrapped is not None:
+                return unwrapped
         owner = self.enclosing_class(place)
         if owner is None or type(receiver) is not cst.Name or not _is_self(receiver, place.scopes[-1]):
             return [Origin(attribute, place)]
@@ -373,18 +507,93 @@ class Values:
                 found += self._follow(value, Place(self.ctx, around + (model_class, method)), depth, seen)
         return found or [Origin(attribute, place)]
 
+    def _unwrapped(self, wrapper: cst.BaseExpression, place: Place, depth: int, seen: frozenset) -> Optional[List[Origin]]:
+        """For `model.module` (`._orig_mod`): the origins of the modules `model` wraps, when every value of `model`
+        is an identity wrapper's call (`nn.DataParallel(net)`, `torch.compile(net)`); else None."""
+        self._keep_wrappers += 1
+        try:
+            wrappers = self._follow(wrapper, place, depth, seen)
+        finally:
+            self._keep_wrappers -= 1
+        found: List[Origin] = []
+        for origin in wrappers:
+            wrapped = _wrapped_module(origin)
+            if wrapped is None:
+                return None
+            found += self._at(origin.place)._follow(wrapped, origin.place, depth, seen)
+        return found or None
+
     def _subscript(self, subscript: cst.Subscript, place: Place, depth: int, seen: frozenset) -> List[Origin]:
         if len(subscript.slice) != 1 or not isinstance(subscript.slice[0].slice, cst.Index):
             return [Origin(subscript, place)]
         key = syntax.literal(subscript.slice[0].slice.value)
         return self._elements(self._follow(subscript.value, place, depth, seen), key, depth, seen, subscript)
 
+    def _iterated(
+        self, iterable: cst.BaseExpression, element: Tuple[int, ...], place: Place, depth: int, seen: frozenset,
+    ) -> Optional[List[Origin]]:
+        """The origins of the part `element` (an unpacking path) of the items a `for` over `iterable` gets, when it
+        iterates literal containers (`for loader in [train_loader, val_loader]`, `for phase, loader in
+        loaders.items()`, `.values()`, `enumerate(...)` and `zip(...)` of those); None when they are not known."""
+        if type(iterable) is cst.Call:
+            func = iterable.func
+            builtin = func.value if type(func) is cst.Name and self.ctx.scopes.binding_scope(func.value, place.scopes) is None else None
+            if builtin in ("enumerate", "zip") and iterable.args and not any(arg.star or arg.keyword for arg in iterable.args):
+                # enumerate: (index, item); zip: one item of each argument.
+                if not element or (element[0] != 1 if builtin == "enumerate" else element[0] >= len(iterable.args)):
+                    return None
+                wrapped = iterable.args[0 if builtin == "enumerate" else element[0]].value
+                return self._iterated(wrapped, element[1:], place, depth, seen)
+            method = syntax.method_name(iterable)
+            if method in ("values", "items") and not iterable.args:
+                containers = self._follow(func.value, place, depth, seen)
+                if not containers or not all(_dict_entries(origin) is not None for origin in containers):
+                    return None
+                if method == "items":
+                    if not element or element[0] not in (0, 1):
+                        return None
+                    kind, element = ("keys" if element[0] == 0 else "values"), element[1:]
+                else:
+                    kind = "values"
+                found: List[Origin] = []
+                for container in containers:
+                    there = self._at(container.place)
+                    for key, value in _dict_entries(container):
+                        if kind == "values":
+                            found += there._follow(value, container.place, depth, seen)
+                        elif key is not None:
+                            found.append(Origin(key, container.place))
+                        else:
+                            return None
+                return self._parts(found, element, depth, seen)
+        containers = self._follow(iterable, place, depth, seen)
+        if not containers or not all(
+            not origin.applied and type(origin.node) in (cst.Tuple, cst.List, cst.Set) for origin in containers
+        ):
+            return None
+        items: List[Origin] = []
+        for container in containers:
+            if any(type(item) is cst.StarredElement for item in container.node.elements):
+                return None
+            there = self._at(container.place)
+            for item in container.node.elements:
+                items += there._follow(item.value, container.place, depth, seen)
+        return self._parts(items, element, depth, seen)
+
+    def _parts(self, origins: List[Origin], element: Tuple[int, ...], depth: int, seen: frozenset) -> Optional[List[Origin]]:
+        for index in element:
+            origins = self._elements(origins, index, depth, seen)
+        return origins or None
+
     def _elements(self, containers: List[Origin], key, depth: int, seen: frozenset, written: Optional[cst.CSTNode] = None) -> List[Origin]:
         """The origins of `container[key]` for each container origin (`key` MISSING: any element)."""
         found: List[Origin] = []
         for container in containers:
             node = container.node
-            if not container.applied and type(node) in (cst.Tuple, cst.List) and not any(
+            if type(node) is cst.Call and _dict_entries(container) is not None:  # dict(train=..., val=...)
+                chosen = [arg.value for arg in node.args if syntax.is_missing(key) or arg.keyword.value == key]
+                elements = chosen or [arg.value for arg in node.args]
+            elif not container.applied and type(node) in (cst.Tuple, cst.List) and not any(
                 isinstance(element, cst.StarredElement) for element in node.elements
             ):
                 elements = [element.value for element in node.elements]
@@ -412,17 +621,17 @@ class Values:
         method = syntax.method_name(call)
         if method in RETURNING_SELF and (self._through_casts or method not in CASTS):
             return self._follow(func.value, place, depth, seen)
-        if syntax.terminal_name(func) in _WRAPPER_LAST_PARTS and self.ctx.qualified_name(func, place.stack) in IDENTITY_WRAPPERS:
-            wrapped = syntax.positional(call, 0) or syntax.keyword(call, "module") or syntax.keyword(call, "data")
+        if not self._keep_wrappers:
+            wrapped = _wrapped_module(Origin(call, place))
             if wrapped is not None:
-                return self._follow(wrapped.value, place, depth, seen)
+                return self._follow(wrapped, place, depth, seen)
         if type(func) is cst.Name and func.value == "self":
             owner = self.enclosing_class(place)
             if owner is not None:
                 return self._forward_outputs(owner[0], owner[1], depth, seen) or [Origin(call, place)]
         if type(func) not in (cst.Name, cst.Attribute):
             return self._applied(self._follow(func, place, depth, seen), call, place, depth, seen)
-        if type(func) is cst.Attribute and not _is_self(func.value, place.scopes[-1]):
+        if type(func) is cst.Attribute and not _is_self(func.value, place.scopes[-1]) and func.attr.value not in _WRAPPED_ATTRIBUTES:
             return [Origin(call, place)]  # a method of something else: what it returns is not known here
         return self._applied(self._follow(func, place, depth + 1, seen), call, place, depth, seen)
 
@@ -466,6 +675,40 @@ class Values:
         return [Origin(built, place, applied=True)]
 
 
+def _is_none(node: cst.CSTNode) -> bool:
+    return type(node) is cst.Name and node.value == "None"
+
+
+def _wrapped_module(origin: Origin) -> Optional[cst.BaseExpression]:
+    """What the identity wrapper call `origin` wraps (`net` of `nn.DataParallel(net)`), None for any other origin."""
+    call = origin.node
+    if type(call) is not cst.Call or origin.applied or origin.opaque or syntax.terminal_name(call.func) not in _WRAPPER_LAST_PARTS:
+        return None
+    if not origin.place.context.qualified_name_in(call.func, IDENTITY_WRAPPERS, origin.place.stack):
+        return None
+    wrapped = syntax.positional(call, 0) or syntax.keyword(call, "module") or syntax.keyword(call, "data")
+    return wrapped.value if wrapped is not None else None
+
+
+def _dict_entries(container: Origin) -> Optional[List[Tuple[Optional[cst.BaseExpression], cst.BaseExpression]]]:
+    """(key, value) of each entry of a dict written out: a `{...}` literal without `**`, or a call of the builtin
+    `dict` with keywords only (`dict(train=..., val=...)`: the keys are names, given as None); None for anything else."""
+    node = container.node
+    if container.applied or container.opaque:
+        return None
+    if type(node) is cst.Dict:
+        if all(type(element) is cst.DictElement for element in node.elements):
+            return [(element.key, element.value) for element in node.elements]
+        return None
+    if (
+        type(node) is cst.Call and type(node.func) is cst.Name and node.func.value == "dict" and node.args
+        and all(arg.keyword is not None and not arg.star for arg in node.args)
+        and container.place.context.scopes.binding_scope("dict", container.place.scopes) is None
+    ):
+        return [(None, arg.value) for arg in node.args]
+    return None
+
+
 def _distinct(origins: List[Origin]) -> List[Origin]:
     """One of each origin: two paths often lead to the same assignment."""
     seen = set()
@@ -503,23 +746,169 @@ class _Returns(OwnScopeVisitor):
 
 
 class _NameUses(cst.CSTVisitor):
-    """Each name's calls by that name (`make_loader(...)`), and the names read in any other way (passed on,
-    assigned, decorated: a call could then happen anywhere)."""
+    """Each name's calls by that name (`make_loader(...)`) with where they are made, the names read in any other way
+    (passed on, assigned, decorated: a call could then happen anywhere), and how many `def`s and `class`es bind each
+    name. Names that are no reads are left out: attribute names, keywords of a call, parameters.
 
-    def __init__(self):
-        self.calls: Dict[str, List[cst.Call]] = {}
+    One walk of the file, with handlers for the node types it reads and for statements (a read-only visitor costs
+    nothing at the others)."""
+
+    def __init__(self, ctx: "FileContext"):
+        self.ctx = ctx
+        self.calls: Dict[str, List[Tuple[cst.Call, Tuple[cst.CSTNode, ...], Optional[cst.CSTNode]]]] = {}
         self.other: set = set()
-        self._callees: set = set()
+        self.definitions: Dict[str, int] = {}
+        # Calls of a method name that a class at the top of the module defines (`model.init_hidden(...)`).
+        self.method_calls: Dict[str, List[Tuple[cst.Call, Tuple[cst.CSTNode, ...], Optional[cst.CSTNode]]]] = {}
+        self._methods = _top_level_methods(ctx.module)
+        self._not_reads: set = set()
+        # The scope nodes around the visited node, outermost first; a def's scope starts at its body (its decorators
+        # and defaults are evaluated around it).
+        self._scopes: Tuple[cst.CSTNode, ...] = (ctx.module,)
+        self._bodies: Dict[int, cst.CSTNode] = {}
+        # The statements around the visited node, outermost first.
+        self._statements: List[cst.CSTNode] = []
 
-    def visit_Call(self, node: cst.Call) -> None:
-        if type(node.func) is cst.Name:
-            self.calls.setdefault(node.func.value, []).append(node)
-            self._callees.add(id(node.func))
+    def enter_statement(self, node: cst.CSTNode) -> None:
+        self._statements.append(node)
+
+    def leave_statement(self, node: cst.CSTNode) -> None:
+        self._statements.pop()
 
     def visit_Name(self, node: cst.Name) -> None:
-        if id(node) not in self._callees:
+        if id(node) not in self._not_reads:
             self.other.add(node.value)
 
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if type(func) is cst.Name:
+            self._not_reads.add(id(func))
+            self.calls.setdefault(func.value, []).append((node, self._scopes, self._statements[-1] if self._statements else None))
+        elif type(func) is cst.Attribute and func.attr.value in self._methods:
+            self.method_calls.setdefault(func.attr.value, []).append((node, self._scopes, self._statements[-1] if self._statements else None))
+        for arg in node.args:
+            if arg.keyword is not None:
+                self._not_reads.add(id(arg.keyword))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._not_reads.add(id(node.attr))
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self._not_reads.add(id(node.name))
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        # A def's own name is its binding, not a use.
-        self._callees.add(id(node.name))
+        self._definition(node)
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._statements.pop()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._definition(node)
+
+    def leave_ClassDef(self, node: cst.ClassDef) -> None:
+        self._statements.pop()
+
+    def _definition(self, node) -> None:
+        self._statements.append(node)
+        self._not_reads.add(id(node.name))
+        self.definitions[node.name.value] = self.definitions.get(node.name.value, 0) + 1
+        self._bodies[id(node.body)] = node
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._enter_body(node)
+
+    def leave_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._leave_body(node)
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        self._enter_body(node)
+
+    def leave_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        self._leave_body(node)
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        self._scopes += (node,)
+
+    def leave_Lambda(self, node: cst.Lambda) -> None:
+        self._scopes = self._scopes[:-1]
+
+    def _enter_body(self, block) -> None:
+        owner = self._bodies.get(id(block))
+        if owner is not None:
+            self._scopes += (owner,)
+
+    def _leave_body(self, block) -> None:
+        if id(block) in self._bodies:
+            self._scopes = self._scopes[:-1]
+
+
+# The other statements only mark where a call is made.
+for _statement_type in STATEMENT_TYPES - {cst.FunctionDef, cst.ClassDef}:
+    setattr(_NameUses, f"visit_{_statement_type.__name__}", _NameUses.enter_statement)
+    setattr(_NameUses, f"leave_{_statement_type.__name__}", _NameUses.leave_statement)
+
+
+def _seen_inside(flow: Flow, name: str, inner: Optional[cst.CSTNode]) -> List[Binding]:
+    """The bindings of `name` in the scope of `flow` that code inside `inner` (a def or class statement of that scope)
+    may see: it runs any time after the definition has run, so every binding after it, and of those before it the
+    ones that reach it (after `Net = A` then `Net = B`, a function defined below sees `B`: a notebook's later cell
+    replaces a class an earlier cell defined). Inside a lambda, every binding."""
+    position = flow.statements.get(id(inner)) if inner is not None and type(inner) in (cst.FunctionDef, cst.ClassDef) else None
+    if position is None:
+        return flow.reaching(name, None)
+    later = [binding for binding in flow.bindings.get(name, ()) if binding.order >= position[0]]
+    return flow.reaching(name, position) + later
+
+
+def _top_level_methods(module: cst.Module) -> FrozenSet[str]:
+    return frozenset(
+        statement.name.value for cls in module.body if type(cls) is cst.ClassDef
+        for statement in cls.body.body if type(statement) is cst.FunctionDef
+    )
+
+
+def _path_to(node: cst.CSTNode, scopes: Tuple[cst.CSTNode, ...]) -> Tuple[cst.CSTNode, ...]:
+    """Every node around `node`, outermost first, ending with it (a rule's stack), found from the innermost of the
+    scopes around it: asked for a few calls, so no stack is kept for every call of the file."""
+    # Depth first without recursion (a long `a + b + ...` nests as deep as it is long): each entry is a node and
+    # the children of it still to try.
+    path: List[cst.CSTNode] = [scopes[-1]]
+    pending = [iter(child_nodes(scopes[-1]))]
+    while pending and path[-1] is not node:
+        child = next(pending[-1], None)
+        if child is None:
+            pending.pop()
+            path.pop()
+        else:
+            path.append(child)
+            pending.append(iter(child_nodes(child)))
+    # Outside the innermost scope only the scopes are kept: a stack is read back to the function holding its point.
+    return tuple(scopes[:-1]) + tuple(path)
+
+
+def _runs_itself(module: cst.Module) -> bool:
+    """A module-level statement calls what the module defines (`main()` without a `__main__` guard, `Trainer(...)`,
+    `trainer.fit()` on an instance made there): importing the file runs it, so it is a program rather than a library
+    others import."""
+    defined = {statement.name.value for statement in module.body if type(statement) in (cst.FunctionDef, cst.ClassDef)}
+    calls = []
+    for statement in module.body:
+        if type(statement) is not cst.SimpleStatementLine:
+            continue
+        for small in statement.body:
+            if type(small) is cst.Expr and type(small.value) is cst.Call:
+                calls.append(small.value)
+            elif type(small) is cst.Assign and type(small.value) is cst.Call:
+                if _called_head(small.value.func) in defined:
+                    defined.update(
+                        target.target.value for target in small.targets if type(target.target) is cst.Name
+                    )
+                calls.append(small.value)
+    return any(_called_head(call.func) in defined for call in calls)
+
+
+def _called_head(expr: cst.BaseExpression) -> Optional[str]:
+    """The name a chain of attributes and calls starts at: `Trainer` for `Trainer(...).fit`."""
+    while type(expr) is cst.Attribute or type(expr) is cst.Call:
+        expr = expr.value if type(expr) is cst.Attribute else expr.func
+    return expr.value if type(expr) is cst.Name else None

@@ -104,7 +104,7 @@ class IndexZeroDimTensor(Rule):
     def _is_scalar(self, expr: cst.BaseExpression, stack: Sequence[cst.CSTNode], depth: int) -> bool:
         if depth > _MAX_DEPTH:
             return False
-        origins = Values.of(self.ctx).origins(expr, stack)
+        origins = Values.of(self.ctx).origins(expr, stack, dereferenced=True)
         return bool(origins) and all(
             not origin.opaque and self._is_scalar_node(origin.node, origin.place.stack, origin.applied, depth)
             for origin in origins

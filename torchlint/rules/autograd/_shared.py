@@ -16,6 +16,7 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.analysis.loops import FUNCTION_BOUNDARIES, is_accumulating_backward
 from torchlint.analysis.training import Iterations
+from torchlint.analysis.values import IDENTITY_WRAPPERS
 from torchlint.engine.scopes import dotted_name
 from torchlint.rules.base import Rule
 from torchlint.rules.autograd import _facts  # noqa: F401  (registers the facts the loops record)
@@ -233,6 +234,9 @@ class Models:
         if isinstance(value.func, cst.Name) and value.func.value in self.classes:
             return True
         qualified = self.ctx.qualified_name(value.func, stack)
+        if qualified in IDENTITY_WRAPPERS:  # `nn.DataParallel(model)`, `torch.compile(Net())`: the model it wraps
+            wrapped = semantics.positional(value, 0) or semantics.keyword(value, "module")
+            return self._built_as_model(wrapped.value, stack) if wrapped is not None else None
         if qualified is not None:
             if is_loss_module(qualified):
                 return False

@@ -6,6 +6,7 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.file_kind import is_test_function
 from torchlint.analysis.values import Values
 from torchlint.analysis.loops import Loop, LoopIndex, is_accumulating_backward, loop_nodes
 from torchlint.rules.autograd._shared import (
@@ -63,8 +64,9 @@ class EvalWithoutNoGrad(Rule):
     `torch.autograd.grad`, code under
     `set_grad_enabled(<not a literal>)` or under another library's context manager named
     for evaluation or gradients (monai's `with eval_mode(model):` enters `no_grad`
-    itself), pytest `test_*` functions and Lightning's `validation_step` / `test_step` /
-    `predict_step`. In a model's own methods (`_inference_forward` of an `nn.Module`) the
+    itself), pytest's `test_*` functions (in a test file or one that imports pytest: a
+    notebook's `test_env(...)` is an evaluation) and Lightning's `validation_step` /
+    `test_step` / `predict_step`. In a model's own methods (`_inference_forward` of an `nn.Module`) the
     function's name does not make an evaluation: its caller decides the grad mode; an
     `eval()` call in the method still does.
 
@@ -168,7 +170,9 @@ class EvalWithoutNoGrad(Rule):
         loops = self.loops.enclosing()
         if not loops or self._grad_mode_is_set(self.ctx.stack):
             return
-        if name.startswith("test_") or (definition is not None and id(definition) in self.lightning_hooks):
+        if is_test_function(name, self.ctx.file_kind, "pytest" in self.ctx.file_text.imported_modules) or (
+            definition is not None and id(definition) in self.lightning_hooks
+        ):
             return
         in_model_method = definition is not None and self._is_model_method(definition)
         self.forwards.append(_Forward(node, function, name, in_model_method, event.seq, loops, tuple(self.ctx.stack)))

@@ -1,6 +1,6 @@
 import os
 from functools import cached_property
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -8,6 +8,7 @@ from torchlint import semantics
 from torchlint.analysis import syntax
 from torchlint.analysis.file_kind import FileKind, is_main_guard
 from torchlint.analysis.summaries import imported_function_showing
+from torchlint.analysis.values import Values
 from torchlint.engine.callgraph import MODULE
 from torchlint.analysis.facts import MULTIPROCESSING_SPAWN, project_import_names
 from torchlint.rules.base import Rule
@@ -24,9 +25,12 @@ class WorkersWithoutMainGuard(Rule):
     Flags a module-level statement (outside any function or class and outside
     `if __name__ == "__main__":`) that starts worker processes: it iterates a
     DataLoader whose `num_workers` is not a literal `0` (`for batch in loader`,
-    `next(iter(loader))`, `list(loader)`, a comprehension over the loader), calls
+    `next(iter(loader))`, `list(loader)`, a comprehension over the loader, also
+    through `tqdm(loader)`, `enumerate`, `zip`, `itertools`, accelerate's `prepare`
+    and a dict of loaders: `for phase, loader in loaders.items()`), calls
     `torch.multiprocessing.spawn(...)` or `Process(...).start()`, or calls a function
-    that does one of these, however many calls deep: a function of the same module,
+    that does one of these, however many calls deep: a function of the same module
+    (also a method through an instance of a class of the module: `trainer.fit()`),
     or one imported from another file of the project (`from data import
     train_epoch`), read from disk as the value model finds it. A call of an imported
     function is reported only in a file that may run as a script: one with a
@@ -94,6 +98,8 @@ class WorkersWithoutMainGuard(Rule):
         super().__init__(ctx)
         # id(top-level statement) -> (statement, what starts the workers there)
         self.statements: Dict[int, tuple] = {}
+        # Module-level calls of a method of this file's classes through an instance: (call-graph key, stack).
+        self.method_calls: List[Tuple[str, Tuple[cst.CSTNode, ...]]] = []
 
     # The engine's recognizers note a "starts-workers" fact on the node before rules visit it;
     # the rule only adds where that node sits, which the call graph does not keep for facts.
@@ -111,6 +117,9 @@ class WorkersWithoutMainGuard(Rule):
             self._note(self.ctx.stack, "starting worker processes" if spawns else ITERATING)
         elif len(self.ctx.scope_nodes) == 1 and type(node.func) in (cst.Name, cst.Attribute) and self._may_run_as_script:
             self._imported_call(node)
+            method = Values.of(self.ctx).called_method(node, self.ctx.stack) if type(node.func) is cst.Attribute else None
+            if method is not None:  # `trainer.fit()` on a `Trainer(...)` of this file
+                self.method_calls.append((f"{method[0].name.value}.{method[1]}", tuple(self.ctx.stack)))
 
     @cached_property
     def _may_run_as_script(self) -> bool:
@@ -144,9 +153,9 @@ class WorkersWithoutMainGuard(Rule):
             return
         graph = self.ctx.callgraph
         depth = len(graph.functions)
-        for site in graph.functions[MODULE].calls:
-            if graph.facts_of(site.callee, STARTS_WORKERS, depth):
-                self._note(site.stack, f"calling `{site.callee}()`, which starts worker processes,")
+        for callee, stack in [(site.callee, site.stack) for site in graph.functions[MODULE].calls] + self.method_calls:
+            if graph.facts_of(callee, STARTS_WORKERS, depth):
+                self._note(stack, f"calling `{callee}()`, which starts worker processes,")
         for statement, what in self.statements.values():
             self.report(statement, self.message.format(what=what[0].upper() + what[1:]))
 

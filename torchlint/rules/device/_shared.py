@@ -566,10 +566,14 @@ def per_step_function(ctx: "FileContext", stack: Sequence[cst.CSTNode], depth: i
         if words & _TRAIN_WORDS and not loops:
             return True
         if depth < _CALLER_DEPTH:
-            for site in ctx.callgraph.call_sites(key):
+            stacks = [site.stack for site in ctx.callgraph.call_sites(key)]
+            owner = scope_nodes_of(stack[:index])[-1:]
+            if owner and type(owner[0]) is cst.ClassDef:  # a method, also called through instances
+                stacks += [site for _, site in Values.of(ctx).method_calls(owner[0], function.name.value)]
+            for site in stacks:
                 # A function with a loop of its own, called from a loop, is a driver run once per item (`for weight in
                 # weights: export(weight)`, `for epoch ...: train_one_epoch()`): its loops repeat, its setup does not.
-                if (not loops and in_a_step_loop(ctx, site.stack)) or per_step_function(ctx, site.stack, depth + 1):
+                if (not loops and in_a_step_loop(ctx, site)) or per_step_function(ctx, site, depth + 1):
                     return True
     return False
 

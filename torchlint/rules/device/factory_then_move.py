@@ -42,7 +42,8 @@ class FactoryThenMove(Rule):
     forward or iteration; a function named for training (`train`, `train_batch`)
     unless it holds the loop over the steps itself; a function of the same file with no
     loop of its own called from a loop, or any function called from one of those functions (`reparameterize` called from
-    `forward`); and functions nested in one of them.
+    `forward`), a method also where it is called through an instance of its class
+    (`hidden = model.init_hidden(n)` in the loop over the batches); and functions nested in one of them.
 
     ## Why is this bad?
     The tensor is built and filled in host memory, then copied to the device: a

@@ -81,8 +81,10 @@ class ActivationBeforeLoss(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        # Whether the file can name the loss modules, read from its text once (`may_name`): every call is asked.
+        # Whether the file can name the loss modules and functions, read from its text once (`may_name`): every call
+        # is asked.
         self.names_loss_modules = ctx.may_name(self.loss_modules)
+        self.names_loss_functions = ctx.may_name(self.loss_functions)
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self._is_loss(node):
@@ -109,7 +111,11 @@ class ActivationBeforeLoss(Rule):
         """The qualified name of the loss function, or of the loss module's class, `call` computes (one of this
         rule's), else None."""
         ctx = self.ctx
-        name = ctx.qualified_name(call.func)
+        # A loss function bound to a name (`criterion = F.cross_entropy`) is followed only where one can be named.
+        name = (
+            semantics.function_named(call.func, self.loss_functions, ctx) if self.names_loss_functions
+            else ctx.qualified_name(call.func)
+        )
         if name in self.loss_functions:
             return name
         if type(call.func) is cst.Call:  # nn.CrossEntropyLoss()(logits, target)
