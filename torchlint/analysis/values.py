@@ -464,6 +464,14 @@ class Values:
             )
         return self._imported_elsewhere
 
+    def calls_by_name(self, name: str) -> Optional[List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]]]:
+        """The calls of the name `name` in the file, each with the nodes around it (outermost first, the call last);
+        None when the name is also read otherwise (passed on, assigned, decorated: a call could happen anywhere)."""
+        uses = self._name_uses_of_file()
+        if name in uses.other:
+            return None
+        return [(call, _path_to(call, scopes)) for call, scopes, _ in uses.calls.get(name, ())]
+
     def _name_uses_of_file(self) -> "_NameUses":
         if self._name_uses is None:
             self._name_uses = _NameUses(self.ctx)

@@ -305,45 +305,17 @@ def _passed_for(origin: Origin) -> Optional[List[Tuple[cst.BaseExpression, Tuple
     positional = list(function.params.posonly_params) + list(function.params.params)
     index = positional.index(param) if param in positional else None
     octx = origin.place.context
-    # The value model's own index of the calls of each module-level name (`Values._uses_of`): one walk per file.
-    calls = Values.of(octx)._uses_of(function.name.value)
+    # The value model's own index of the calls of each name: one walk per file.
+    calls = Values.of(octx).calls_by_name(function.name.value)
     if not calls:
         return None
     passed = []
-    for call in calls:
+    for call, stack in calls:
         given = semantics.keyword(call, param.name.value) or (semantics.positional(call, index) if index is not None else None)
         if any(argument.star for argument in call.args) or given is None:
             return None
-        passed.append((given.value, _stack_to(octx.module, call)))
+        passed.append((given.value, stack))
     return passed
-
-
-class _StackTo(cst.CSTVisitor):
-    """The nodes from the module down to `target`, as the engine's stack holds them while it visits `target`."""
-
-    def __init__(self, target: cst.CSTNode):
-        self.target = target
-        self.stack: List[cst.CSTNode] = []
-        self.found: Optional[Tuple[cst.CSTNode, ...]] = None
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self.found is not None:
-            return False
-        self.stack.append(node)
-        if node is self.target:
-            self.found = tuple(self.stack)
-            return False
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        if self.found is None:
-            self.stack.pop()
-
-
-def _stack_to(module: cst.Module, target: cst.CSTNode) -> Tuple[cst.CSTNode, ...]:
-    finder = _StackTo(target)
-    module.visit(finder)
-    return finder.found or (module,)
 
 
 def _is_dict_call(ctx: "FileContext", call: cst.CSTNode, stack) -> bool:
