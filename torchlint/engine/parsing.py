@@ -31,11 +31,14 @@ import dataclasses
 import inspect
 import os
 import re
+import sys
+import threading
 import types
 import warnings
 from collections import OrderedDict
+from contextlib import contextmanager
 from itertools import accumulate
-from typing import Callable, Dict, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, Iterator, NamedTuple, Optional, Tuple
 
 import libcst as cst
 from libcst._nodes.base import CSTNode
@@ -172,8 +175,9 @@ def parse_module(text: str) -> cst.Module:
     global _parsing
     if not SKIPS_VALIDATION:
         return cst.parse_module(text)
-    _parsing = True
     try:
+        # Set inside the `try`: a file's time budget may stop the parse at any step (engine/budget.py).
+        _parsing = True
         return cst.parse_module(text)
     finally:
         _parsing = False
@@ -183,30 +187,66 @@ _BRACKETS = re.compile(r"[()\[\]{}]")
 _LONG_LINE = 2000
 _SAFE_DEPTH = 100
 _DEPTH_CHANGE = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}
+# The recursion limit a Python process starts with: `python file.py` compiles the file under it.
+PYTHON_RECURSION_LIMIT = 1000
 
 
 def may_be_nested_too_deeply(text: str) -> bool:
-    """A cheap look for code that may be nested deeper than libcst's native parser survives.
+    """A cheap look for code that may be nested deeper than libcst's native parser survives, or takes long to parse.
 
     libcst's parser crashes the process (not a Python exception) on a few thousand
-    nested brackets or chained operators, and takes seconds well before that; such
-    text is first checked by CPython's parser, which refuses it cleanly.
+    nested brackets, and its time grows with the square of a chain's length or worse
+    (`x = 1+1+...`, `y.float().float()...`: 2,000 links take 1 to 12 s, 20,000 minutes),
+    so such text is first checked by CPython's parser, which refuses the deepest cleanly
+    and in milliseconds (under `python_recursion_limit`). A chain long enough to matter makes a long logical
+    line: a long physical line, or a long stretch inside brackets.
     """
     # (A regex for 2,000 characters without a line break backtracks at every character: splitting is linear.
     # Pieces between "\n" are never shorter than the lines they hold, and str.split is 4 times faster than
     # splitting at every kind of line break, which is left for the files that have a long piece.)
     if max(map(len, text.split("\n"))) >= _LONG_LINE and max(map(len, sources.split_lines(text))) >= _LONG_LINE:
         return True
-    # The deepest nesting is the largest running sum of +1 per opening and -1 per closing bracket.
     brackets = _BRACKETS.findall(text)
-    return bool(brackets) and max(accumulate(map(_DEPTH_CHANGE.__getitem__, brackets))) > _SAFE_DEPTH
+    if not brackets:
+        return False
+    # The deepest nesting is the largest running sum of +1 per opening and -1 per closing bracket.
+    depths = list(accumulate(map(_DEPTH_CHANGE.__getitem__, brackets)))
+    if max(depths) > _SAFE_DEPTH:
+        return True
+    # The longest stretch of text inside brackets: the pieces between brackets, summed while the depth stays above 0
+    # (brackets inside strings make it a guess either way; a guess too long costs one CPython parse).
+    inside = 0
+    for depth, piece in zip(depths, _BRACKETS.split(text)[1:]):
+        if depth > 0:
+            inside += len(piece) + 1
+            if inside >= _LONG_LINE:
+                return True
+        else:
+            inside = 0
+    return False
+
+
+@contextmanager
+def python_recursion_limit() -> Iterator[None]:
+    """Python's compiler before 3.12 sizes its stack by the recursion limit, which the command line raises for the
+    engine's own walk: a file is compiled under the limit `python file.py` runs it with. Not on other threads (the
+    language server's lint thread): the limit is the process's, and the main thread may be deep in a call."""
+    limit = sys.getrecursionlimit()
+    lower = sys.version_info < (3, 12) and limit > PYTHON_RECURSION_LIMIT and threading.current_thread() is threading.main_thread()
+    if lower:
+        sys.setrecursionlimit(PYTHON_RECURSION_LIMIT)
+    try:
+        yield
+    finally:
+        if lower:
+            sys.setrecursionlimit(limit)
 
 
 def compiles(text: str) -> bool:
     """Python's compiler accepts `text`: a cheap stand-in for libcst's parse when only TL000 is at stake, and a safe
     first look at text that `may_be_nested_too_deeply`."""
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), python_recursion_limit():
             # Invalid escape sequences and the like warn at compile time; the file's own run would show them.
             warnings.simplefilter("ignore")
             compile(text, "<torchlint>", "exec", dont_inherit=True)
@@ -274,3 +314,8 @@ class ParsedTrees:
 
 # One per process: the pool's workers each keep their own.
 TREES = ParsedTrees()
+
+
+def forget_trees() -> None:
+    """Keep no tree: after a lint stopped part way (engine/budget.py), one may be half made."""
+    TREES.__init__(TREES.budget)
