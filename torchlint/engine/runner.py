@@ -95,9 +95,6 @@ def _lint_within_budget(
     rule_classes = rules_to_run(file_text, codes, use_prefilter)
     if rule_classes is None:
         return []
-    refused = _python_refuses(text, filename) if parsing.may_be_nested_too_deeply(text) else None
-    if refused is not None:
-        return [refused] if ParseError.code in codes else []
     with _cycle_collector_paused():
         return _lint_parsed(file_text, filename, config, codes, rule_classes, use_prefilter, file_kind)
 
@@ -157,6 +154,8 @@ def _lint_parsed(
         module = parsing.TREES.parse(path, text)
     except cst.ParserSyntaxError as error:
         return [_syntax_error(text, filename, error)] if ParseError.code in codes else []
+    except parsing.Refused as refused:
+        return [parse_error(filename, refused.message, refused.row, refused.column)] if ParseError.code in codes else []
     except RecursionError:
         return [parse_error(filename, "the file is nested too deeply to parse")] if ParseError.code in codes else []
     with_callgraph = any(rule.uses_callgraph for rule in rule_classes)
@@ -180,15 +179,12 @@ def _lint_parsed(
 
 
 def _python_refuses(text: str, filename: str) -> Optional[Finding]:
-    """Python's own verdict on the text, as `python file.py` gives it (under the recursion limit it runs with)."""
     try:
-        with parsing.python_recursion_limit():
-            compile(text, filename, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        compile(text, filename, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
         return parse_error(filename, f"SyntaxError: {error.msg}", error.lineno or 1, max(error.offset or 1, 1))
-    except (RecursionError, MemoryError) as error:
-        reason = f" ({error})" if str(error) else ""
-        return parse_error(filename, f"the file is nested too deeply for Python to compile it{reason}")
+    except (RecursionError, MemoryError):
+        return parse_error(filename, "the file is nested too deeply to parse")
     except ValueError as error:
         return parse_error(filename, f"cannot parse: {error}")
     return None
