@@ -92,6 +92,21 @@ def test_an_expression_python_refuses_as_too_deep_is_tl000_at_once(tmp_path, lay
     assert len(lines) == 1 and lines[0].startswith("1 TL000 the file is nested too deeply for Python to compile it")
 
 
+@pytest.mark.parametrize("expression", [
+    "(a" + "\nand a" * 12_000 + ")", "(x" + "\n[0]" * 2_000 + ")", "(" + "a if b else\n" * 2_000 + "a)",
+], ids=["and", "subscript", "conditional"])
+def test_an_expression_too_deep_for_libcst_is_tl000_not_a_crash_or_minutes(tmp_path, expression):
+    # Python compiles these; libcst's parser crashed the process on the first and took minutes on the others.
+    (tmp_path / "deep.py").write_text("import torch\nx = " + expression + "\ntorch.ones(1).cuda()\n")
+    (tmp_path / "other.py").write_text(GOOD_WITH_FINDING)
+    exit_code, out, err = run_cli("check", "--no-cache", "--output-format", "concise", ".", cwd=tmp_path)
+    assert err == "" and exit_code == 1
+    lines = out.splitlines()
+    assert lines[0].startswith("deep.py:2:1: TL000 not linted: an expression in this statement nests ")
+    assert lines[0].endswith(" levels deep, more than the 1,000 torchlint's parser takes")
+    assert lines[1].startswith("other.py:2:25: TL303")
+
+
 def write_config(folder, **keys) -> None:
     (folder / "torchlint.toml").write_text("".join(f"{key} = {value!r}\n" for key, value in keys.items()))
 
