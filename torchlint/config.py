@@ -186,10 +186,11 @@ SCHEMA: Tuple[Key, ...] = (
         'label-names = ["y", "*_ids"]'),
     Key("torch-version", str, 'the project\'s own torch requirement, else `"2.6"`',
         "The oldest torch the checked code must run on (a patch number is ignored).", 'torch-version = "2.1"'),
-    Key(budget.BYTES_KEY, int, f"`{budget.DEFAULT_BYTES:_}` (10 MB)",
+    Key(budget.BYTES_KEY, int, f"`{budget.DEFAULT_BYTES:_}` (20 MB)",
         "A file larger than this many bytes is not read: it is reported as one TL000 finding that says so, and the "
-        "run goes on. Linting takes about 210 bytes of memory per byte of source, so the default keeps one file "
-        "near 2 GB. `0` means no limit.", "max-file-bytes = 50_000_000"),
+        "run goes on. Linting dense code takes about 210 bytes of memory per byte of source (generated files of "
+        "literals much less), so the default keeps one file under about 4 GB. `0` means no limit.",
+        "max-file-bytes = 50_000_000"),
     Key(budget.SECONDS_KEY, float, f"`{budget.DEFAULT_SECONDS:g}`",
         "A file whose lint takes longer than this many seconds (wall clock) is stopped and reported as one TL000 "
         "finding that says so, and the run goes on. A whole number or a decimal; `0` means no limit.",

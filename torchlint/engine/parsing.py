@@ -195,10 +195,11 @@ _SAFE_BRACKETS = 100
 # statements around it (Python allows 100 indented blocks).
 _LINKS = re.compile(r"[-+*/%@&|^<>~\[(]|\.(?!\d)|\b(?:and|or|not|if|lambda|await)\b")
 # How deep an expression may nest for libcst's parser: its time grows with the cube of a chain's length in the
-# worst shapes (`x[0][0]...`: 800 links 2.6 s, 1,600 links 12 s, 2,800 links 156 s; `a if b else ...` and
-# `y.float().float()...` a little less) and it crashes the process on about 10,000 (`a and a and ...`, which
-# Python's own compiler takes). At this depth the slowest shape parses in about 4 s (docs/reliability.md).
-MAX_DEPTH = 1000
+# worst shapes (`x[0][0]...`: 800 links 2.6 s, 1,600 links 12 s, 2,800 links 156 s; `a if b else ...` half that)
+# and it crashes the process on about 10,000 (`a and a and ...`, which Python's own compiler takes). Code nested
+# 1,000 deep is linted (`y.to(device)` 1,000 times is 2,000 levels: tests/test_faults.py); a subscript counts
+# twice, so the slowest shape at this bound parses in about 12 s on the 2-core test machine.
+MAX_DEPTH = 2100
 _MANY_LINKS = MAX_DEPTH - 2 * _SAFE_BRACKETS
 # The recursion limit a Python process starts with: `python file.py` compiles the file under it.
 PYTHON_RECURSION_LIMIT = 1000
@@ -233,15 +234,15 @@ def check_parseable(text: str) -> None:
     depth, where = deepest(tree)
     if depth > MAX_DEPTH:
         raise Refused(
-            f"not linted: an expression in this statement nests {depth:,} levels deep, more than the {MAX_DEPTH:,} torchlint's parser takes",
+            f"not linted: an expression in this statement nests {depth:,} levels deep, more than torchlint's parser takes ({MAX_DEPTH:,})",
             getattr(where, "lineno", 1), getattr(where, "col_offset", 0) + 1,
         )
 
 
 def deepest(tree: ast.AST) -> Tuple[int, ast.AST]:
-    """How deep `tree` nests as libcst builds it, and the statement holding its deepest node: libcst nests
-    `a and b and c` pairwise, where Python's tree holds one node with a list. Without recursion, which such a
-    tree would exhaust."""
+    """How deep `tree` nests as libcst builds it, a subscript counted twice (`MAX_DEPTH`), and the statement
+    holding its deepest node: libcst nests `a and b and c` pairwise, where Python's tree holds one node with a
+    list. Without recursion, which such a tree would exhaust."""
     found = (0, tree)
     stack = [(tree, 1, tree)]
     while stack:
@@ -252,6 +253,8 @@ def deepest(tree: ast.AST) -> Tuple[int, ast.AST]:
             found = (depth, statement)
         if type(node) is ast.BoolOp:
             depth += len(node.values) - 1
+        elif type(node) is ast.Subscript:
+            depth += 1
         stack.extend((child, depth + 1, statement) for child in ast.iter_child_nodes(node))
     return found
 
