@@ -54,14 +54,14 @@ CASES = {
     # noqa.FILE_NOQA: `^\s*` read the rest of a run of blank lines from each of them.
     "file noqa after blank lines": (
         "from torchlint.engine.noqa import file_suppressions",
-        "file_suppressions('\\n' * 200_000 + '# torchlint: noqa: TL101\\n')",
+        "file_suppressions('\\n' * 200_000 + 'x = 1\\n# torchlint: noqa: TL101\\n')",
         "frozenset({'TL101'})",
     ),
     # expectations.EXPECT_COMMENT: a searched `\s*` read the rest of a run of blanks from each of them.
     "expectation after blanks": (
         "from torchlint.engine.expectations import expected_findings",
-        "expected_findings('x = 1' + ' ' * 200_000 + '# expect: TL101:1\\n')",
-        "[(1, 1, 'TL101')]",
+        "expected_findings('x = 1' + ' ' * 200_000 + 'y\\nz = 2  # expect: TL101:1\\n')",
+        "[(2, 1, 'TL101')]",
     ),
     # project_settings._CLAUSE: the same for the blanks of a requirement's version specifier.
     "version specifier blanks": (

@@ -50,7 +50,8 @@ def size_message(size: int, limit: int) -> str:
 
 
 class _Deadline:
-    """The one budget running in this process, if any: nested lints share the outer one."""
+    """The one budget running in this process, if any: a lint that starts while it runs (nested in it; torchlint
+    lints on one thread at a time) shares it."""
 
     def __init__(self):
         self.lock = threading.Lock()
