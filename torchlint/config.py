@@ -33,6 +33,7 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
 from torchlint.catalogue import RULES
+from torchlint.engine import budget
 from torchlint.project_settings import CONFIG, DEFAULT_SOURCE, TorchVersionSource, find_torch_requirement
 
 DEFAULT_EXCLUDES = (
@@ -73,6 +74,9 @@ class Config:
     preview: bool = False
     # Preview rules named by their code or name while preview is off: left out, and the CLI says so.
     preview_left_out: FrozenSet[str] = frozenset()
+    # The budgets of one file (engine/budget.py); 0 means none.
+    max_file_bytes: int = budget.DEFAULT_BYTES
+    max_file_seconds: float = budget.DEFAULT_SECONDS
 
     def codes_for(self, filename: str) -> FrozenSet[str]:
         """The selected codes minus the per-file ignores that match `filename`."""
@@ -201,6 +205,15 @@ SCHEMA: Tuple[Key, ...] = (
         'label-names = ["y", "*_ids"]'),
     Key("torch-version", str, 'the project\'s own torch requirement, else `"2.6"`',
         "The oldest torch the checked code must run on (a patch number is ignored).", 'torch-version = "2.1"'),
+    Key(budget.BYTES_KEY, int, f"`{budget.DEFAULT_BYTES:_}` (20 MB)",
+        "A file larger than this many bytes is not read: it is reported as one TL000 finding that says so, and the "
+        "run goes on. Linting dense code takes about 210 bytes of memory per byte of source (generated files of "
+        "literals much less), so the default keeps one file under about 4 GB. `0` means no limit.",
+        "max-file-bytes = 50_000_000"),
+    Key(budget.SECONDS_KEY, float, f"`{budget.DEFAULT_SECONDS:g}`",
+        "A file whose lint takes longer than this many seconds (wall clock) is stopped and reported as one TL000 "
+        "finding that says so, and the run goes on. A whole number or a decimal; `0` means no limit.",
+        "max-file-seconds = 120"),
 )
 _KEYS = {key.name: key.type for key in SCHEMA}
 # What a run was told on its command line: the option that set each override, for `--show-settings`.
@@ -276,8 +289,8 @@ def resolve(config_path: Optional[Path], start: Path, overrides: Optional[dict] 
         expected = _KEYS.get(key)
         if expected is None:
             raise ConfigError(f"{where}: unknown key {key!r} in {_table_name(path)}{_did_you_mean(key, _KEYS)}")
-        if not isinstance(value, expected):
-            raise ConfigError(f"{where}: {key!r} must be a {expected.__name__}, got {type(value).__name__}")
+        if not _has_type(value, expected):
+            raise ConfigError(f"{where}: {key!r} must be a {_TYPE_NAMES.get(expected, expected.__name__)}, got {type(value).__name__}")
     merged = dict(table)
     given = {key: value for key, value in (overrides or {}).items() if value is not None}
     for key, value in given.items():
@@ -288,6 +301,17 @@ def resolve(config_path: Optional[Path], start: Path, overrides: Optional[dict] 
             merged[key] = value
     config = build(merged, root=root, path=path, where=where, torch_requirement_from=start.resolve())
     return Resolved(config, _origins(path, table, given, isolated))
+
+
+_TYPE_NAMES = {float: "number", int: "whole number"}
+
+
+def _has_type(value: object, expected: type) -> bool:
+    if isinstance(value, bool) and expected is not bool:
+        return False  # `max-file-bytes = true` is a mistake, though Python counts True as 1
+    if expected is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, expected)
 
 
 def _table_name(path: Optional[Path]) -> str:
@@ -325,6 +349,8 @@ def _origins(path: Optional[Path], table: dict, given: dict, isolated: bool) -> 
         "unsafe-fixes": origin("unsafe-fixes"),
         "ignore-noqa": origin("ignore-noqa"),
         "preview": origin("preview"),
+        budget.BYTES_KEY: origin(budget.BYTES_KEY),
+        budget.SECONDS_KEY: origin(budget.SECONDS_KEY),
     }
 
 
@@ -368,6 +394,12 @@ def build(table: dict, root: Path, path: Optional[Path], where: str, torch_requi
     if not all(isinstance(name, str) and name for name in label_names):
         raise ConfigError(f"{key_where('label-names')}: must be a list of non-empty strings")
     torch_version, torch_version_source = _torch_version(table, path, where, torch_requirement_from)
+    max_file_bytes = table.get(budget.BYTES_KEY, budget.DEFAULT_BYTES)
+    if max_file_bytes < 0:
+        raise ConfigError(f"{key_where(budget.BYTES_KEY)}: must be 0 (no limit) or more, got {max_file_bytes}")
+    max_file_seconds = table.get(budget.SECONDS_KEY, budget.DEFAULT_SECONDS)
+    if not 0 <= max_file_seconds <= _MAX_SECONDS:
+        raise ConfigError(f"{key_where(budget.SECONDS_KEY)}: must be 0 (no limit) to {_MAX_SECONDS:g}, got {max_file_seconds}")
     return Config(
         select=frozenset(select),
         per_file_ignores=tuple(per_file),
@@ -384,7 +416,13 @@ def build(table: dict, root: Path, path: Optional[Path], where: str, torch_requi
         ignore_noqa=bool(table.get("ignore-noqa", False)),
         preview=preview,
         preview_left_out=left_out,
+        max_file_bytes=max_file_bytes,
+        max_file_seconds=float(max_file_seconds),
     )
+
+
+# A timer takes at most this many seconds (a week; `nan` and `inf` are refused by the range check too).
+_MAX_SECONDS = 7 * 24 * 3600
 
 
 def _spec(patterns: List[str], where: str) -> pathspec.PathSpec:
@@ -444,6 +482,8 @@ def settings_report(config: Config, origins: Optional[Dict[str, str]] = None) ->
         ("unsafe-fixes", str(config.unsafe_fixes).lower()),
         ("ignore-noqa", str(config.ignore_noqa).lower()),
         ("preview", str(config.preview).lower()),
+        (budget.BYTES_KEY, f"{config.max_file_bytes}" if config.max_file_bytes else "0 (no limit)"),
+        (budget.SECONDS_KEY, f"{config.max_file_seconds:g}" if config.max_file_seconds else "0 (no limit)"),
     ]
     return "".join(f"{key} = {value}" + (f"  ({origins[key]})" if key in origins else "") + "\n" for key, value in settings)
 

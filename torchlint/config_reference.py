@@ -15,7 +15,7 @@ from torchlint.config import SCHEMA
 START = "<!-- config-reference:start -->"
 END = "<!-- config-reference:end -->"
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
-_TYPES = {list: "list of strings", dict: "table", bool: "boolean", str: "string"}
+_TYPES = {list: "list of strings", dict: "table", bool: "boolean", str: "string", int: "whole number", float: "number"}
 
 
 def reference() -> str:

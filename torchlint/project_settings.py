@@ -134,9 +134,10 @@ def _declared(folder: Path) -> Iterator[_Declared]:
 # One clause: an operator (PEP 440, Poetry's `^` and `~`, conda's `=`) or none (an exact version
 # for Poetry and conda), then a version. The look-behind keeps digits inside a conda build string
 # (`=py3.9_cuda11.7_0`) from reading as versions; at most 9 digits a number, as `int` refuses
-# strings of thousands.
+# strings of thousands. Blanks only after an operator: a `\s*` tried at each blank of a run reads the rest of
+# the run each time (quadratic in its length).
 _CLAUSE = re.compile(
-    r"(?P<operator>===|==|>=|<=|~=|!=|\^|~|=|>|<)?\s*(?<![\w.])v?(?P<major>\d{1,9})(?!\d)(?:\.(?P<minor>\d{1,9})(?!\d))?[\w.*+!-]*"
+    r"(?:(?P<operator>===|==|>=|<=|~=|!=|\^|~|=|>|<)\s*)?(?<![\w.])v?(?P<major>\d{1,9})(?!\d)(?:\.(?P<minor>\d{1,9})(?!\d))?[\w.*+!-]*"
 )
 _NOT_A_LOWER_BOUND = ("<", "<=", "!=")
 

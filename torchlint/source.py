@@ -39,13 +39,32 @@ class Source:
         return codecs.BOM_UTF8 + data if self.bom else data
 
 
-def read_bytes(path: str) -> bytes:
-    """A file's bytes; OSError for anything but a regular file (reading a FIFO would wait forever)."""
+class TooLarge(Exception):
+    """The file is larger than the bytes its reader allows; it was not read."""
+
+    def __init__(self, size: int, limit: int):
+        super().__init__(f"{size} bytes, over {limit}")
+        self.size = size
+        self.limit = limit
+
+
+def read_bytes(path: str, max_bytes: int = 0) -> bytes:
+    """A file's bytes; OSError for anything but a regular file (reading a FIFO would wait forever), TooLarge for one
+    over `max_bytes` (0: any size), told by its size before anything is read."""
     descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     with os.fdopen(descriptor, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        status = os.fstat(handle.fileno())
+        if not stat.S_ISREG(status.st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
-        return handle.read()
+        if not max_bytes:
+            return handle.read()
+        if status.st_size > max_bytes:
+            raise TooLarge(status.st_size, max_bytes)
+        # No more than the budget even when the file grows while it is read.
+        data = handle.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise TooLarge(len(data), max_bytes)
+        return data
 
 
 def decode(data: bytes) -> Source:

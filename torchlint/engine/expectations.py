@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, List, Tuple
 
-EXPECT_COMMENT = re.compile(r"\s*#\s*expect:\s*(?P<items>TL\d{3}:\d+(?:\s*,\s*TL\d{3}:\d+)*)\s*$")
+# Searched for, so it starts at the `#`: blanks in front of it would be read again from each blank of a run.
+EXPECT_COMMENT = re.compile(r"#\s*expect:\s*(?P<items>TL\d{3}:\d+(?:\s*,\s*TL\d{3}:\d+)*)\s*$")
 
 Expectation = Tuple[int, int, str]  # row, column, code
 

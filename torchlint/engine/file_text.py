@@ -10,22 +10,30 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Dict, FrozenSet, Iterator
+from typing import Dict, FrozenSet, Iterator, Optional
 
 _WORD = re.compile(r"\w+")
 # For ASCII text, where `\w` is `[A-Za-z0-9_]`: every other character becomes a space, and `str.split` then gives
 # the words twice as fast as the regex.
 _ASCII_SEPARATORS = str.maketrans({chr(code): " " for code in range(128) if not (chr(code).isalnum() or chr(code) == "_")})
-# A dot, then whitespace, line continuations or comments (inside brackets), then the name.
-_ATTRIBUTE = re.compile(r"\.(?:[ \t\f\r\n\\]|#[^\r\n]*)*(\w+)")
+# A dot, then whitespace or line continuations, then the name, or the `#` of a comment (inside brackets a name may
+# follow on a later line: `_after_comments`). Every pattern here matches in time linear in the text: no part of
+# one can match the same characters in two ways (a comment as `#[^\r\n]*` repeated could split a banner line of
+# `#`s in exponentially many ways), and no repetition crosses into what the next attempt scans again.
+_ATTRIBUTE = re.compile(r"\.[ \t\f\r\n\\]*(?:(\w+)|#)")
+_BLANKS = re.compile(r"[ \t\f\r\n\\]*")
+_REST_OF_LINE = re.compile(r"[^\r\n]*")
+_NAME = re.compile(r"\w+")
 # `def`, then blanks or line continuations, then the name. Also after the end of a longer word (`undef x`): a
 # superset, and without a `\b` in front the regex engine looks for the literal `def`, which is 20 times faster.
 _DEFINED = re.compile(r"def(?:[ \t\f]|\\(?:\r\n|\r|\n))+(\w+)")
 # `from pkg.mod import a, b` (with what it imports: `from . import data` imports the module `.data`) and
 # `import pkg.mod, other` at the start of a line (a superset: also inside strings, and aliases count as names).
-# The start of the line is checked after a match (`_statements`): a regex anchored at line starts is tried at
-# every position, one that begins with its keyword jumps from one occurrence of it to the next.
-_FROM_IMPORT = re.compile(r"from[ \t]+(\.*[\w.]*)[ \t]+import\b[ \t]*(\([^)]*\)|[^\r\n;#]*)")
+# The start of the line is checked first (`_statements`): a regex anchored at line starts is tried at every
+# position, one that begins with its keyword jumps from one occurrence of it to the next.
+# The statement is matched only where its keyword starts a line, so each line's text is read by one match; a
+# parenthesized list ends at its `)`, or at the next `(` when it is not closed (no import list holds one).
+_FROM_IMPORT = re.compile(r"from[ \t]+([\w.]*)[ \t]+import\b[ \t]*(\([^()]*\)?|[^\r\n;#]*)")
 _IMPORT = re.compile(r"import[ \t]+([\w.]+(?:[ \t]*,[ \t]*[\w.]+)*)")
 
 
@@ -47,7 +55,16 @@ class FileText:
 
     @cached_property
     def attributes(self) -> FrozenSet[str]:
-        return frozenset(_ATTRIBUTE.findall(self.text))
+        text = self.text
+        found = set()
+        # `#` position -> the name after the comments from it on (None: none), for each comment `_after_comments`
+        # read: the comments of a block are read once, however many of their lines end in a dot.
+        after_comments: Dict[int, Optional[str]] = {}
+        for match in _ATTRIBUTE.finditer(text):
+            name = match.group(1) or _after_comments(text, match.end() - 1, after_comments)
+            if name:
+                found.add(name)
+        return frozenset(found)
 
     @cached_property
     def lowered(self) -> str:
@@ -61,27 +78,54 @@ class FileText:
     def imported_modules(self) -> FrozenSet[str]:
         """The dotted module paths its import statements name (`.data` for `from .data import x`)."""
         found = set()
-        for match in _statements(_FROM_IMPORT, self.text):
+        for match in _statements(_FROM_IMPORT, "from", self.text):
             module, imported = match.groups()
             found.add(module)
             joiner = "" if module.endswith(".") else "."
             found.update(module + joiner + name for name in _WORD.findall(imported) if name != "as")
-        for match in _statements(_IMPORT, self.text):
+        for match in _statements(_IMPORT, "import", self.text):
             found.update(name.strip() for name in match.group(1).split(","))
         return frozenset(found)
 
 
-def _statements(pattern: "re.Pattern[str]", text: str) -> Iterator["re.Match[str]"]:
-    """The matches of `pattern` that start a line (after blanks only)."""
+def _after_comments(text: str, position: int, known: Dict[int, Optional[str]]) -> Optional[str]:
+    """The name after the comment at `position` and the blank lines, continuations and comments that follow it."""
+    read = []
+    name = None
+    while position not in known:
+        read.append(position)
+        position = _BLANKS.match(text, _REST_OF_LINE.match(text, position).end()).end()
+        if text.startswith("#", position):
+            continue
+        found = _NAME.match(text, position)
+        name = found.group() if found else None
+        break
+    else:
+        name = known[position]
+    for comment in read:
+        known[comment] = name
+    return name
+
+
+def _statements(pattern: "re.Pattern[str]", keyword: str, text: str) -> Iterator["re.Match[str]"]:
+    """The matches of `pattern` (which starts with `keyword`) that start a line (after blanks only)."""
     position = 0
     while True:
-        match = pattern.search(text, position)
-        if match is None:
+        start = text.find(keyword, position)
+        if start < 0:
             return
-        start = match.start()
-        line_start = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start)) + 1
-        if text[line_start:start].strip(" \t"):
-            position = start + 1  # inside a line: the keyword may start a statement further on
-            continue
-        yield match
-        position = match.end()
+        position = start + 1
+        if not _starts_line(text, start):
+            continue  # inside a line: the keyword may start a statement further on
+        match = pattern.match(text, start)
+        if match is not None:
+            yield match
+            position = match.end()
+
+
+def _starts_line(text: str, position: int) -> bool:
+    """Only blanks stand between the line's start and `position` (read backwards over the blanks alone: looking
+    for the line break itself would read back to the file's start when it has no `\r`)."""
+    while position > 0 and text[position - 1] in " \t":
+        position -= 1
+    return position == 0 or text[position - 1] in "\r\n"

@@ -26,7 +26,14 @@ from torchlint.source import split_lines
 _CODE = r"[A-Z]+[0-9]+"
 _CODES = r"(?::\s*(?P<codes>" + _CODE + r"(?:[\s,]+" + _CODE + r")*))?"
 LINE_NOQA = re.compile(r"#\s*noqa" + _CODES, re.IGNORECASE)
-FILE_NOQA = re.compile(r"^\s*#\s*torchlint:\s*noqa" + _CODES + r"\s*$", re.IGNORECASE | re.MULTILINE)
+# On a line of its own, read within that line: `\s` reaches across line breaks, and a `^\s*` tried at each line of
+# a run of blank lines would read the rest of the run each time (quadratic in the run).
+_BLANK = r"[ \t\f]*"
+FILE_NOQA = re.compile(
+    r"(?<![^\r\n])" + _BLANK + "#" + _BLANK + "torchlint:" + _BLANK + "noqa"
+    + r"(?::" + _BLANK + "(?P<codes>" + _CODE + r"(?:[ \t\f,]+" + _CODE + r")*))?" + _BLANK + r"(?=[\r\n]|\Z)",
+    re.IGNORECASE,
+)
 _SEPARATOR = re.compile(r"[\s,]+")
 _PREFIX = "TL"
 # The unused-noqa rule (torchlint/rules/syntax/unused_noqa.py); the engine finds what it reports.

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator, List, Optional, Sequence, 
 
 from torchlint import source as sources
 from torchlint.cache import Cache
+from torchlint.engine import budget
 from torchlint.finding import FileResult
 
 if TYPE_CHECKING:
@@ -78,8 +79,8 @@ def _from_cache(cache: Cache, path: str, filename: str, config: "Config") -> Opt
     if filename not in cache:
         return None
     try:
-        data = sources.read_bytes(path)
-    except OSError:
+        data = sources.read_bytes(path, config.max_file_bytes)
+    except (OSError, sources.TooLarge):  # linted, to say why
         return None
     findings = cache.lookup(filename, cache.key(data, config.codes_for(filename)))
     if findings is None:
@@ -216,8 +217,8 @@ def _lint_one(path: str, filename: str, config: "Config", keyed: bool, use_prefi
     from torchlint.engine.runner import lint_file
 
     try:
-        data = sources.read_bytes(path)
-    except OSError:
+        data = sources.read_bytes(path, config.max_file_bytes)
+    except (OSError, sources.TooLarge):  # the finding that says why, not read again whole
         return None, lint_file(path, config, filename)
     # The project files this lint reads through imports are what its cached result depends on besides its bytes.
     PROJECT.start_recording()
@@ -225,11 +226,14 @@ def _lint_one(path: str, filename: str, config: "Config", keyed: bool, use_prefi
     # would parse the file it spares parsing.
     SUMMARIES.use_store(config if keyed else None)
     _collector.linted_one()
+    overruns = budget.overruns()
     result = lint_file_bytes(data, filename, config, use_prefilter)
     result.dependencies = tuple(sorted(PROJECT.consulted.items()))
     if not result.findings:
         result.source = None
-    return (Cache.key(data, config.codes_for(filename)) if keyed else None), result
+    # A lint stopped by the time budget is not kept: on a less busy machine or with a larger budget it may finish.
+    kept = keyed and budget.overruns() == overruns
+    return (Cache.key(data, config.codes_for(filename)) if kept else None), result
 
 
 class _DeferredCollector:

@@ -27,20 +27,22 @@ and hand-built nodes with those libcst's own constructors build.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 import os
 import re
+import sys
+import threading
 import types
 import warnings
 from collections import OrderedDict
-from itertools import accumulate
-from typing import Callable, Dict, NamedTuple, Optional, Tuple
+from contextlib import contextmanager
+from typing import Callable, Dict, Iterator, NamedTuple, Optional, Tuple
 
 import libcst as cst
 from libcst._nodes.base import CSTNode
 
-from torchlint import source as sources
 from torchlint.engine.walk import NODE_TYPES
 from torchlint.engine.reparse import Layout, Parsed, reparsed
 
@@ -168,45 +170,146 @@ if SKIPS_VALIDATION:
 
 
 def parse_module(text: str) -> cst.Module:
-    """`libcst.parse_module(text)`, the same tree, built without re-checking what the parser guarantees."""
+    """`libcst.parse_module(text)`, the same tree, built without re-checking what the parser guarantees; Refused for
+    text that parser would crash on or take minutes over (`check_parseable`)."""
     global _parsing
+    check_parseable(text)
     if not SKIPS_VALIDATION:
         return cst.parse_module(text)
-    _parsing = True
     try:
+        # Set inside the `try`: a file's time budget may stop the parse at any step (engine/budget.py).
+        _parsing = True
         return cst.parse_module(text)
     finally:
         _parsing = False
 
 
-_BRACKETS = re.compile(r"[()\[\]{}]")
-_LONG_LINE = 2000
-_SAFE_DEPTH = 100
+# A bracket, or a line break that ends a logical line unless brackets are open (one after a backslash never does),
+# and ends it whatever the brackets seem to say when a `def` or `class` starts the next line: those never stand
+# inside brackets, and a bracket in a string (`"("`) would otherwise make the rest of the file one logical line.
+_LOGICAL_MARKS = re.compile(r"[()\[\]{}]|(?<!\\)(?:\r\n?|\n)((?:async[ \t]+)?(?:def|class)\b)?")
 _DEPTH_CHANGE = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}
+_SAFE_BRACKETS = 100
+# What may add a level to an expression (a `.` before a digit is a number's), and how many on one logical line make
+# it worth a look: the levels of an expression are its links, its brackets (at most `_SAFE_BRACKETS`) and the
+# statements around it (Python allows 100 indented blocks).
+_LINKS = re.compile(r"[-+*/%@&|^<>~\[(]|\.(?!\d)|\b(?:and|or|not|if|lambda|await)\b")
+# How deep an expression may nest for libcst's parser: its time grows with the cube of a chain's length in the
+# worst shapes (`x[0][0]...`: 800 links 2.6 s, 1,600 links 12 s, 2,800 links 156 s; `a if b else ...` half that)
+# and it crashes the process on about 10,000 (`a and a and ...`, which Python's own compiler takes). Code nested
+# 1,000 deep is linted (`y.to(device)` 1,000 times is 2,000 levels: tests/test_faults.py); a subscript counts
+# twice, so the slowest shape at this bound parses in about 12 s on the 2-core test machine.
+MAX_DEPTH = 2100
+_MANY_LINKS = MAX_DEPTH - 2 * _SAFE_BRACKETS
+# The recursion limit a Python process starts with: `python file.py` compiles the file under it.
+PYTHON_RECURSION_LIMIT = 1000
+
+
+class Refused(Exception):
+    """Text the engine does not hand libcst's parser, and why (a TL000 message, where the reason lies)."""
+
+    def __init__(self, message: str, row: int = 1, column: int = 1):
+        super().__init__(message)
+        self.message = message
+        self.row = row
+        self.column = column
+
+
+def check_parseable(text: str) -> None:
+    """Raise Refused for text libcst's parser would crash on or take minutes over: what Python's compiler refuses,
+    and what nests deeper than `MAX_DEPTH`. Only text that `may_be_nested_too_deeply` is compiled to tell."""
+    if not may_be_nested_too_deeply(text):
+        return
+    try:
+        with warnings.catch_warnings(), python_recursion_limit():
+            warnings.simplefilter("ignore")  # invalid escape sequences and the like: the file's own run shows them
+            tree = compile(text, "<torchlint>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as error:
+        raise Refused(f"SyntaxError: {error.msg}", error.lineno or 1, max(error.offset or 1, 1)) from None
+    except (RecursionError, MemoryError) as error:
+        reason = f" ({error})" if str(error) else ""
+        raise Refused(f"the file is nested too deeply for Python to compile it{reason}") from None
+    except ValueError as error:
+        raise Refused(f"cannot parse: {error}") from None
+    depth, where = deepest(tree)
+    if depth > MAX_DEPTH:
+        raise Refused(
+            f"not linted: an expression in this statement nests {depth:,} levels deep, more than torchlint's parser takes ({MAX_DEPTH:,})",
+            getattr(where, "lineno", 1), getattr(where, "col_offset", 0) + 1,
+        )
+
+
+def deepest(tree: ast.AST) -> Tuple[int, ast.AST]:
+    """How deep `tree` nests as libcst builds it, a subscript counted twice (`MAX_DEPTH`), and the statement
+    holding its deepest node: libcst nests `a and b and c` pairwise, where Python's tree holds one node with a
+    list. Without recursion, which such a tree would exhaust."""
+    found = (0, tree)
+    stack = [(tree, 1, tree)]
+    while stack:
+        node, depth, statement = stack.pop()
+        if isinstance(node, ast.stmt):
+            statement = node
+        if depth > found[0]:
+            found = (depth, statement)
+        if type(node) is ast.BoolOp:
+            depth += len(node.values) - 1
+        elif type(node) is ast.Subscript:
+            depth += 1
+        stack.extend((child, depth + 1, statement) for child in ast.iter_child_nodes(node))
+    return found
 
 
 def may_be_nested_too_deeply(text: str) -> bool:
-    """A cheap look for code that may be nested deeper than libcst's native parser survives.
+    """A cheap look for code that may nest deeper than libcst's native parser takes (`check_parseable`).
 
-    libcst's parser crashes the process (not a Python exception) on a few thousand
-    nested brackets or chained operators, and takes seconds well before that; such
-    text is first checked by CPython's parser, which refuses it cleanly.
+    More than a hundred nested brackets, or a logical line with many links: each level of an expression that is
+    not a bracket is written with a link (an operator, a `.`, a `[` or `(` after a value, `not`, `lambda`,
+    `if`...) and all of them are on one logical line, which breaks over physical lines only inside brackets or
+    after a backslash. Brackets in strings and comments make it a guess either way, and links count siblings
+    too: a guess too high costs one parse with Python's compiler.
     """
-    # (A regex for 2,000 characters without a line break backtracks at every character: splitting is linear.
-    # Pieces between "\n" are never shorter than the lines they hold, and str.split is 4 times faster than
-    # splitting at every kind of line break, which is left for the files that have a long piece.)
-    if max(map(len, text.split("\n"))) >= _LONG_LINE and max(map(len, sources.split_lines(text))) >= _LONG_LINE:
-        return True
-    # The deepest nesting is the largest running sum of +1 per opening and -1 per closing bracket.
-    brackets = _BRACKETS.findall(text)
-    return bool(brackets) and max(accumulate(map(_DEPTH_CHANGE.__getitem__, brackets))) > _SAFE_DEPTH
+    depth = deepest_brackets = 0
+    line_start = 0
+    for mark in _LOGICAL_MARKS.finditer(text):
+        change = _DEPTH_CHANGE.get(mark.group())
+        if change is not None:
+            depth += change
+            if depth > deepest_brackets:
+                deepest_brackets = depth
+        elif depth <= 0 or mark.group(1):
+            if _has_many_links(text, line_start, mark.start()):
+                return True
+            line_start = mark.start(1) if mark.group(1) else mark.end()
+            depth = 0
+    return deepest_brackets > _SAFE_BRACKETS or _has_many_links(text, line_start, len(text))
+
+
+def _has_many_links(text: str, start: int, end: int) -> bool:
+    # A link is at least a character, so only a long line is searched for them.
+    return end - start >= _MANY_LINKS and len(_LINKS.findall(text, start, end)) >= _MANY_LINKS
+
+
+@contextmanager
+def python_recursion_limit() -> Iterator[None]:
+    """Python's compiler before 3.12 sizes its stack by the recursion limit, which the command line raises for the
+    engine's own walk: a file is compiled under the limit `python file.py` runs it with. Not on other threads (the
+    language server's lint thread): the limit is the process's, and the main thread may be deep in a call."""
+    limit = sys.getrecursionlimit()
+    lower = sys.version_info < (3, 12) and limit > PYTHON_RECURSION_LIMIT and threading.current_thread() is threading.main_thread()
+    if lower:
+        sys.setrecursionlimit(PYTHON_RECURSION_LIMIT)
+    try:
+        yield
+    finally:
+        if lower:
+            sys.setrecursionlimit(limit)
 
 
 def compiles(text: str) -> bool:
     """Python's compiler accepts `text`: a cheap stand-in for libcst's parse when only TL000 is at stake, and a safe
     first look at text that `may_be_nested_too_deeply`."""
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), python_recursion_limit():
             # Invalid escape sequences and the like warn at compile time; the file's own run would show them.
             warnings.simplefilter("ignore")
             compile(text, "<torchlint>", "exec", dont_inherit=True)
@@ -274,3 +377,8 @@ class ParsedTrees:
 
 # One per process: the pool's workers each keep their own.
 TREES = ParsedTrees()
+
+
+def forget_trees() -> None:
+    """Keep no tree: after a lint stopped part way (engine/budget.py), one may be half made."""
+    TREES.__init__(TREES.budget)

@@ -19,7 +19,7 @@ import libcst as cst
 
 from torchlint import source as sources
 from torchlint.analysis.file_kind import FileKind
-from torchlint.engine import noqa, parsing, prefilter
+from torchlint.engine import budget, noqa, parsing, prefilter
 from torchlint.engine.context import FileContext
 from torchlint.engine.facts import RECOGNIZERS
 from torchlint.engine.file_text import FileText
@@ -42,9 +42,11 @@ def parse_error(filename: str, message: str, row: int = 1, column: int = 1) -> F
 def lint_file(path: str, config: "Config", filename: Optional[str] = None) -> FileResult:
     filename = filename or path
     try:
-        data = sources.read_bytes(path)
+        data = sources.read_bytes(path, config.max_file_bytes)
     except OSError as error:
         return unreadable(filename, config, f"cannot read file: {error.strerror or error}")
+    except sources.TooLarge as error:
+        return unreadable(filename, config, budget.size_message(error.size, error.limit))
     return lint_bytes(data, filename, config)
 
 
@@ -66,15 +68,33 @@ def lint_text(
     text: str, filename: str, config: "Config", codes: Optional[FrozenSet[str]] = None, use_prefilter: bool = True,
     file_kind: Optional[FileKind] = None,
 ) -> List[Finding]:
-    """The findings in Python source; `file_kind` from an adapter that knows it (else decided from the file)."""
+    """The findings in Python source; `file_kind` from an adapter that knows it (else decided from the file).
+
+    Within the file's budgets (engine/budget.py): text over the size budget (counted in characters here, where the
+    text is already read: an editor's, a notebook's cells) or a lint over the time budget gives one TL000 instead.
+    """
     codes = config.codes_for(filename) if codes is None else codes
+    if config.max_file_bytes and len(text) > config.max_file_bytes:
+        return _over_budget(filename, codes, budget.size_message(len(text), config.max_file_bytes))
+    try:
+        with budget.time_limit(config.max_file_seconds):
+            return _lint_within_budget(text, filename, config, codes, use_prefilter, file_kind)
+    except budget.TimeBudgetExceeded:
+        budget.forget_process_state()
+        return _over_budget(filename, codes, budget.time_message(config.max_file_seconds))
+
+
+def _over_budget(filename: str, codes: FrozenSet[str], message: str) -> List[Finding]:
+    return [parse_error(filename, message)] if ParseError.code in codes else []
+
+
+def _lint_within_budget(
+    text: str, filename: str, config: "Config", codes: FrozenSet[str], use_prefilter: bool, file_kind: Optional[FileKind],
+) -> List[Finding]:
     file_text = FileText(text, filename)
     rule_classes = rules_to_run(file_text, codes, use_prefilter)
     if rule_classes is None:
         return []
-    refused = _python_refuses(text, filename) if parsing.may_be_nested_too_deeply(text) else None
-    if refused is not None:
-        return [refused] if ParseError.code in codes else []
     with _cycle_collector_paused():
         return _lint_parsed(file_text, filename, config, codes, rule_classes, use_prefilter, file_kind)
 
@@ -134,6 +154,8 @@ def _lint_parsed(
         module = parsing.TREES.parse(path, text)
     except cst.ParserSyntaxError as error:
         return [_syntax_error(text, filename, error)] if ParseError.code in codes else []
+    except parsing.Refused as refused:
+        return [parse_error(filename, refused.message, refused.row, refused.column)] if ParseError.code in codes else []
     except RecursionError:
         return [parse_error(filename, "the file is nested too deeply to parse")] if ParseError.code in codes else []
     with_callgraph = any(rule.uses_callgraph for rule in rule_classes)

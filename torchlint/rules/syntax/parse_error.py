@@ -8,6 +8,12 @@ class ParseError(Rule):
     are not valid text in the file's declared encoding, a NUL byte, an unreadable
     file or folder (the folder's files go unchecked), or code nested too deeply to analyse.
 
+    Also a file torchlint does not lint, with the reason: one larger than the per-file
+    size budget (`max-file-bytes`, 20 MB by default: the file is not read), one whose
+    lint takes longer than the per-file time budget (`max-file-seconds`, 60 s by
+    default: the lint is stopped), or an expression nested deeper than its parser
+    takes (2,100 levels; Python itself stops at about 3,000).
+
     ## Why is this bad?
     A linter that silently skips a file gives a clean report for code it never
     checked. The finding names the row and column where reading stopped; the other
