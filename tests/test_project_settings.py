@@ -342,6 +342,7 @@ def test_show_settings_prints_the_resolved_settings_and_lints_nothing(tmp_path, 
         "fix = false  (default)",
         "unsafe-fixes = false  (default)",
         "ignore-noqa = false  (default)",
+        "preview = false  (default)",
         "max-file-bytes = 20000000  (default)",
         "max-file-seconds = 60  (default)",
     ], "")
