@@ -75,6 +75,11 @@ class FileText:
         return frozenset(_DEFINED.findall(self.text))
 
     @cached_property
+    def has_star_import(self) -> bool:
+        """A `from X import *` starts a line: names the file uses may be bound in another file, out of the text's sight."""
+        return "*" in self.text and any(match.group(2).strip() == "*" for match in _statements(_FROM_IMPORT, "from", self.text))
+
+    @cached_property
     def imported_modules(self) -> FrozenSet[str]:
         """The dotted module paths its import statements name (`.data` for `from .data import x`)."""
         found = set()
