@@ -55,6 +55,14 @@ def _codes_list(text: str) -> List[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+def _selection(text: str) -> List[str]:
+    """`--select`: at least one code, prefix or name; an empty selection would check nothing and always pass."""
+    codes = _codes_list(text)
+    if not codes:
+        raise argparse.ArgumentTypeError("selects no rule: give codes, prefixes or names (ALL for every rule)")
+    return codes
+
+
 def _jobs(text: str) -> int:
     """`--jobs N`: N worker processes; 0 means one per core, which is also the default; below 0 is a usage error."""
     try:
@@ -85,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="lint files and folders (the default command)")
     check.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: the current folder); `-` reads standard input")
     selection = check.add_argument_group("rule selection (codes, prefixes like TL1, or rule names; comma-separated)")
-    selection.add_argument("--select", type=_codes_list, help="exactly these rules")
+    selection.add_argument("--select", type=_selection, help="exactly these rules")
     selection.add_argument("--extend-select", type=_codes_list, help="these rules too")
     selection.add_argument("--ignore", type=_codes_list, help="not these rules")
     selection.add_argument(
@@ -258,6 +266,9 @@ def resolve_config(args) -> Resolved:
         for codes in (overrides[key] or {}).values():
             resolve_codes(codes, option, IGNORE)
     resolved = resolve(args.config, start, overrides, isolated=getattr(args, "isolated", False))
+    if not resolved.config.select and not resolved.config.preview_left_out:
+        # A run that checks nothing passes whatever the code: as likely a mistake as `--select ''`.
+        raise UsageError(f"no rule is selected ({resolved.origins.get('select', 'default')}): the run would check nothing")
     for code in sorted(resolved.config.preview_left_out):
         print(f"torchlint: warning: {code} is in preview and does not run without `--preview` (or `preview = true`)", file=sys.stderr)
     return resolved
