@@ -189,7 +189,7 @@ def test_torchlint_toml_and_explicit_config(project, capsys):
         ('[tool.torchlint]\nselect = "TL1"\n', "pyproject.toml: 'select' must be a list, got str"),
         ('[tool.torchlint]\nselect = ["TL777"]\n', "pyproject.toml: 'select': unknown rule code or name 'TL777'"),
         ('[tool.torchlint]\ntorch-version = "two"\n', "pyproject.toml: 'torch-version': expected a version like \"2.1\", got 'two'"),
-        ('[tool.torchlint]\noutput-format = "xml"\n', "pyproject.toml: 'output-format': must be one of full, concise, json, json-lines, sarif, github, gitlab, junit, pylint, got 'xml'"),
+        ('[tool.torchlint]\noutput-format = "xml"\n', "pyproject.toml: 'output-format': must be one of full, concise, grouped, json, json-lines, sarif, github, gitlab, junit, pylint, got 'xml'"),
         ('[tool.torchlint\n', "pyproject.toml: invalid TOML: "),
     ],
 )
