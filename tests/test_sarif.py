@@ -139,7 +139,7 @@ def test_a_notebook_finding_names_its_cell_and_no_region():
     [result] = log["runs"][0]["results"]
     assert "region" not in result["locations"][0]["physicalLocation"]
     assert result["message"]["text"].startswith("cell 3:2:42: ")
-    assert result["properties"] == {"cell": 3}
+    assert result["properties"] == {"cell": 3, "cellRow": 2, "cellColumn": 42}
 
 
 def test_no_findings_is_a_valid_empty_run(tmp_path):

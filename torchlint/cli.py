@@ -594,6 +594,7 @@ def _quoted(files: List[Tuple[str, Optional[str], List[Finding]]]) -> Dict[str, 
                 text = file_sources.decode(file_sources.read_bytes(filename)).text
             except (OSError, file_sources.SourceError):
                 continue
+        sources[filename] = text  # the notebook's JSON, where the formats that cannot name a cell point
         sources.update((source_key(filename, cell), cell_text) for cell, cell_text in cell_sources(text).items())
     return sources
 

@@ -8,8 +8,9 @@ positions are exclusive in both. Each result carries a fingerprint built from
 its rule, file and line text (`reporters/fingerprints.py`), so an alert survives
 edits elsewhere in the file.
 
-A notebook finding's rows count within its cell, which SARIF cannot express:
-its location names the notebook without a region, and the message names the cell.
+A notebook finding's rows count within its cell, which SARIF cannot express: its
+region is where that cell line lies in the notebook's JSON (`reporters/sources.InFile`),
+and the message and the result's properties name the cell, row and column.
 
 A code outside the rule catalogue (the health check's TL9xx, `torchlint doctor`)
 gets its descriptor from its first finding: name, message and the finding's own
@@ -27,6 +28,7 @@ from urllib.parse import quote
 from torchlint import __version__
 from torchlint.finding import DOCS_URL, Finding, Location
 from torchlint.reporters.fingerprints import fingerprints
+from torchlint.reporters.sources import InFile
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 BASE_ID = "%SRCROOT%"
@@ -113,12 +115,14 @@ def render(findings: List[Finding], sources: Mapping[str, str], colour: bool) ->
     rule_index = {code: index for index, code in enumerate(codes)}
     artifacts = [_artifact_location(finding.filename, base) for finding in findings]
     results = []
+    in_file = InFile(sources)
     for finding, artifact, fingerprint in zip(findings, artifacts, fingerprints(findings, [a["uri"] for a in artifacts], sources)):
         physical: dict = {"artifactLocation": artifact}
         message = finding.message
-        if finding.cell is None:
-            physical["region"] = _region(finding.location, finding.end_location)
-        else:
+        span = in_file.span(finding)
+        if span is not None:
+            physical["region"] = _region(*span)
+        if finding.cell is not None:
             message = f"cell {finding.cell}:{finding.location.row}:{finding.location.column}: {message}"
         result = {
             "ruleId": finding.code,
@@ -132,7 +136,7 @@ def render(findings: List[Finding], sources: Mapping[str, str], colour: bool) ->
         if fixes:
             result["fixes"] = fixes
         if finding.cell is not None:
-            result["properties"] = {"cell": finding.cell}
+            result["properties"] = {"cell": finding.cell, "cellRow": finding.location.row, "cellColumn": finding.location.column}
         results.append(result)
     log = {
         "$schema": SCHEMA_URI,
