@@ -31,6 +31,7 @@ from torchlint.config import (
 from torchlint.discovery import MissingPath, UnreadableFolder, discover
 from torchlint.engine.parallel import lint_file_bytes, lint_files
 from torchlint.finding import FileResult, Finding
+from torchlint.progress import Progress
 from torchlint.reporters import REPORTERS, source_key
 
 # The engine, the rules and the fixes import libcst (a third of a second): they are imported where
@@ -533,7 +534,8 @@ def collect(args, config: Config) -> List[FileResult]:
             files.append(path)
     found, unreadable = _discover(args, config, files)
     cache = None if args.no_cache else _CountedCache.load(config)
-    results.extend(lint_files(found, config, jobs=args.jobs, cache=cache))
+    with Progress(sys.stderr, "checking", len(found), enabled=_shows_progress(args, config)):
+        results.extend(lint_files(found, config, jobs=args.jobs, cache=cache))
     if cache is None:
         log.debug("Cache: off (--no-cache)")
     else:
@@ -552,6 +554,12 @@ class _CountedCache(Cache):
         findings = super().lookup(filename, key)
         self.hits += findings is not None
         return findings
+
+
+def _shows_progress(args, config: Config) -> bool:
+    """A progress line only where a person reads the report (`progress.py` adds: on a terminal, after a moment)."""
+    output_format = getattr(args, "output_format", None) or _output_format(config)  # `verify` has formats of its own
+    return output_format in TEXT_FORMATS and not args.quiet and not getattr(args, "statistics", False)
 
 
 def _lint_stdin(name: str, config: Config) -> FileResult:
@@ -697,7 +705,10 @@ def collect_fixes(args, config: Config) -> List[fixes_io.FileFix]:
         else:
             files.append(path)
     found, unreadable = _discover(args, config, files)
-    fixes.extend(fixes_io.fix_file(path, filename, config, config.unsafe_fixes) for path, filename in found)
+    with Progress(sys.stderr, "fixing" if not args.diff else "checking", len(found), enabled=_shows_progress(args, config)) as progress:
+        for path, filename in found:
+            fixes.append(fixes_io.fix_file(path, filename, config, config.unsafe_fixes))
+            progress.advance()
     fixes.extend(unfixable(folder.name, folder.path, None, _folder_findings(folder, config)) for folder in unreadable)
     return fixes
 
