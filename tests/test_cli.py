@@ -8,6 +8,7 @@ import pytest
 
 from conftest import run_cli
 from torchlint.cli import main
+from torchlint.finding import documentation_url
 
 BAD = "from torch.utils.data import DataLoader\nloader = DataLoader(ds, persistent_workers=True)\n"
 CLEAN = "import torch\nx = torch.zeros(3)\n"
@@ -110,7 +111,7 @@ def test_json_matches_the_spec_schema(project, capsys):
             "location": {"row": 2, "column": 25},
             "end_location": {"row": 2, "column": 48},
             "fix": None,
-            "url": "https://github.com/torchlint/torchlint/blob/main/docs/rules/TL303.md",
+            "url": documentation_url("rules/TL303.md"),
         }
     ]
 

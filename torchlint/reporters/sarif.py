@@ -26,7 +26,7 @@ from typing import Dict, List, Mapping
 from urllib.parse import quote
 
 from torchlint import __version__
-from torchlint.finding import DOCS_URL, Finding, Location
+from torchlint.finding import Finding, Location, documentation_url, project_url
 from torchlint.reporters.fingerprints import fingerprints
 from torchlint.reporters.sources import InFile
 
@@ -58,7 +58,7 @@ def _rule_descriptor(code: str, first: Finding) -> dict:
         "shortDescription": {"text": rule.name.replace("-", " ").capitalize()},
         "fullDescription": {"text": rule.message},
         "help": {"text": rule.documentation(), "markdown": rule.documentation()},
-        "helpUri": DOCS_URL.format(code=code),
+        "helpUri": documentation_url(f"rules/{code}.md"),
         "defaultConfiguration": {"level": _level(code)},
         "properties": {"tags": ["torchlint", rule.family()]},
     }
@@ -138,17 +138,16 @@ def render(findings: List[Finding], sources: Mapping[str, str], colour: bool) ->
         if finding.cell is not None:
             result["properties"] = {"cell": finding.cell, "cellRow": finding.location.row, "cellColumn": finding.location.column}
         results.append(result)
+    driver = {"name": "torchlint", "version": __version__, "semanticVersion": __version__}
+    home = project_url("Repository")
+    if home is not None:  # an absolute URI or none: a checkout that is not installed has no metadata to say
+        driver["informationUri"] = home
+    driver["rules"] = [_rule_descriptor(code, first_of[code]) for code in codes]
     log = {
         "$schema": SCHEMA_URI,
         "version": "2.1.0",
         "runs": [{
-            "tool": {"driver": {
-                "name": "torchlint",
-                "version": __version__,
-                "semanticVersion": __version__,
-                "informationUri": DOCS_URL.split("/blob/")[0],
-                "rules": [_rule_descriptor(code, first_of[code]) for code in codes],
-            }},
+            "tool": {"driver": driver},
             "originalUriBaseIds": {BASE_ID: {"uri": Path(base).as_uri() + "/"}},
             "columnKind": "unicodeCodePoints",
             "results": results,
