@@ -335,7 +335,7 @@ def _config_option(given) -> Tuple[Optional[Path], dict]:
         try:
             table = tomllib.loads(value)
         except tomllib.TOMLDecodeError as error:
-            if value.endswith(".toml") or os.sep in value:
+            if os.path.exists(value) or value.endswith(".toml") or os.sep in value:
                 raise ConfigError(f"{value}: config file not found") from None
             raise UsageError(f"--config {value!r} is neither a config file nor a TOML `KEY = VALUE` override ({error})") from None
         tool = table.get("tool")
