@@ -558,7 +558,8 @@ class _CountedCache(Cache):
 
 def _shows_progress(args, config: Config) -> bool:
     """A progress line only where a person reads the report (`progress.py` adds: on a terminal, after a moment)."""
-    output_format = getattr(args, "output_format", None) or _output_format(config)  # `verify` has formats of its own
+    # `verify` has formats of its own. Standard output as it is now: a closed one has a stand-in (`main`).
+    output_format = getattr(args, "output_format", None) or _output_format(config, sys.stdout)
     return output_format in TEXT_FORMATS and not args.quiet and not getattr(args, "statistics", False)
 
 
