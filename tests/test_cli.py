@@ -8,6 +8,7 @@ import pytest
 
 from conftest import run_cli
 from torchlint.cli import main
+from torchlint.finding import documentation_url
 
 BAD = "from torch.utils.data import DataLoader\nloader = DataLoader(ds, persistent_workers=True)\n"
 CLEAN = "import torch\nx = torch.zeros(3)\n"
@@ -110,7 +111,7 @@ def test_json_matches_the_spec_schema(project, capsys):
             "location": {"row": 2, "column": 25},
             "end_location": {"row": 2, "column": 48},
             "fix": None,
-            "url": "https://github.com/torchlint/torchlint/blob/main/docs/rules/TL303.md",
+            "url": documentation_url("rules/TL303.md"),
         }
     ]
 
@@ -189,7 +190,7 @@ def test_torchlint_toml_and_explicit_config(project, capsys):
         ('[tool.torchlint]\nselect = "TL1"\n', "pyproject.toml: 'select' must be a list, got str"),
         ('[tool.torchlint]\nselect = ["TL777"]\n', "pyproject.toml: 'select': unknown rule code or name 'TL777'"),
         ('[tool.torchlint]\ntorch-version = "two"\n', "pyproject.toml: 'torch-version': expected a version like \"2.1\", got 'two'"),
-        ('[tool.torchlint]\noutput-format = "xml"\n', "pyproject.toml: 'output-format': must be one of full, concise, json, json-lines, sarif, github, gitlab, junit, pylint, got 'xml'"),
+        ('[tool.torchlint]\noutput-format = "xml"\n', "pyproject.toml: 'output-format': must be one of full, concise, grouped, json, json-lines, sarif, github, gitlab, junit, pylint, got 'xml'"),
         ('[tool.torchlint\n', "pyproject.toml: invalid TOML: "),
     ],
 )

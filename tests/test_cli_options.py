@@ -255,3 +255,27 @@ def test_watch_lints_again_when_a_file_changes(tmp_path):
         process.wait(timeout=30)
     assert any("Starting linter in watch mode" in line for line in lines)
     assert any("File change detected" in line for line in lines)
+
+
+# ---------------------------------------------------------------- an empty selection
+
+
+@pytest.mark.parametrize(
+    "args, config, message",
+    [
+        (["--select", ""], None, "argument --select: selects no rule"),
+        (["--select", " , "], None, "argument --select: selects no rule"),
+        (["--select", "TL303", "--ignore", "TL3"], None, "no rule is selected (from --select, --ignore)"),
+        ([], "[tool.torchlint]\nselect = []\n", "no rule is selected (from pyproject.toml [tool.torchlint] select)"),
+    ],
+)
+def test_an_empty_selection_is_a_usage_error(project, capsys, args, config, message):
+    # It would check nothing and always pass: a CI step that lost its codes must not turn green.
+    if config:
+        (project / "pyproject.toml").write_text(config)
+    try:
+        code = main(["check", "--no-cache", *args, "bad.py"])
+    except SystemExit as error:  # argparse's own usage errors
+        code = error.code
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "") and message in err

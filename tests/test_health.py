@@ -245,7 +245,7 @@ def test_doctor_fails_on_an_error_and_reports_in_json(project):
     assert finding["code"] == "TL203" and finding["severity"] == "error"
     assert finding["filename"] == "setup_for_doctor:float_labels"
     assert finding["location"] == {"row": 1, "column": 1}
-    assert finding["url"].endswith("docs/health.md#tl203")
+    assert finding["url"].endswith("docs/health.md#tl203-label-cast-to-float")
     assert err.strip() == "Found 1 problem(s): 1 error(s) (TL203), 0 warning(s)."
 
 

@@ -399,7 +399,10 @@ def found(paths, config, **options):
 def test_jupyter_checkpoints_are_not_linted_when_their_folder_is_walked(notebooks):
     config = load(None, notebooks)
     assert found(["."], config) == [os.path.join("notebooks", "explore.ipynb")]
-    assert found(["notebooks/.ipynb_checkpoints"], config) == []
+    # A folder named on the command line is linted, as in ruff (tests/test_named_paths.py), unless --force-exclude.
+    checkpoint = os.path.join("notebooks", ".ipynb_checkpoints", "explore-checkpoint.ipynb")
+    assert found(["notebooks/.ipynb_checkpoints"], config) == [checkpoint]
+    assert found(["notebooks/.ipynb_checkpoints"], config, force_exclude=True) == []
 
 
 def test_a_checkpoint_named_on_the_command_line_is_linted_unless_forced(notebooks):

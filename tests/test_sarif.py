@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 
 from conftest import FIXTURES, run_cli
-from torchlint.finding import Edit, Finding, Fix, Location
+from torchlint.finding import Edit, Finding, Fix, Location, documentation_url
 from torchlint.reporters import sarif
 from torchlint.rules import rules_by_code
 
@@ -139,7 +139,7 @@ def test_a_notebook_finding_names_its_cell_and_no_region():
     [result] = log["runs"][0]["results"]
     assert "region" not in result["locations"][0]["physicalLocation"]
     assert result["message"]["text"].startswith("cell 3:2:42: ")
-    assert result["properties"] == {"cell": 3}
+    assert result["properties"] == {"cell": 3, "cellRow": 2, "cellColumn": 42}
 
 
 def test_no_findings_is_a_valid_empty_run(tmp_path):
@@ -209,7 +209,7 @@ def test_doctor_codes_outside_the_catalogue_get_descriptors_from_their_findings(
         ("TL906", "parameters-without-gradient", "warning"),
         ("TL912", "negative-label-smoothing", "error"),
     ]
-    assert rules[1]["helpUri"] == "https://github.com/torchlint/torchlint/blob/main/docs/health.md#tl912"
+    assert rules[1]["helpUri"] == documentation_url("health.md#tl912-negative-label-smoothing")
     assert rules[1]["fullDescription"]["text"].startswith("CrossEntropyLoss(label_smoothing=-0.1): torch accepts")
     results = run["results"]
     assert [(result["ruleId"], result["level"]) for result in results] == [("TL912", "error"), ("TL906", "warning")]

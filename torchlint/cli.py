@@ -15,18 +15,23 @@ import gc
 import importlib
 import io
 import json
+import logging
 import os
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, TextIO, Tuple
 
 from torchlint import __version__
 from torchlint.cache import Cache
-from torchlint.config import IGNORE, OUTPUT_FORMATS, Config, ConfigError, Resolved, resolve, resolve_codes, settings_report
+from torchlint.config import (
+    IGNORE, OUTPUT_FORMATS, Config, ConfigError, Resolved, resolve, resolve_codes, settings_report, tomllib,
+)
 from torchlint.discovery import MissingPath, UnreadableFolder, discover
 from torchlint.engine.parallel import lint_file_bytes, lint_files
 from torchlint.finding import FileResult, Finding
+from torchlint.progress import Progress
 from torchlint.reporters import REPORTERS, source_key
 
 # The engine, the rules and the fixes import libcst (a third of a second): they are imported where
@@ -41,10 +46,12 @@ FEATURE_COMMANDS = (
 )
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 # Formats a person reads, which end with a summary.
-TEXT_FORMATS = ("full", "concise")
+TEXT_FORMATS = ("full", "concise", "grouped")
 NO_FILES = "No Python files found under the given path(s)"
 # Formats whose output is JSON: `--statistics` answers them in JSON too.
 JSON_FORMATS = ("json", "json-lines", "sarif", "gitlab")
+# `--verbose` turns on this logger's debug messages (and no other library's).
+log = logging.getLogger("torchlint")
 
 
 class UsageError(Exception):
@@ -53,6 +60,14 @@ class UsageError(Exception):
 
 def _codes_list(text: str) -> List[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _selection(text: str) -> List[str]:
+    """`--select`: at least one code, prefix or name; an empty selection would check nothing and always pass."""
+    codes = _codes_list(text)
+    if not codes:
+        raise argparse.ArgumentTypeError("selects no rule: give codes, prefixes or names (ALL for every rule)")
+    return codes
 
 
 def _jobs(text: str) -> int:
@@ -85,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="lint files and folders (the default command)")
     check.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: the current folder); `-` reads standard input")
     selection = check.add_argument_group("rule selection (codes, prefixes like TL1, or rule names; comma-separated)")
-    selection.add_argument("--select", type=_codes_list, help="exactly these rules")
+    selection.add_argument("--select", type=_selection, help="exactly these rules")
     selection.add_argument("--extend-select", type=_codes_list, help="these rules too")
     selection.add_argument("--ignore", type=_codes_list, help="not these rules")
     selection.add_argument(
@@ -107,7 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     output.add_argument("-q", "--quiet", action="store_true", help="print findings only, no summary")
     output.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
-    check.add_argument("--config", type=Path, help="a pyproject.toml or torchlint.toml to use instead of the nearest one")
+    check.add_argument(
+        "--config", action="append", metavar="PATH | 'KEY = VALUE'",
+        help="a pyproject.toml or torchlint.toml to use instead of the nearest one, or a config key in TOML that overrides "
+        "the file's (`--config 'select = [\"TL1\"]'`; repeatable), as in ruff",
+    )
     check.add_argument("--isolated", action="store_true", help="read no config file: defaults and the command line only")
     check.add_argument(
         "--show-settings", action="store_true",
@@ -119,6 +138,15 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--jobs", "-j", type=_jobs, default=None, metavar="N", help="worker processes; 0 (the default): one per core")
     check.add_argument("--watch", action="store_true", help="lint again whenever a linted file changes (needs watchfiles: pip install 'torchlint[watch]')")
     check.add_argument("--force-exclude", action="store_true", help="apply excludes to paths named on the command line too")
+    check.add_argument(
+        "--exclude", type=_codes_list, action="extend", metavar="GLOBS",
+        help="files and folders not to lint (comma-separated, repeatable): replaces the config's exclude and its defaults",
+    )
+    check.add_argument("--extend-exclude", type=_codes_list, action="extend", metavar="GLOBS", help="as --exclude, on top of the config's")
+    check.add_argument(
+        "-v", "--verbose", action="store_true",
+        help="log on standard error which config file is used, how many files are linted, cache hits and the time taken",
+    )
     check.add_argument("--no-respect-gitignore", action="store_true", help="lint files that .gitignore excludes")
     fixing = check.add_argument_group("fixes")
     fixing.add_argument("--fix", action=argparse.BooleanOptionalAction, default=None, help="apply safe fixes in place (config: fix)")
@@ -157,7 +185,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             stream.reconfigure(errors="surrogateescape")
     try:
         args = build_parser().parse_args(argv)
-        code = args.handler(args)
+        with _logging_if(getattr(args, "verbose", False)):
+            code = args.handler(args)
         # Written now, not when Python exits, where a failure is a message about an "exception ignored" and exit 120.
         sys.stdout.flush()
         return code
@@ -177,6 +206,25 @@ def main(argv: Optional[List[str]] = None) -> int:
         _discard_standard_output()
         print(f"torchlint: error: {where}{error.strerror or error}", file=sys.stderr)
         return EXIT_ERROR
+
+
+@contextlib.contextmanager
+def _logging_if(verbose: bool) -> Iterator[None]:
+    """`--verbose`: torchlint's debug messages on standard error, as ruff's `[time][module][level] message`, for this
+    run only (`main` may be called again in the same process)."""
+    if not verbose:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] %(message)s", "%H:%M:%S"))
+    level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
 
 
 # What writing standard output fails with: a full disk or quota, a file grown past its limit, a closed descriptor.
@@ -250,6 +298,8 @@ def resolve_config(args) -> Resolved:
         "unsafe-fixes": args.unsafe_fixes,
         "ignore-noqa": getattr(args, "ignore_noqa", False) or None,
         "preview": getattr(args, "preview", None),
+        "exclude": getattr(args, "exclude", None),
+        "extend-exclude": getattr(args, "extend_exclude", None),
     }
     # Command-line selectors are checked first, so their mistakes are not blamed on a config file.
     for option, key, purpose in (("--select", "select", None), ("--extend-select", "extend-select", None), ("--ignore", "extend-ignore", IGNORE)):
@@ -257,10 +307,55 @@ def resolve_config(args) -> Resolved:
     for option, key in (("--per-file-ignores", "per-file-ignores"), ("--extend-per-file-ignores", "extend-per-file-ignores")):
         for codes in (overrides[key] or {}).values():
             resolve_codes(codes, option, IGNORE)
-    resolved = resolve(args.config, start, overrides, isolated=getattr(args, "isolated", False))
+    config_path, inline = _config_option(args.config)
+    isolated = getattr(args, "isolated", False)
+    resolved = resolve(config_path, start, overrides, isolated=isolated, inline=inline)
+    _log_settings(resolved, isolated, inline)
+    if not resolved.config.select and not resolved.config.preview_left_out:
+        # A run that checks nothing passes whatever the code: as likely a mistake as `--select ''`.
+        raise UsageError(f"no rule is selected ({resolved.origins.get('select', 'default')}): the run would check nothing")
     for code in sorted(resolved.config.preview_left_out):
         print(f"torchlint: warning: {code} is in preview and does not run without `--preview` (or `preview = true`)", file=sys.stderr)
     return resolved
+
+
+def _config_option(given) -> Tuple[Optional[Path], dict]:
+    """`--config`, as ruff reads it: each value is a config file, or else one TOML `KEY = VALUE` of `[tool.torchlint]`
+    (`tool.torchlint.KEY = VALUE` too). `verify`'s `--config` is a path (a `Path`)."""
+    if given is None or isinstance(given, Path):
+        return given, {}
+    path: Optional[Path] = None
+    inline: dict = {}
+    for value in given:
+        if os.path.isfile(value):
+            if path is not None:
+                raise UsageError(f"--config names two config files ({path}, {value}): give one, and the other keys inline")
+            path = Path(value)
+            continue
+        try:
+            table = tomllib.loads(value)
+        except tomllib.TOMLDecodeError as error:
+            if os.path.exists(value) or value.endswith(".toml") or os.sep in value:
+                raise ConfigError(f"{value}: config file not found") from None
+            raise UsageError(f"--config {value!r} is neither a config file nor a TOML `KEY = VALUE` override ({error})") from None
+        tool = table.get("tool")
+        if list(table) == ["tool"] and isinstance(tool, dict) and list(tool) == ["torchlint"] and isinstance(tool["torchlint"], dict):
+            table = tool["torchlint"]
+        if not table:
+            raise UsageError(f"--config {value!r} sets no key")
+        inline.update(table)
+    return path, inline
+
+
+def _log_settings(resolved: Resolved, isolated: bool, inline: dict) -> None:
+    config = resolved.config
+    if config.path is not None:
+        log.debug("Using configuration file %s (project root %s)", config.path, config.root)
+    else:
+        log.debug("%s: defaults and the command line (project root %s)", "--isolated" if isolated else "No configuration file found", config.root)
+    if inline:
+        log.debug("Overridden by --config: %s", ", ".join(sorted(inline)))
+    log.debug("%d rules selected: %s", len(config.select), ", ".join(sorted(config.select)))
 
 
 def add_preview_option(group) -> None:
@@ -323,6 +418,14 @@ def run_watch(args) -> int:
 
 def check_once(args, out: TextIO) -> int:
     """One `check` run, reported on `out` (standard output, or the `--output-file`)."""
+    started = time.perf_counter()
+    try:
+        return _check_once(args, out)
+    finally:
+        log.debug("Done in %.2f s", time.perf_counter() - started)
+
+
+def _check_once(args, out: TextIO) -> int:
     resolved = resolve_config(args)
     config = resolved.config
     if args.show_settings:
@@ -372,11 +475,22 @@ def report(args, config: Config, findings: List[Finding], sources: Dict[str, str
         out.write(statistics_json(findings, output_format) if output_format in JSON_FORMATS else statistics(findings))
         out.flush()
         return
-    colour = out.isatty() and "NO_COLOR" not in os.environ and output_format == "full"
+    colour = output_format in TEXT_FORMATS and out is sys.stdout and use_colour(out)
     out.write(REPORTERS[output_format](findings, sources, colour))
     if output_format in TEXT_FORMATS and not args.quiet:
         out.write(closing)
     out.flush()
+
+
+def use_colour(stream: TextIO) -> bool:
+    """As in ruff: FORCE_COLOR (not empty) or CLICOLOR_FORCE (not empty or 0) turn colour on anywhere, NO_COLOR (not
+    empty) turns it off, and otherwise a terminal gets it. A report written to a file (`-o`) never has it."""
+    environ = os.environ
+    if environ.get("FORCE_COLOR") or environ.get("CLICOLOR_FORCE", "0") not in ("", "0"):
+        return True
+    if environ.get("NO_COLOR"):
+        return False
+    return stream.isatty()
 
 
 def _output_format(config: Config, out: TextIO = sys.stdout) -> str:
@@ -394,6 +508,9 @@ def _discover(args, config: Config, paths: List[str]) -> Tuple[List[Tuple[str, s
         raise UsageError(f"{error}: no such file or folder") from None
     if not files and not unreadable and "-" not in args.paths:
         print(f"torchlint: warning: {NO_FILES}", file=sys.stderr)
+    log.debug("Found %d files to lint under %s", len(files), ", ".join(paths))
+    for folder in unreadable:
+        log.debug("Cannot list %s: %s", folder.name, folder.reason)
     return files, unreadable
 
 
@@ -416,11 +533,34 @@ def collect(args, config: Config) -> List[FileResult]:
         else:
             files.append(path)
     found, unreadable = _discover(args, config, files)
-    cache = None if args.no_cache else Cache.load(config)
-    results.extend(lint_files(found, config, jobs=args.jobs, cache=cache))
+    cache = None if args.no_cache else _CountedCache.load(config)
+    with Progress(sys.stderr, "checking", len(found), enabled=_shows_progress(args, config)):
+        results.extend(lint_files(found, config, jobs=args.jobs, cache=cache))
+    if cache is None:
+        log.debug("Cache: off (--no-cache)")
+    else:
+        log.debug("Cache %s: %d hits, %d files linted", cache.path, cache.hits, len(found) - cache.hits)
     # Not through lint_files: a folder has no bytes to cache or lint.
     results.extend(FileResult(folder.name, _folder_findings(folder, config)) for folder in unreadable)
     return results
+
+
+class _CountedCache(Cache):
+    """The cache, counting the files it answered for (`--verbose`)."""
+
+    hits = 0
+
+    def lookup(self, filename: str, key: bytes) -> Optional[List[Finding]]:
+        findings = super().lookup(filename, key)
+        self.hits += findings is not None
+        return findings
+
+
+def _shows_progress(args, config: Config) -> bool:
+    """A progress line only where a person reads the report (`progress.py` adds: on a terminal, after a moment)."""
+    # `verify` has formats of its own. Standard output as it is now: a closed one has a stand-in (`main`).
+    output_format = getattr(args, "output_format", None) or _output_format(config, sys.stdout)
+    return output_format in TEXT_FORMATS and not args.quiet and not getattr(args, "statistics", False)
 
 
 def _lint_stdin(name: str, config: Config) -> FileResult:
@@ -463,6 +603,7 @@ def _quoted(files: List[Tuple[str, Optional[str], List[Finding]]]) -> Dict[str, 
                 text = file_sources.decode(file_sources.read_bytes(filename)).text
             except (OSError, file_sources.SourceError):
                 continue
+        sources[filename] = text  # the notebook's JSON, where the formats that cannot name a cell point
         sources.update((source_key(filename, cell), cell_text) for cell, cell_text in cell_sources(text).items())
     return sources
 
@@ -565,7 +706,10 @@ def collect_fixes(args, config: Config) -> List[fixes_io.FileFix]:
         else:
             files.append(path)
     found, unreadable = _discover(args, config, files)
-    fixes.extend(fixes_io.fix_file(path, filename, config, config.unsafe_fixes) for path, filename in found)
+    with Progress(sys.stderr, "fixing" if not args.diff else "checking", len(found), enabled=_shows_progress(args, config)) as progress:
+        for path, filename in found:
+            fixes.append(fixes_io.fix_file(path, filename, config, config.unsafe_fixes))
+            progress.advance()
     fixes.extend(unfixable(folder.name, folder.path, None, _folder_findings(folder, config)) for folder in unreadable)
     return fixes
 

@@ -47,7 +47,7 @@ DEFAULT_LABEL_NAMES = (
     "*_label", "*_labels", "*_target", "*_targets",
 )
 DEFAULT_TORCH_VERSION = (2, 6)
-OUTPUT_FORMATS = ("full", "concise", "json", "json-lines", "sarif", "github", "gitlab", "junit", "pylint")
+OUTPUT_FORMATS = ("full", "concise", "grouped", "json", "json-lines", "sarif", "github", "gitlab", "junit", "pylint")
 
 
 class ConfigError(Exception):
@@ -221,10 +221,10 @@ CLI_OPTIONS = {
     "select": "--select", "extend-select": "--extend-select", "extend-ignore": "--ignore",
     "per-file-ignores": "--per-file-ignores", "extend-per-file-ignores": "--extend-per-file-ignores",
     "output-format": "--output-format", "fix": "--fix", "unsafe-fixes": "--unsafe-fixes", "ignore-noqa": "--ignore-noqa",
-    "preview": "--preview",
+    "preview": "--preview", "exclude": "--exclude", "extend-exclude": "--extend-exclude",
 }
 # Lists and tables the command line adds to instead of replacing.
-_EXTENDING = ("extend-select", "extend-ignore", "extend-per-file-ignores")
+_EXTENDING = ("extend-select", "extend-ignore", "extend-per-file-ignores", "extend-exclude")
 
 
 # ---------------------------------------------------------------- loading
@@ -276,8 +276,14 @@ def load(config_path: Optional[Path], start: Path, overrides: Optional[dict] = N
     return resolve(config_path, start, overrides, isolated).config
 
 
-def resolve(config_path: Optional[Path], start: Path, overrides: Optional[dict] = None, isolated: bool = False) -> Resolved:
-    """The run's Config and where each setting came from; `isolated` reads no config file (`--isolated`)."""
+def resolve(
+    config_path: Optional[Path], start: Path, overrides: Optional[dict] = None, isolated: bool = False,
+    inline: Optional[dict] = None,
+) -> Resolved:
+    """The run's Config and where each setting came from; `isolated` reads no config file (`--isolated`).
+
+    `inline`: keys given as `--config 'KEY = VALUE'`, which replace the file's (ruff's inline overrides); the
+    other options (`overrides`) still apply on top of them."""
     if config_path is not None and not config_path.is_file():
         raise ConfigError(f"{config_path}: config file not found")
     path = None if isolated else config_path or find_config_file(start)
@@ -285,13 +291,16 @@ def resolve(config_path: Optional[Path], start: Path, overrides: Optional[dict] 
     # Without a config file, globs are relative to where torchlint runs, as in ruff.
     root = path.parent.resolve() if path else Path.cwd().resolve()
     where = str(path) if path else "command line"
-    for key, value in table.items():
-        expected = _KEYS.get(key)
-        if expected is None:
-            raise ConfigError(f"{where}: unknown key {key!r} in {_table_name(path)}{_did_you_mean(key, _KEYS)}")
-        if not _has_type(value, expected):
-            raise ConfigError(f"{where}: {key!r} must be a {_TYPE_NAMES.get(expected, expected.__name__)}, got {type(value).__name__}")
-    merged = dict(table)
+    for table_where, keys, table_name in ((where, table, _table_name(path)), ("--config", inline or {}, "an inline override")):
+        for key, value in keys.items():
+            expected = _KEYS.get(key)
+            if expected is None:
+                raise ConfigError(f"{table_where}: unknown key {key!r} in {table_name}{_did_you_mean(key, _KEYS)}")
+            if not _has_type(value, expected):
+                raise ConfigError(
+                    f"{table_where}: {key!r} must be a {_TYPE_NAMES.get(expected, expected.__name__)}, got {type(value).__name__}"
+                )
+    merged = {**table, **(inline or {})}
     given = {key: value for key, value in (overrides or {}).items() if value is not None}
     for key, value in given.items():
         # Command-line extensions add to the file's lists and tables; everything else replaces.
@@ -300,7 +309,9 @@ def resolve(config_path: Optional[Path], start: Path, overrides: Optional[dict] 
         else:
             merged[key] = value
     config = build(merged, root=root, path=path, where=where, torch_requirement_from=start.resolve())
-    return Resolved(config, _origins(path, table, given, isolated))
+    from_file = {key: value for key, value in table.items() if key not in (inline or {})}
+    set_here = {**{key: "--config" for key in inline or {}}, **{key: CLI_OPTIONS[key] for key in given}}
+    return Resolved(config, _origins(path, from_file, set_here, isolated))
 
 
 _TYPE_NAMES = {float: "number", int: "whole number"}
@@ -318,8 +329,9 @@ def _table_name(path: Optional[Path]) -> str:
     return "[tool.torchlint]" if path is not None and path.name == "pyproject.toml" else "the config"
 
 
-def _origins(path: Optional[Path], table: dict, given: dict, isolated: bool) -> Dict[str, str]:
-    """Where each setting came from, in `--show-settings`' words: `default`, `from <file> <key>`, `from --option`.
+def _origins(path: Optional[Path], table: dict, given: Dict[str, str], isolated: bool) -> Dict[str, str]:
+    """Where each setting came from, in `--show-settings`' words: `default`, `from <file> <key>`, `from --option`
+    (`given`: each key the command line set -> the option that set it).
 
     The config file and the project root say where they come from themselves; `torch-version` has its source."""
     in_file = f"{path.name} [tool.torchlint]" if path is not None and path.name == "pyproject.toml" else path.name if path else ""
@@ -327,7 +339,7 @@ def _origins(path: Optional[Path], table: dict, given: dict, isolated: bool) -> 
     def sources(*keys: str) -> List[str]:
         in_table = [key for key in keys if key in table]
         found = [f"{in_file} {', '.join(in_table)}"] if in_table else []
-        return found + [CLI_OPTIONS[key] for key in keys if key in given]
+        return found + [given[key] for key in keys if key in given]
 
     def origin(key: str, *extensions: str) -> str:
         """`default`, `from ...`, or `default, then from ...` when only keys that extend the default were given."""

@@ -4,14 +4,18 @@ Folders are walked recursively for `*.py`, `*.pyi` and `*.ipynb` (Jupyter
 notebooks, see `torchlint.notebook`); the config's `exclude`/`extend-exclude` globs (by default
 `config.DEFAULT_EXCLUDES`, Jupyter's `.ipynb_checkpoints` copies among them) and, inside
 a git repository, `.gitignore` files prune the walk. Paths named on the command
-line are always linted, as in ruff and flake8, unless `force_exclude` is set
-(pre-commit passes every staged file explicitly). A folder that cannot be listed
+line, files and folders alike, are always linted, as in ruff and flake8, unless
+`force_exclude` is set (pre-commit passes every staged file explicitly). Inside a
+named folder, excludes apply to what the walk finds below it, never to the folder's
+own path: `torchlint check build/pkg` lints `build/pkg` although `build` is
+excluded, as ruff does (see `_below`). A folder that cannot be listed
 is not skipped quietly: its files would go unchecked, so the walk hands it to the
 caller (see `UnreadableFolder`) and goes on.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
@@ -86,6 +90,39 @@ def _gitignores_above(path: str) -> List[_Ignore]:
     return list(reversed(found))
 
 
+def _below(folder: str, config: Config, ignores: List[_Ignore]) -> Tuple[Config, List[_Ignore]]:
+    """The excludes and .gitignore files for the walk of a folder named on the command line.
+
+    A pattern that matches the folder itself or one of its ancestors would exclude everything in it: it is taken
+    out, so that naming a folder lints it. Taken out, a pattern without a slash (`build`, `*.tmp`), which matches
+    at any depth, still applies below the folder, matched from the folder down (`build/pkg/build` stays excluded
+    when `build/pkg` is named); one anchored by a slash could only match below the folder through the folder.
+    """
+    absolute = os.path.abspath(folder)
+    below: List[pathspec.Pattern] = []
+
+    def kept(spec: pathspec.PathSpec, base: str) -> pathspec.PathSpec:
+        relative = os.path.relpath(absolute, base).replace(os.sep, "/")
+        if relative.startswith(".."):
+            return spec
+        matching = [pattern for pattern in spec.patterns if pattern.match_file(relative + "/") is not None]
+        below.extend(pattern for pattern in matching if _at_any_depth(pattern.pattern))
+        return pathspec.GitIgnoreSpec([pattern for pattern in spec.patterns if pattern not in matching])
+
+    if config.exclude is not None:
+        config = dataclasses.replace(config, exclude=kept(config.exclude, str(config.root)))
+    ignores = [_Ignore(ignore.base, kept(ignore.spec, ignore.base)) for ignore in ignores]
+    if below:
+        ignores.append(_Ignore(absolute, pathspec.GitIgnoreSpec(below)))
+    return config, ignores
+
+
+def _at_any_depth(pattern: str) -> bool:
+    """Whether a gitignore pattern matches at any depth: it has no slash but a trailing one, or starts with `**/`."""
+    pattern = pattern.lstrip("!")
+    return pattern.startswith("**/") or "/" not in pattern.rstrip("/")
+
+
 def _ignored(path: str, is_dir: bool, config: Config, ignores: List[_Ignore]) -> bool:
     absolute = os.path.abspath(path)
     return config.is_excluded(path, is_dir) or any(ignore.matches(absolute, is_dir) for ignore in ignores)
@@ -130,7 +167,11 @@ def discover(
         if force_exclude and _ignored(given, is_dir, config, ignores):
             continue
         in_repository = respect_gitignore and _git_root(given) is not None
-        found = _walk(given, config, suffixes, ignores, in_repository, refused) if is_dir else [given]
+        if is_dir:
+            inside, inside_ignores = _below(given, config, ignores)
+            found = _walk(given, inside, suffixes, inside_ignores, in_repository, refused)
+        else:
+            found = [given]
         for path in found:
             key = real_path(path)
             if key not in seen:

@@ -2,12 +2,41 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
 from torchlint import source as sources
 
-DOCS_URL = "https://github.com/torchlint/torchlint/blob/main/docs/rules/{code}.md"
+
+@functools.lru_cache(maxsize=None)
+def project_url(label: str) -> Optional[str]:
+    """A URL of the package's metadata, by its label (`[project.urls]` in pyproject.toml: the one place that says
+    where the project lives), read on first use: None when torchlint runs from a checkout that is not installed."""
+    from importlib.metadata import PackageNotFoundError, metadata
+
+    try:
+        entries = metadata("torchlint").get_all("Project-URL") or []
+    except PackageNotFoundError:
+        return None
+    for entry in entries:
+        name, _, url = entry.partition(",")
+        if name.strip().lower() == label.lower():
+            return url.strip().rstrip("/")
+    return None
+
+
+def documentation_url(page: str) -> str:
+    """The URL of a page of docs/ (`rules/TL101.md`, `health.md#codes`): under the `Documentation` URL, or the page's
+    path in the repository when there is none."""
+    return f"{project_url('Documentation') or 'docs'}/{page}"
+
+
+def __getattr__(name: str) -> str:
+    # `DOCS_URL`, the rule pages' URL with `{code}` to fill in, is read from the metadata when first asked for.
+    if name == "DOCS_URL":
+        return documentation_url("rules/{code}.md")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True, order=True)
@@ -80,7 +109,7 @@ class Finding:
 
     @property
     def url(self) -> str:
-        return DOCS_URL.format(code=self.code)
+        return documentation_url(f"rules/{self.code}.md")
 
     def sort_key(self) -> tuple:
         return (self.filename, self.cell or 0, self.location, self.code, self.end_location)

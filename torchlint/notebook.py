@@ -321,6 +321,69 @@ def cell_sources(text: str) -> Dict[int, str]:
         return {}
 
 
+class FilePositions:
+    """Where a cell's rows and columns lie in the notebook file's own text, its JSON: what a SARIF region or a GitHub
+    annotation points at, since neither can name a cell. Built from the raw text, as `_parse_json` locates each
+    string of a cell's `source`, and each character of the strings through their escapes (`\\n`, `\\"`, `\\u00e9`)."""
+
+    def __init__(self, text: str):
+        self.text = text
+        # cell number -> the raw index of each character of its source as written, then the raw index of its end.
+        self._offsets: Dict[int, List[int]] = {}
+        self._sources: Dict[int, str] = {}
+        try:
+            root, _ = _parse_json(text, 0)
+            cells = root.children.get("cells") if isinstance(root.children, dict) else None
+        except (ValueError, RecursionError):
+            cells = None
+        if cells is None or not isinstance(cells.children, list):
+            return
+        for number, cell in enumerate(cells.children, start=1):
+            source = cell.children.get("source") if isinstance(cell.children, dict) else None
+            if source is None:
+                continue
+            pieces = [source] if source.children is None else source.children
+            if any(not text.startswith('"', piece.start) for piece in pieces):
+                continue
+            offsets: List[int] = []
+            for piece in pieces:
+                offsets += _string_offsets(text, piece)
+            self._sources[number] = "".join(json.loads(text[piece.start:piece.end]) for piece in pieces)
+            self._offsets[number] = offsets + [pieces[-1].end - 1 if pieces else 0]
+
+    def locate(self, cell: int, location: Location) -> Optional[Location]:
+        """`location` (row and column in `cell` as written) as a row and column of the file; None if it is not there."""
+        offsets = self._offsets.get(cell)
+        if offsets is None:
+            return None
+        lines = _lines(self._sources[cell])
+        if not 0 < location.row <= len(lines) + 1:
+            return None
+        start = sum(len(line) for line in lines[:location.row - 1])
+        line = lines[location.row - 1] if location.row <= len(lines) else ""
+        index = start + min(location.column - 1, len(line.rstrip("\r\n")))
+        raw = offsets[min(index, len(offsets) - 1)]
+        line_start = self.text.rfind("\n", 0, raw) + 1
+        return Location(self.text.count("\n", 0, raw) + 1, raw - line_start + 1)
+
+
+def _string_offsets(text: str, node: _Node) -> List[int]:
+    """The raw index in `text` of each character the JSON string at `node` decodes to (a surrogate pair is one)."""
+    offsets = []
+    index, end = node.start + 1, node.end - 1
+    while index < end:
+        offsets.append(index)
+        if text[index] != "\\":
+            index += 1
+        elif text[index + 1] != "u":
+            index += 2
+        elif 0xD800 <= int(text[index + 2:index + 6], 16) < 0xDC00 and text.startswith("\\u", index + 6):
+            index += 12
+        else:
+            index += 6
+    return offsets
+
+
 def _in_cell(finding: Finding, script: _Script) -> Finding:
     cell = script.cell_at(finding.location.row)
     fix = finding.fix

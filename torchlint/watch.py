@@ -2,7 +2,8 @@
 
 What is watched: the linted paths' Python files, stubs and notebooks, and the config
 files (`pyproject.toml`, `torchlint.toml`), through `watchfiles` (the `watch` extra).
-Each run is the caller's: a whole `check` run with the same options.
+Each run is the caller's: a whole `check` run with the same options. As in ruff, a
+terminal is cleared before each run, so that what it shows is the latest run alone.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import sys
 import time
 from typing import Callable, Sequence
 
+# Erase the screen, then put the cursor in its top left corner.
+CLEAR_SCREEN = "\x1b[2J\x1b[H"
 # Besides watchfiles' Python suffixes (.py, .pyx, .pyd).
 _EXTRA_SUFFIXES = (".pyi", ".ipynb", ".toml")
 
@@ -28,4 +31,8 @@ def watch(paths: Sequence[str], run: Callable[[], None]) -> int:
 
 
 def _announce(why: str) -> None:
+    # The report goes to standard output: that is the screen to clear (a pipe or a file is left as it is).
+    if sys.stdout.isatty():
+        sys.stdout.write(CLEAR_SCREEN)
+        sys.stdout.flush()
     print(f"[{time.strftime('%H:%M:%S')}] {why}", file=sys.stderr, flush=True)

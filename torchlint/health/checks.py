@@ -15,10 +15,10 @@ import warnings
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set
 
-from torchlint.finding import DOCS_URL, Finding, Location
+from torchlint.finding import Finding, Location, documentation_url
 
 ERROR, WARNING = "error", "warning"
-HEALTH_URL = DOCS_URL.rsplit("/rules/", 1)[0] + "/health.md#{anchor}"
+
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,11 @@ CLASS_INDEX_LOSSES = ("CrossEntropyLoss", "NLLLoss")
 _LISTED = 3
 
 
+def check_url(code: str) -> str:
+    """The section of docs/health.md on a check: its heading, `` `TL901` batch-on-another-device``, as GitHub anchors it."""
+    return documentation_url(f"health.md#{code.lower()}-{CHECKS[code].name}")
+
+
 class Report:
     """Findings of one check, in the order they were found."""
 
@@ -68,7 +73,7 @@ class Report:
 
     def add(self, code: str, message: str, index: int = 1, **extra) -> None:
         check = CHECKS[code]
-        url = HEALTH_URL.format(anchor=code.lower())
+        url = check_url(code)
         self.findings.append(Finding(
             code, check.name, message, self.source, Location(index, 1), Location(index, 1),
             extra={"severity": check.severity, "url": url, **extra},

@@ -22,6 +22,7 @@ def _reporters() -> Dict[str, Reporter]:
     return {
         "full": text.render_full,
         "concise": text.render_concise,
+        "grouped": text.render_grouped,
         "json": json_report.render,
         "json-lines": json_lines.render,
         "sarif": sarif.render,

@@ -2,9 +2,10 @@
 
 `::warning file=F,line=L,col=C,endLine=EL,endColumn=EC,title=TL101::message`.
 The message escapes `%`, CR and LF; property values also escape `:` and `,`,
-which would otherwise end the value. A notebook finding names its cell in the
-message and annotates the file as a whole: its rows count within the cell, not
-within the notebook's JSON.
+which would otherwise end the value. A notebook finding names its cell (and its row
+and column there) in the message, and annotates the line of the notebook's JSON that
+holds that cell line (`reporters/sources.InFile`); only when that line cannot be
+found does it annotate the file as a whole.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import List, Mapping
 
 from torchlint.finding import Finding
+from torchlint.reporters.sources import InFile
 
 
 def _escape_data(text: str) -> str:
@@ -22,17 +24,14 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def command(finding: Finding) -> str:
-    properties = {"file": finding.filename}
+def command(finding: Finding, in_file: InFile) -> str:
+    properties: dict = {"file": finding.filename}
     message = finding.message
-    if finding.cell is None:
-        properties.update(
-            line=finding.location.row,
-            col=finding.location.column,
-            endLine=finding.end_location.row,
-            endColumn=finding.end_location.column,
-        )
-    else:
+    span = in_file.span(finding)
+    if span is not None:
+        start, end = span
+        properties.update(line=start.row, col=start.column, endLine=end.row, endColumn=end.column)
+    if finding.cell is not None:
         message = f"cell {finding.cell}:{finding.location.row}:{finding.location.column}: {message}"
     properties["title"] = finding.code
     listed = ",".join(f"{key}={_escape_property(str(value))}" for key, value in properties.items())
@@ -40,4 +39,5 @@ def command(finding: Finding) -> str:
 
 
 def render(findings: List[Finding], sources: Mapping[str, str], colour: bool) -> str:
-    return "".join(command(finding) + "\n" for finding in findings)
+    in_file = InFile(sources)
+    return "".join(command(finding, in_file) + "\n" for finding in findings)

@@ -8,8 +8,9 @@ positions are exclusive in both. Each result carries a fingerprint built from
 its rule, file and line text (`reporters/fingerprints.py`), so an alert survives
 edits elsewhere in the file.
 
-A notebook finding's rows count within its cell, which SARIF cannot express:
-its location names the notebook without a region, and the message names the cell.
+A notebook finding's rows count within its cell, which SARIF cannot express: its
+region is where that cell line lies in the notebook's JSON (`reporters/sources.InFile`),
+and the message and the result's properties name the cell, row and column.
 
 A code outside the rule catalogue (the health check's TL9xx, `torchlint doctor`)
 gets its descriptor from its first finding: name, message and the finding's own
@@ -25,8 +26,9 @@ from typing import Dict, List, Mapping
 from urllib.parse import quote
 
 from torchlint import __version__
-from torchlint.finding import DOCS_URL, Finding, Location
+from torchlint.finding import Finding, Location, documentation_url, project_url
 from torchlint.reporters.fingerprints import fingerprints
+from torchlint.reporters.sources import InFile
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 BASE_ID = "%SRCROOT%"
@@ -56,7 +58,7 @@ def _rule_descriptor(code: str, first: Finding) -> dict:
         "shortDescription": {"text": rule.name.replace("-", " ").capitalize()},
         "fullDescription": {"text": rule.message},
         "help": {"text": rule.documentation(), "markdown": rule.documentation()},
-        "helpUri": DOCS_URL.format(code=code),
+        "helpUri": documentation_url(f"rules/{code}.md"),
         "defaultConfiguration": {"level": _level(code)},
         "properties": {"tags": ["torchlint", rule.family()]},
     }
@@ -113,12 +115,14 @@ def render(findings: List[Finding], sources: Mapping[str, str], colour: bool) ->
     rule_index = {code: index for index, code in enumerate(codes)}
     artifacts = [_artifact_location(finding.filename, base) for finding in findings]
     results = []
+    in_file = InFile(sources)
     for finding, artifact, fingerprint in zip(findings, artifacts, fingerprints(findings, [a["uri"] for a in artifacts], sources)):
         physical: dict = {"artifactLocation": artifact}
         message = finding.message
-        if finding.cell is None:
-            physical["region"] = _region(finding.location, finding.end_location)
-        else:
+        span = in_file.span(finding)
+        if span is not None:
+            physical["region"] = _region(*span)
+        if finding.cell is not None:
             message = f"cell {finding.cell}:{finding.location.row}:{finding.location.column}: {message}"
         result = {
             "ruleId": finding.code,
@@ -132,19 +136,18 @@ def render(findings: List[Finding], sources: Mapping[str, str], colour: bool) ->
         if fixes:
             result["fixes"] = fixes
         if finding.cell is not None:
-            result["properties"] = {"cell": finding.cell}
+            result["properties"] = {"cell": finding.cell, "cellRow": finding.location.row, "cellColumn": finding.location.column}
         results.append(result)
+    driver = {"name": "torchlint", "version": __version__, "semanticVersion": __version__}
+    home = project_url("Repository")
+    if home is not None:  # an absolute URI or none: a checkout that is not installed has no metadata to say
+        driver["informationUri"] = home
+    driver["rules"] = [_rule_descriptor(code, first_of[code]) for code in codes]
     log = {
         "$schema": SCHEMA_URI,
         "version": "2.1.0",
         "runs": [{
-            "tool": {"driver": {
-                "name": "torchlint",
-                "version": __version__,
-                "semanticVersion": __version__,
-                "informationUri": DOCS_URL.split("/blob/")[0],
-                "rules": [_rule_descriptor(code, first_of[code]) for code in codes],
-            }},
+            "tool": {"driver": driver},
             "originalUriBaseIds": {BASE_ID: {"uri": Path(base).as_uri() + "/"}},
             "columnKind": "unicodeCodePoints",
             "results": results,

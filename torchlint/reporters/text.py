@@ -1,30 +1,55 @@
-"""The `full` and `concise` text formats.
+"""The `full`, `concise` and `grouped` text formats.
 
 `full` quotes the flagged line under each finding (a notebook finding's line from its
 cell) and shows a fix as the lines it changes, numbered before and after, as ruff does.
+`grouped`, as ruff's, names each file once and lists its findings under it.
 """
 
 from __future__ import annotations
 
 import difflib
+import itertools
 from typing import Dict, List, Mapping
 
 from torchlint.finding import Edit, Finding, Fix, Location
 from torchlint.reporters.sources import source_key
 from torchlint.source import split_lines
 
-_BOLD, _RED, _GREEN, _CYAN, _RESET = "\x1b[1m", "\x1b[31m", "\x1b[32m", "\x1b[36m", "\x1b[0m"
+_BOLD, _UNDERLINE, _RED, _GREEN, _CYAN, _RESET = "\x1b[1m", "\x1b[4m", "\x1b[31m", "\x1b[32m", "\x1b[36m", "\x1b[0m"
 # After the code: `[*]` a safe fix (`--fix` applies it), `[~]` an unsafe one (`--unsafe-fixes` too).
 FIX_MARKERS = {"safe": " [*]", "unsafe": " [~]"}
 
 
-def header(finding: Finding, colour: bool = False) -> str:
-    row = f"cell {finding.cell}:{finding.location.row}" if finding.cell is not None else str(finding.location.row)
-    place = f"{finding.filename}:{row}:{finding.location.column}:"
+def _row(finding: Finding) -> str:
+    return f"cell {finding.cell}:{finding.location.row}" if finding.cell is not None else str(finding.location.row)
+
+
+def _described(finding: Finding, colour: bool) -> str:
+    """`CODE [*] message`: the code, the fix marker and the message."""
     marker = FIX_MARKERS.get(finding.fix.applicability, "") if finding.fix is not None else ""
-    if colour:
-        return f"{_BOLD}{place}{_RESET} {_RED}{_BOLD}{finding.code}{_RESET}{marker} {finding.message}"
-    return f"{place} {finding.code}{marker} {finding.message}"
+    code = f"{_RED}{_BOLD}{finding.code}{_RESET}" if colour else finding.code
+    return f"{code}{marker} {finding.message}"
+
+
+def header(finding: Finding, colour: bool = False) -> str:
+    place = f"{finding.filename}:{_row(finding)}:{finding.location.column}:"
+    return f"{_BOLD}{place}{_RESET} " + _described(finding, colour) if colour else f"{place} " + _described(finding, colour)
+
+
+def render_grouped(findings: List[Finding], sources: Mapping[str, str], colour: bool) -> str:
+    """Each file's name, then one `row:column CODE message` line a finding, rows and columns aligned, and a blank line."""
+    blocks = []
+    for filename, in_file in itertools.groupby(findings, key=lambda finding: finding.filename):
+        in_file = list(in_file)
+        row_width = max(len(_row(finding)) for finding in in_file)
+        column_width = max(len(str(finding.location.column)) for finding in in_file)
+        name = f"{_BOLD}{_UNDERLINE}{filename}{_RESET}" if colour else filename
+        lines = [f"{name}:"] + [
+            f"  {_row(finding):>{row_width}}:{finding.location.column:<{column_width}} {_described(finding, colour)}"
+            for finding in in_file
+        ]
+        blocks.append("\n".join(lines) + "\n\n")
+    return "".join(blocks)
 
 
 def render_concise(findings: List[Finding], sources: Mapping[str, str], colour: bool) -> str:
