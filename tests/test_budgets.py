@@ -248,3 +248,16 @@ def test_the_language_server_applies_the_size_budget_of_the_folders_config(tmp_p
     assert [(finding.code, finding.message) for finding in linted.findings] == [
         ("TL000", "not linted: the file is 1,200 bytes, over the per-file size budget of 1,000 bytes (`max-file-bytes`)")
     ]
+
+
+def test_an_error_outside_every_rule_is_one_finding_and_the_run_goes_on(monkeypatch):
+    # An engine bug (not a rule's, which is already its own finding) must not become a traceback for the user.
+    from conftest import make_config
+    from torchlint.engine import runner
+
+    def broken(*args, **kwargs):
+        raise TypeError("a bug in the engine")
+
+    monkeypatch.setattr(runner, "_lint_within_budget", broken)
+    findings = runner.lint_text("import torch\n", "train.py", make_config(select=["ALL"]))
+    assert [(finding.code, "internal error TypeError: a bug in the engine" in finding.message) for finding in findings] == [("TL000", True)]

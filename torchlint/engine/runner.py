@@ -82,6 +82,11 @@ def lint_text(
     except budget.TimeBudgetExceeded:
         budget.forget_process_state()
         return _over_budget(filename, codes, budget.time_message(config.max_file_seconds))
+    except Exception as error:  # noqa: BLE001 - a bug of the engine's own: one finding, and the run goes on
+        # A rule's error is already its own finding (`_Walker.crashed`); this is one outside any rule. What the
+        # process kept of the file may be half-made: it goes, as after a timeout.
+        budget.forget_process_state()
+        return _over_budget(filename, codes, f"not linted: internal error {type(error).__name__}: {error}; please report this bug")
 
 
 def _over_budget(filename: str, codes: FrozenSet[str], message: str) -> List[Finding]:
