@@ -121,7 +121,7 @@ def test_json_is_empty_array_when_clean(project, capsys):
 
 
 def test_statistics_is_only_the_table_with_a_fixable_column(project, capsys):
-    (project / "fixable.py").write_text("import torch\nx = torch.arange(3)\nfor step in range(2):\n    y = x.float().to(x.device)\n")
+    (project / "fixable.py").write_text("import torch\nx, device = torch.arange(3), torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nfor step in range(2):\n    y = x.float().to(device)\n")
     code, out, _ = check(capsys, "--statistics", "bad.py", "fixable.py")
     assert (code, out.splitlines()) == (1, [
         "    1  TL202  [*] chained-conversion",

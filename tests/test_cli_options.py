@@ -13,7 +13,7 @@ from torchlint.cli import main
 
 BAD = "from torch.utils.data import DataLoader\nloader = DataLoader(ds, persistent_workers=True)\n"
 SYNCHRONOUS = "from torch.utils.data import DataLoader\nfor batch in DataLoader(ds):\n    model(batch).backward()\n"
-FIXABLE = "import torch\nx = torch.arange(3).to(torch.device('cpu'))\nfor step in range(2):\n    y = x.float().to(x.device)\n"
+FIXABLE = "import torch\nx, device = torch.arange(3), torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nfor step in range(2):\n    y = x.float().to(device)\n"
 
 
 @pytest.fixture
@@ -199,7 +199,7 @@ def test_add_noqa_silences_every_finding_and_keeps_existing_codes(project, capsy
     code, out, err = check(capsys, "--add-noqa", ".")
     assert (code, out, err) == (0, "", "Added 2 noqa directives.\n")
     assert (project / "bad.py").read_text().splitlines()[1].endswith("persistent_workers=True)  # noqa: E501, TL303")
-    assert (project / "fixable.py").read_text().splitlines()[3] == "    y = x.float().to(x.device)  # noqa: TL202"
+    assert (project / "fixable.py").read_text().splitlines()[3] == "    y = x.float().to(device)  # noqa: TL202"
     assert check(capsys, "--quiet", ".")[:2] == (0, "")
     assert check(capsys, "--add-noqa", ".")[2] == "Added 0 noqa directives.\n"
 
@@ -220,7 +220,7 @@ def test_fix_only_fixes_and_reports_nothing_that_remains(project, capsys):
     (project / "fixable.py").write_text(FIXABLE)
     code, out, _ = check(capsys, "--fix-only", ".")
     assert (code, out) == (0, "Fixed 1 finding.\n")
-    assert "x.to(x.device, torch.float32)" in (project / "fixable.py").read_text()
+    assert "x.to(device, torch.float32)" in (project / "fixable.py").read_text()
     assert check(capsys, "--fix-only", "--exit-non-zero-on-fix", ".")[:2] == (0, "No findings fixed.\n")
 
 

@@ -14,9 +14,9 @@ from torchlint.reporters import REPORTERS, source_key
 BAD = "from torch.utils.data import DataLoader\nloader = DataLoader(ds, persistent_workers=True)\n"
 FIXABLE = (
     "import torch\n"
-    "x = torch.arange(3).to(torch.device('cpu'))\n"
+    "x, device = torch.arange(3), torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
     "for step in range(2):\n"
-    "    y = x.float().to(x.device)\n"
+    "    y = x.float().to(device)\n"
 )
 
 

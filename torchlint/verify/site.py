@@ -16,6 +16,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchlint import semantics
+from torchlint.analysis.project import star_imported
 from torchlint.engine.context import FileContext
 from torchlint.finding import Finding
 # The allow-list itself lives with the fork server, which also judges names on the live objects.
@@ -231,7 +232,26 @@ class Site:
                     _dotted(small.module).split(".")[0] in roots and not isinstance(small.names, cst.ImportStar)
                 ):
                     lines.append(self.code(small))
+        lines += self._star_bound_imports(roots)
         return "\n".join(lines) + ("\n" if lines else "")
+
+    def _star_bound_imports(self, roots: Sequence[str]) -> List[str]:
+        """Imports that give a witness the names the file takes from a star import of a project module (`np` after
+        `from common import *`, when common.py does `import numpy as np`), for the packages `roots`."""
+        if not self.ctx.scopes.star_imports():
+            return []
+        module_scope = self.ctx.scopes.scope_of(self.ctx.module)
+        used = {node.value for node in _names(self.ctx.module)}
+        lines = []
+        for name in sorted(used - set(module_scope.imports) - set(module_scope.variables)):
+            path = star_imported(self.ctx, name)
+            if path is None or path.split(".")[0] not in roots:
+                continue
+            parent, _, last = path.rpartition(".")
+            line = f"from {parent} import {last} as {name}" if parent else f"import {path} as {name}"
+            if self._import_allowed(cst.parse_statement(line).body[0]):
+                lines.append(line)
+        return lines
 
     def _import_allowed(self, small: cst.CSTNode) -> bool:
         """An import the witness may repeat: of an allowed module or name, binding no name a witness relies on."""
@@ -312,6 +332,15 @@ def _chains(root: cst.CSTNode, parents: Dict[int, cst.CSTNode]):
             labels = (isinstance(parent, cst.Arg) and parent.keyword is node) or (isinstance(parent, (cst.Param, cst.FunctionDef, cst.ClassDef)) and parent.name is node)
             if not inner and not labels:
                 yield node, isinstance(parent, cst.Call) and parent.func is node
+        pending.extend(node.children)
+
+
+def _names(root: cst.CSTNode):
+    pending = [root]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, cst.Name):
+            yield node
         pending.extend(node.children)
 
 

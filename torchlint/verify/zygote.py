@@ -296,11 +296,16 @@ def run_child(request):
     except BaseException:
         traceback.print_exc()
     finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        _flush_and_exit(code)
+
+
+def _flush_and_exit(code: int) -> None:
+    """End this forked process at once (no cleanup that belongs to the process it was forked from), output kept."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
 
 
 def run_witness(request):
@@ -323,11 +328,7 @@ def run_witness(request):
     except BaseException:
         traceback.print_exc()
     finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        _flush_and_exit(code)
 
 
 def resolve_all(names):
