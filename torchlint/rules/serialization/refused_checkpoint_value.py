@@ -3,13 +3,15 @@ from typing import Dict, Hashable, List, Optional, Set, Tuple
 import libcst as cst
 
 from torchlint import semantics
-from torchlint.analysis.weights_only import Leaf, allow_listed_nearby, refused_leaves
-from torchlint.engine.context import last_parts
+from torchlint.analysis.values import Values
+from torchlint.analysis.weights_only import Caller, Leaf, allow_listed_nearby, argument_for, refused_leaves, stack_to
+from torchlint.engine.context import FileContext, last_parts
+from torchlint.engine.walk import OwnScopeVisitor
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
 from torchlint.rules.serialization.unsafe_torch_load import SAFE_DEFAULT_SINCE, TORCH_LOAD, TORCH_SAVE
 from torchlint.rules.serialization.whole_object_checkpoint import ALLOW_LISTING, file_key, saved_before
-from torchlint.rules.triggers import words
+from torchlint.rules.triggers import fragments
 
 
 class RefusedCheckpointValue(Rule):
@@ -69,9 +71,11 @@ class RefusedCheckpointValue(Rule):
 
     code = "TL503"
     name = "refused-checkpoint-value"
-    triggers = words("save")
-    # `update`: `checkpoint.update(args=args)` adds to a checkpoint before it is saved.
-    call_parts = last_parts(TORCH_LOAD | TORCH_SAVE | ALLOW_LISTING) | {"update"}
+    # `torch.save`, or a function that saves (`save_on_master`, `save_checkpoint`), of this file or another.
+    triggers = fragments("save")
+    # Every call: besides torch's (`last_parts(TORCH_LOAD | TORCH_SAVE | ALLOW_LISTING)`) and `checkpoint.update(...)`,
+    # a project function that saves (`utils.save_on_master(state, path)`) may have any name holding "save".
+    call_parts = None
     fix_safety = "unsafe"
     message = (
         "`torch.save` writes {label} ({shown}){where}: `torch.load` with `weights_only=True`, the default since torch "
@@ -107,8 +111,10 @@ class RefusedCheckpointValue(Rule):
         self.loads: List[Tuple[Hashable, int, cst.Call, bool]] = []
         # Items added to a dict variable after it is built: (scope, name) -> [(key, value, stack)].
         self.added: Dict[Tuple[Optional[int], str], List[Tuple[str, cst.BaseExpression, tuple]]] = {}
-        # Each save, judged in `finish` once the items added to its checkpoint are known.
-        self.pending: List[Tuple[cst.Call, cst.BaseExpression, tuple, Hashable, int]] = []
+        # Each save, judged in `finish` once the items added to its checkpoint are known: the call, the saved
+        # expression, its stack and file (another project file's for a function that saves what it is given), the
+        # key of the written file, the order, and the call of that function.
+        self.pending: List[Tuple[cst.Call, cst.BaseExpression, tuple, FileContext, Hashable, int, Optional[Caller]]] = []
         self.allowed: Set[str] = set()
         # Whether files near this one allow-list each kind's names, read once per kind.
         self.nearby: Dict[Tuple[str, ...], bool] = {}
@@ -125,7 +131,9 @@ class RefusedCheckpointValue(Rule):
             saved = semantics.keyword(node, "obj") or semantics.positional(node, 0)
             target = semantics.keyword(node, "f") or semantics.positional(node, 1)
             if saved is not None and target is not None:
-                self.pending.append((node, saved.value, tuple(self.ctx.stack), file_key(self.ctx, target.value), self.order))
+                self.pending.append(
+                    (node, saved.value, tuple(self.ctx.stack), self.ctx, file_key(self.ctx, target.value), self.order, None)
+                )
         elif name in TORCH_LOAD and not semantics.has_star_kwargs(node):
             weights_only = semantics.keyword(node, "weights_only")
             explicit = weights_only is not None and semantics.literal(weights_only.value) is True
@@ -134,6 +142,8 @@ class RefusedCheckpointValue(Rule):
             source = semantics.keyword(node, "f") or semantics.positional(node, 0)
             if source is not None:
                 self.loads.append((file_key(self.ctx, source.value), self.order, node, explicit))
+        elif "save" in (semantics.terminal_name(node.func) or ""):
+            self._saved_by_function(node)
         elif semantics.method_name(node) == "update" and type(node.func) is cst.Attribute and type(node.func.value) is cst.Name:
             # `checkpoint.update(args=args)` / `checkpoint.update({"args": args})`
             added = self.added.setdefault(self._variable(node.func.value.value), [])
@@ -156,9 +166,9 @@ class RefusedCheckpointValue(Rule):
     def finish(self) -> None:
         new_default = self.ctx.config.torch_version >= SAFE_DEFAULT_SINCE
         saves: Dict[Hashable, List[Tuple[int, Optional[Tuple[cst.Call, List[Leaf]]]]]] = {}
-        for node, saved, stack, key, order in self.pending:
-            leaves = [leaf for leaf in refused_leaves(self.ctx, saved, stack) if not self._allow_listed(leaf)]
-            if type(saved) is cst.Name:
+        for node, saved, stack, context, key, order, caller in self.pending:
+            leaves = [leaf for leaf in refused_leaves(context, saved, stack, caller=caller) if not self._allow_listed(leaf)]
+            if type(saved) is cst.Name and context is self.ctx:
                 for where, value, there in self.added.get(self._variable(saved.value, stack), []):
                     leaves += [
                         leaf._replace(where=where + leaf.where)
@@ -181,6 +191,40 @@ class RefusedCheckpointValue(Rule):
                     label=leaf.refused.label, where=_where(leaf), global_name=leaf.refused.global_name,
                     remedy=leaf.refused.remedy.format(value=_shown(leaf)),
                 ))
+
+    def _saved_by_function(self, node: cst.Call) -> None:
+        """A call of a module-level function of the project that passes what it is given on to `torch.save`:
+        `def save_on_master(*args, **kwargs): torch.save(*args, **kwargs)` saves this call's first argument;
+        `def save_model(model, optimizer, opt, ...): torch.save({"opt": opt, ...}, path)` in another file saves a
+        dict whose parameters hold this call's arguments. (In this file, its own save follows its calls.)"""
+        for callee in Values.of(self.ctx).origins(node.func):
+            function = callee.node
+            if type(function) is not cst.FunctionDef or len(callee.place.scopes) != 1:
+                continue
+            context = callee.place.context
+            forwarded = function.params.star_arg
+            for save in _torch_saves(context, function):
+                target = semantics.keyword(save, "f") or semantics.positional(save, 1)
+                first = save.args[0] if save.args else None
+                if first is not None and first.star == "*" and isinstance(forwarded, cst.Param) and (
+                    type(first.value) is cst.Name and first.value.value == forwarded.name.value
+                ):  # `torch.save(*args, **kwargs)`: this call's own arguments
+                    saved = semantics.keyword(node, "obj") or semantics.positional(node, 0)
+                    written = semantics.keyword(node, "f") or semantics.positional(node, 1)
+                    if saved is not None:
+                        key = file_key(self.ctx, written.value) if written is not None else ("saved by", id(save))
+                        self.pending.append((node, saved.value, tuple(self.ctx.stack), self.ctx, key, self.order, None))
+                    continue
+                saved = semantics.keyword(save, "obj") or semantics.positional(save, 0)
+                if saved is None or context is self.ctx:
+                    continue
+                written = (
+                    argument_for(node, function, target.value.value)
+                    if target is not None and type(target.value) is cst.Name else None
+                )
+                key = file_key(self.ctx, written) if written is not None else ("saved by", id(save))
+                caller = Caller(function, node, self.ctx, tuple(self.ctx.stack))
+                self.pending.append((node, saved.value, stack_to(context.module, save), context, key, self.order, caller))
 
     def _variable(self, name: str, stack=None) -> Tuple[Optional[int], str]:
         function = self.ctx.enclosing(cst.FunctionDef, cst.Lambda, stack=stack if stack is not None else self.ctx.stack)
@@ -214,6 +258,25 @@ class RefusedCheckpointValue(Rule):
         value = f"({code})" if leaf.refused.fix.startswith("{") and not atom else code
         replacement = leaf.refused.fix.format(value=value)
         return Fix.unsafe(f"Save `{replacement}`", self.ctx.replace(leaf.written, replacement))
+
+
+class _TorchSaves(OwnScopeVisitor):
+    def __init__(self, context: FileContext, function: cst.FunctionDef):
+        super().__init__()
+        self.context = context
+        self.stack = (context.module, function)
+        self.saves: List[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if semantics.terminal_name(node.func) == "save" and self.context.qualified_name(node.func, self.stack) in TORCH_SAVE:
+            self.saves.append(node)
+
+
+def _torch_saves(context: FileContext, function: cst.FunctionDef) -> List[cst.Call]:
+    """The `torch.save` calls of a function's own body (not of the functions it defines)."""
+    visitor = _TorchSaves(context, function)
+    function.body.visit(visitor)
+    return visitor.saves
 
 
 def _shown(leaf: Leaf) -> str:
