@@ -109,6 +109,12 @@ _NUMPY_ARRAYS = frozenset(
         "eye random.rand random.randn"
     ).split()
 )
+# Elementwise functions: an array for an array, a numpy scalar for a number; either is refused, and `.tolist()` turns
+# both into Python values.
+_NUMPY_ELEMENTWISE = frozenset(
+    "numpy." + name
+    for name in "sin cos tan exp log log2 log10 sqrt abs absolute square clip round floor ceil where diag unique".split()
+)
 _BY_NAME = {
     "argparse.Namespace": NAMESPACE,
     "types.SimpleNamespace": SIMPLE_NAMESPACE,
@@ -228,11 +234,16 @@ def classify(origin: Origin) -> Optional[Refused]:
     if name in _NUMPY_SCALARS:
         given_axis = any(argument.keyword is not None and argument.keyword.value in _AXIS_KEYWORDS for argument in node.args)
         return NUMPY_ARRAY if given_axis else NUMPY_SCALAR
-    if name in _NUMPY_ARRAYS:
+    if name in _NUMPY_ARRAYS or name in _NUMPY_ELEMENTWISE:
         return NUMPY_ARRAY
     method = semantics.method_name(node)
     if method == "numpy" and not node.args:
         return NUMPY_ARRAY  # `outputs.cpu().numpy()`
+    if method == "astype" and type(node.func) is cst.Attribute:
+        # A tensor has no `astype`: the receiver is a numpy value (`np.sin(x).astype("float64")`), and so is the result.
+        receiver = Values.of(octx).origins(node.func.value, there)
+        if receiver and all(classify(origin) in (NUMPY_ARRAY, NUMPY_SCALAR) for origin in receiver):
+            return NUMPY_ARRAY
     if method == "parse_args" and type(node.func) is cst.Attribute:
         parsers = Values.of(octx).origins(node.func.value, there)
         if parsers and all(
