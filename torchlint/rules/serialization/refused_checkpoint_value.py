@@ -22,7 +22,7 @@ class RefusedCheckpointValue(Rule):
 
     - an `argparse.Namespace` (`"args": args` after `args = parser.parse_args()`);
     - a numpy scalar (`"best_acc": np.mean(accs)`, `np.float64(x)`) or array (`np.zeros(...)`,
-      `tensor.numpy()`);
+      `tensor.numpy()`, `np.sin(x)` and other elementwise functions, `.astype(...)` of a numpy value);
     - a `pathlib.Path` (also `Path(root) / "run"`), a `functools.partial`, a
       `collections.defaultdict`, a `datetime`, a `frozenset`;
     - an instance of a class of the project that is not a module (a config object, a dataclass).
@@ -32,8 +32,12 @@ class RefusedCheckpointValue(Rule):
     project that builds the checkpoint (`torch.save(make_checkpoint(), path)`, also imported
     from another file), and a parameter of a module-level function: what the file's calls
     pass for it (`save_checkpoint({"args": args, ...})`), or else its annotation
-    (`args: argparse.Namespace`). The save is
-    reported when the project supports only torch 2.6 or later (`torch-version`), or when a
+    (`args: argparse.Namespace`). A call of a module-level function of the project that passes what
+    it is given on to `torch.save` is a save too, reported at the call: `def save_on_master(*args,
+    **kwargs): torch.save(*args, **kwargs)` (DETR, DeiT, MAE, DINO, ConvNeXt) saves the call's first
+    argument, and a helper of another file that saves a dict of its parameters (`save_model(model,
+    optimizer, opt, epoch, path)`) saves what the call passes for them; the helper's name holds "save".
+    The save is reported when the project supports only torch 2.6 or later (`torch-version`), or when a
     load in the file reads the same file (as TL502 matches paths) with `weights_only=True`;
     such a load is reported too, where torch's default or the call asks for weights only.
 
@@ -43,8 +47,11 @@ class RefusedCheckpointValue(Rule):
     classes allow-listed with `add_safe_globals`/`safe_globals` by the file, by a file next to
     it (the script that loads what it saves), or by a file in the folder of a project module
     it imports (a project's own `load()` that allow-lists numpy's `_reconstruct`); and values the rule
-    cannot follow (a method's parameter, the result of an installed package's function other
-    than the numpy ones above). Given up: a load in another file than the save.
+    cannot follow (a method's parameter, an attribute set by a method, a value read from a dict
+    a method returns, the result of an installed package's function other than the numpy ones
+    above). Given up: a load in another file than the save; a parameter of a function whose name
+    the file also uses otherwise than in calls (passed on, or another function's local variable of
+    the same name): what its calls pass is then not followed.
 
     ## Why is this bad?
     Since torch 2.6 `torch.load` defaults to `weights_only=True`, which rebuilds tensors and
@@ -56,7 +63,8 @@ class RefusedCheckpointValue(Rule):
     existing file holds.
 
     ## Fix safety
-    Unsafe, where the replacement is exact: `vars(args)` for a Namespace, `x.item()` for a
+    Unsafe, where the replacement is exact (not for a value passed whole to a function that saves it,
+    which may read it otherwise): `vars(args)` for a Namespace, `x.item()` for a
     numpy scalar, `x.tolist()` for an array, `str(p)` for a path, `dict(d)` for a
     `defaultdict`, `set(s)` for a `frozenset`. The loading code then gets a dict, a Python
     number, a list or a string back, and code that reads `ckpt["args"].lr` or calls array
