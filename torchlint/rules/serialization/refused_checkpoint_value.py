@@ -204,27 +204,18 @@ class RefusedCheckpointValue(Rule):
         """A call of a module-level function of the project that passes what it is given on to `torch.save`:
         `def save_on_master(*args, **kwargs): torch.save(*args, **kwargs)` saves this call's first argument;
         `def save_model(model, optimizer, opt, ...): torch.save({"opt": opt, ...}, path)` in another file saves a
-        dict whose parameters hold this call's arguments. (In this file, its own save follows its calls.)"""
-        for callee in Values.of(self.ctx).origins(node.func):
-            function = callee.node
-            if type(function) is not cst.FunctionDef or len(callee.place.scopes) != 1:
-                continue
-            context = callee.place.context
-            forwarded = function.params.star_arg
-            for save in _torch_saves(context, function):
-                target = semantics.keyword(save, "f") or semantics.positional(save, 1)
-                first = save.args[0] if save.args else None
-                if first is not None and first.star == "*" and isinstance(forwarded, cst.Param) and (
-                    type(first.value) is cst.Name and first.value.value == forwarded.name.value
-                ):  # `torch.save(*args, **kwargs)`: this call's own arguments
+        dict whose parameters hold this call's arguments, also when it saves through such a `save_on_master`
+        (MAE's and ConvNeXt's `save_model(args, ...)`). (In this file, its own save follows its calls.)"""
+        for function, context in _module_functions(self.ctx, node.func, tuple(self.ctx.stack)):
+            for save, saved, target in _saves_in(context, function, nested=True):
+                if saved is None:  # `torch.save(*args, **kwargs)`: this call's own arguments
                     saved = semantics.keyword(node, "obj") or semantics.positional(node, 0)
                     written = semantics.keyword(node, "f") or semantics.positional(node, 1)
                     if saved is not None:
                         key = file_key(self.ctx, written.value) if written is not None else ("saved by", id(save))
                         self.pending.append((node, saved.value, tuple(self.ctx.stack), self.ctx, key, self.order, None))
                     continue
-                saved = semantics.keyword(save, "obj") or semantics.positional(save, 0)
-                if saved is None or context is self.ctx:
+                if context is self.ctx:
                     continue
                 written = (
                     argument_for(node, function, target.value.value)
@@ -268,23 +259,60 @@ class RefusedCheckpointValue(Rule):
         return Fix.unsafe(f"Save `{replacement}`", self.ctx.replace(leaf.written, replacement))
 
 
-class _TorchSaves(OwnScopeVisitor):
-    def __init__(self, context: FileContext, function: cst.FunctionDef):
+def _module_functions(ctx: FileContext, func: cst.BaseExpression, stack) -> List[Tuple[cst.FunctionDef, FileContext]]:
+    """The module-level functions of the project a call of `func` may run, each with its file."""
+    return [
+        (callee.node, callee.place.context) for callee in Values.of(ctx).origins(func, stack)
+        if type(callee.node) is cst.FunctionDef and len(callee.place.scopes) == 1
+    ]
+
+
+class _Saves(OwnScopeVisitor):
+    def __init__(self, context: FileContext, function: cst.FunctionDef, nested: bool):
         super().__init__()
         self.context = context
-        self.stack = (context.module, function)
-        self.saves: List[cst.Call] = []
+        self.function = function
+        self.nested = nested
+        self.found: List[Tuple[cst.Call, Optional[cst.Arg], Optional[cst.Arg]]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
-        if semantics.terminal_name(node.func) == "save" and self.context.qualified_name(node.func, self.stack) in TORCH_SAVE:
-            self.saves.append(node)
+        last = semantics.terminal_name(node.func) or ""
+        if "save" not in last:
+            return
+        stack = (self.context.module, self.function)
+        if last == "save" and self.context.qualified_name(node.func, stack) in TORCH_SAVE:
+            first = node.args[0] if node.args else None
+            forwarded = self.function.params.star_arg
+            if first is not None and first.star == "*" and isinstance(forwarded, cst.Param) and (
+                type(first.value) is cst.Name and first.value.value == forwarded.name.value
+            ):
+                self.found.append((node, None, None))
+            else:
+                self.found.append(
+                    (node, semantics.keyword(node, "obj") or semantics.positional(node, 0),
+                     semantics.keyword(node, "f") or semantics.positional(node, 1))
+                )
+        elif self.nested and any(
+            saved is None
+            for function, context in _module_functions(self.context, node.func, stack_to(self.context.module, node))
+            for _, saved, _ in _saves_in(context, function, nested=False)
+        ):  # `save_on_master(to_save, path)`, a function that forwards its arguments to torch.save
+            self.found.append(
+                (node, semantics.keyword(node, "obj") or semantics.positional(node, 0),
+                 semantics.keyword(node, "f") or semantics.positional(node, 1))
+            )
 
 
-def _torch_saves(context: FileContext, function: cst.FunctionDef) -> List[cst.Call]:
-    """The `torch.save` calls of a function's own body (not of the functions it defines)."""
-    visitor = _TorchSaves(context, function)
+def _saves_in(
+    context: FileContext, function: cst.FunctionDef, nested: bool,
+) -> List[Tuple[cst.Call, Optional[cst.Arg], Optional[cst.Arg]]]:
+    """The saves of a function's own body (not of the functions it defines), each with the saved argument and the
+    file argument: its `torch.save` calls (the saved argument None for `torch.save(*args, **kwargs)` of the function's
+    own `*args`) and, when `nested`, its calls of a function of the project that forwards its arguments that way.
+    Only calls whose name holds "save" are looked at."""
+    visitor = _Saves(context, function, nested)
     function.body.visit(visitor)
-    return visitor.saves
+    return visitor.found
 
 
 def _shown(leaf: Leaf) -> str:
