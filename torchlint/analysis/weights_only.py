@@ -343,13 +343,11 @@ def _passed_for(
     calls = Values.of(octx)._uses_of(function.name.value)
     if not calls:
         return None
-    passed = []
-    for call in calls:
-        given = argument_for(call, function, param.name.value)
-        if given is None:
-            return None
-        passed.append((octx, given, stack_to(octx.module, call)))
-    return passed
+    given = [argument_for(call, function, param.name.value) for call in calls]
+    if any(argument is None for argument in given):
+        return None
+    stacks = stacks_to(octx.module, calls)  # one walk for all the calls: a file may call the function many times
+    return [(octx, argument, stacks[id(call)]) for argument, call in zip(given, calls)]
 
 
 def argument_for(call: cst.Call, function: cst.FunctionDef, name: str) -> Optional[cst.BaseExpression]:
@@ -365,32 +363,29 @@ def argument_for(call: cst.Call, function: cst.FunctionDef, name: str) -> Option
     return given.value if given is not None else None
 
 
-class _StackTo(cst.CSTVisitor):
-    """The nodes from the module down to `target`, as the engine's stack holds them while it visits `target`."""
+class _StacksTo(cst.CSTVisitor):
+    """The nodes from the module down to each of `targets`, as the engine's stack holds them while it visits it."""
 
-    def __init__(self, target: cst.CSTNode):
-        self.target = target
+    def __init__(self, targets: Sequence[cst.CSTNode]):
+        self.targets = {id(target) for target in targets}
         self.stack: List[cst.CSTNode] = []
-        self.found: Optional[Tuple[cst.CSTNode, ...]] = None
+        self.found: dict = {}
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if self.found is not None:
-            return False
         self.stack.append(node)
-        if node is self.target:
-            self.found = tuple(self.stack)
-            return False
-        return True
+        if id(node) in self.targets:
+            self.found[id(node)] = tuple(self.stack)
+        return len(self.found) < len(self.targets)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
-        if self.found is None:
-            self.stack.pop()
+        self.stack.pop()
 
 
-def stack_to(module: cst.Module, target: cst.CSTNode) -> Tuple[cst.CSTNode, ...]:
-    finder = _StackTo(target)
+def stacks_to(module: cst.Module, targets: Sequence[cst.CSTNode]) -> dict:
+    """`id(target)` -> the stack down to it, for each of `targets` in `module` (`(module,)` for one not found)."""
+    finder = _StacksTo(targets)
     module.visit(finder)
-    return finder.found or (module,)
+    return {id(target): finder.found.get(id(target), (module,)) for target in targets}
 
 
 def _is_dict_call(ctx: "FileContext", call: cst.CSTNode, stack) -> bool:

@@ -4,7 +4,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.values import Values
-from torchlint.analysis.weights_only import Caller, Leaf, allow_listed_nearby, argument_for, refused_leaves, stack_to
+from torchlint.analysis.weights_only import Caller, Leaf, allow_listed_nearby, argument_for, refused_leaves, stacks_to
 from torchlint.engine.context import FileContext, last_parts
 from torchlint.engine.walk import OwnScopeVisitor
 from torchlint.finding import Fix
@@ -124,6 +124,8 @@ class RefusedCheckpointValue(Rule):
         # key of the written file, the order, and the call of that function.
         self.pending: List[Tuple[cst.Call, cst.BaseExpression, tuple, FileContext, Hashable, int, Optional[Caller]]] = []
         self.allowed: Set[str] = set()
+        # The saves of each project function called here (`_saves_in`), found once per function.
+        self.saves_of: Dict[Tuple[int, bool], List[_Save]] = {}
         # Whether files near this one allow-list each kind's names, read once per kind.
         self.nearby: Dict[Tuple[str, ...], bool] = {}
         self.order = 0
@@ -207,7 +209,7 @@ class RefusedCheckpointValue(Rule):
         dict whose parameters hold this call's arguments, also when it saves through such a `save_on_master`
         (MAE's and ConvNeXt's `save_model(args, ...)`). (In this file, its own save follows its calls.)"""
         for function, context in _module_functions(self.ctx, node.func, tuple(self.ctx.stack)):
-            for save, saved, target in _saves_in(context, function, nested=True):
+            for save, saved, target, save_stack in _saves_in(context, function, True, self.saves_of):
                 if saved is None:  # `torch.save(*args, **kwargs)`: this call's own arguments
                     saved = semantics.keyword(node, "obj") or semantics.positional(node, 0)
                     written = semantics.keyword(node, "f") or semantics.positional(node, 1)
@@ -223,7 +225,7 @@ class RefusedCheckpointValue(Rule):
                 )
                 key = file_key(self.ctx, written) if written is not None else ("saved by", id(save))
                 caller = Caller(function, node, self.ctx, tuple(self.ctx.stack))
-                self.pending.append((node, saved.value, stack_to(context.module, save), context, key, self.order, caller))
+                self.pending.append((node, saved.value, save_stack, context, key, self.order, caller))
 
     def _variable(self, name: str, stack=None) -> Tuple[Optional[int], str]:
         function = self.ctx.enclosing(cst.FunctionDef, cst.Lambda, stack=stack if stack is not None else self.ctx.stack)
@@ -274,6 +276,7 @@ class _Saves(OwnScopeVisitor):
         self.function = function
         self.nested = nested
         self.found: List[Tuple[cst.Call, Optional[cst.Arg], Optional[cst.Arg]]] = []
+        self.nested_calls: List[cst.Call] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         last = semantics.terminal_name(node.func) or ""
@@ -292,27 +295,39 @@ class _Saves(OwnScopeVisitor):
                     (node, semantics.keyword(node, "obj") or semantics.positional(node, 0),
                      semantics.keyword(node, "f") or semantics.positional(node, 1))
                 )
-        elif self.nested and any(
-            saved is None
-            for function, context in _module_functions(self.context, node.func, stack_to(self.context.module, node))
-            for _, saved, _ in _saves_in(context, function, nested=False)
-        ):  # `save_on_master(to_save, path)`, a function that forwards its arguments to torch.save
-            self.found.append(
-                (node, semantics.keyword(node, "obj") or semantics.positional(node, 0),
-                 semantics.keyword(node, "f") or semantics.positional(node, 1))
-            )
+        elif self.nested:
+            self.nested_calls.append(node)
 
 
-def _saves_in(
-    context: FileContext, function: cst.FunctionDef, nested: bool,
-) -> List[Tuple[cst.Call, Optional[cst.Arg], Optional[cst.Arg]]]:
+# A save in a function's body: the call, the saved argument (None: the function's own `*args`), the file argument,
+# and the stack down to the call in its file.
+_Save = Tuple[cst.Call, Optional[cst.Arg], Optional[cst.Arg], Tuple[cst.CSTNode, ...]]
+
+
+def _saves_in(context: FileContext, function: cst.FunctionDef, nested: bool, known: dict) -> List[_Save]:
     """The saves of a function's own body (not of the functions it defines), each with the saved argument and the
     file argument: its `torch.save` calls (the saved argument None for `torch.save(*args, **kwargs)` of the function's
     own `*args`) and, when `nested`, its calls of a function of the project that forwards its arguments that way.
-    Only calls whose name holds "save" are looked at."""
+    Only calls whose name holds "save" are looked at. `known`: the answers so far, by function and `nested`."""
+    key = (id(function), nested)
+    if key in known:
+        return known[key]
     visitor = _Saves(context, function, nested)
     function.body.visit(visitor)
-    return visitor.found
+    found = visitor.found
+    stacks = stacks_to(context.module, [save for save, _, _ in found] + visitor.nested_calls)
+    for call in visitor.nested_calls:
+        if any(
+            forwarded is None
+            for callee, callee_context in _module_functions(context, call.func, stacks[id(call)])
+            for _, forwarded, _, _ in _saves_in(callee_context, callee, False, known)
+        ):  # `save_on_master(to_save, path)`, a function that forwards its arguments to torch.save
+            found.append(
+                (call, semantics.keyword(call, "obj") or semantics.positional(call, 0),
+                 semantics.keyword(call, "f") or semantics.positional(call, 1))
+            )
+    known[key] = [(save, saved, target, stacks[id(save)]) for save, saved, target in found]
+    return known[key]
 
 
 def _shown(leaf: Leaf) -> str:
