@@ -48,3 +48,28 @@ def test_verify_confirms_every_finding_on_torch(tmp_path):
     assert {finding["verification"]["status"] for finding in findings} == {"confirmed"}, [
         (finding["location"]["row"], finding["verification"]) for finding in findings
     ]
+
+
+def test_an_argument_the_function_also_reads_is_reported_without_a_fix(tmp_path):
+    """`train(opt)` saves `{"settings": opt}` and reads `opt.lr`: `vars(...)` at the call would break the function,
+    so no fix edits the call; a value inside a dict passed only to be saved keeps its fix."""
+    from conftest import make_config
+    from torchlint.engine.runner import lint_file
+
+    source = tmp_path / "train.py"
+    source.write_text(
+        "import argparse\nimport numpy as np\nimport torch\n\n\n"
+        "def train(opt, state):\n"
+        "    print(opt.lr)\n"
+        "    torch.save({'settings': opt, 'epoch': 1}, 'model.chkpt')\n"
+        "    torch.save(state, 'best.chkpt')\n\n\n"
+        "parser = argparse.ArgumentParser()\n"
+        "train(parser.parse_args(), {'best_acc': np.mean([0.5])})\n"
+    )
+    findings = lint_file(str(source), make_config(select=["TL503"], torch_version="2.6")).findings
+    fixes = {finding.location.row: finding.fix for finding in findings}
+    assert sorted(fixes) == [8, 9]
+    # Now that the value model binds `opt` to what the call passes, the fix may change the save itself
+    # (`{'settings': vars(opt)}` in the function); never the call, where `vars(...)` would break `opt.lr`.
+    assert fixes[8] is None or {edit.location.row for edit in fixes[8].edits} == {8}
+    assert fixes[9] is not None

@@ -109,6 +109,12 @@ _NUMPY_ARRAYS = frozenset(
         "eye random.rand random.randn"
     ).split()
 )
+# Elementwise functions: an array for an array, a numpy scalar for a number; either is refused, and `.tolist()` turns
+# both into Python values.
+_NUMPY_ELEMENTWISE = frozenset(
+    "numpy." + name
+    for name in "sin cos tan exp log log2 log10 sqrt abs absolute square clip round floor ceil where diag unique".split()
+)
 _BY_NAME = {
     "argparse.Namespace": NAMESPACE,
     "types.SimpleNamespace": SIMPLE_NAMESPACE,
@@ -131,6 +137,17 @@ _ARGUMENT_PARSERS = frozenset({"argparse.ArgumentParser"})
 _MAX_NESTING = 3
 
 
+class Caller(NamedTuple):
+    """A call, in another place, of the project function whose `torch.save` is being read: what the function's
+    parameters hold is what this call passes (`save_model(model, optimizer, opt, epoch, path)` with the dict built
+    in `util.py` from `opt`)."""
+
+    function: cst.FunctionDef
+    call: cst.Call
+    context: "FileContext"
+    stack: Tuple[cst.CSTNode, ...]
+
+
 class Leaf(NamedTuple):
     """A refused value the saved expression holds."""
 
@@ -146,12 +163,13 @@ class Leaf(NamedTuple):
 
 def refused_leaves(
     ctx: "FileContext", expr: cst.BaseExpression, stack: Sequence[cst.CSTNode], where: str = "", nesting: int = 0,
-    copied: bool = False,
+    copied: bool = False, caller: Optional[Caller] = None,
 ) -> List[Leaf]:
     """The values `expr` may hold that a weights-only load refuses, each with the key path that holds it.
 
     `copied`: `expr` is what `dict(expr)` copies into a plain dict, so only the values it holds count (`dict(counts)`
-    of a defaultdict loads)."""
+    of a defaultdict loads). `caller`: `expr` is read in a function of another file that this call runs, and its
+    parameters hold what the call passes."""
     found: List[Leaf] = []
     origins = Values.of(ctx).origins(expr, stack)
     kinds = []
@@ -159,10 +177,15 @@ def refused_leaves(
         node, there, octx = origin.node, origin.place.stack, origin.place.context
         if origin.opaque and nesting < _MAX_NESTING:
             # `def save_checkpoint(state, ...): torch.save(state, ...)`: what the file's calls pass for the parameter.
-            passed = _passed_for(origin)
+            passed = _passed_for(origin, caller)
             if passed is not None:
-                for argument, call_stack in passed:
-                    found += refused_leaves(octx, argument, call_stack, where, nesting + 1)
+                for call_context, argument, call_stack in passed:
+                    # The function may use the argument otherwise than saving it (`train(opt)` reads `opt.lr`):
+                    # replacing the argument itself (`vars(opt)`) is no exact fix; a value inside it may be.
+                    found += [
+                        leaf._replace(uniform=False) if leaf.written is argument else leaf
+                        for leaf in refused_leaves(call_context, argument, call_stack, where, nesting + 1)
+                    ]
             else:
                 kinds.append(_annotated(origin))  # `def save(args: argparse.Namespace)`
                 continue
@@ -174,18 +197,20 @@ def refused_leaves(
         if type(node) is cst.Dict and nesting < _MAX_NESTING:
             for element in node.elements:
                 if isinstance(element, cst.DictElement):
-                    found += refused_leaves(octx, element.value, there, where + _key(element.key), nesting + 1)
+                    found += refused_leaves(octx, element.value, there, where + _key(element.key), nesting + 1, caller=caller)
                 else:  # `**other`
-                    found += refused_leaves(octx, element.value, there, where, nesting + 1)
+                    found += refused_leaves(octx, element.value, there, where, nesting + 1, caller=caller)
         elif type(node) in (cst.List, cst.Tuple, cst.Set) and nesting < _MAX_NESTING:
             for index, element in enumerate(node.elements):
-                found += refused_leaves(octx, element.value, there, f"{where}[{index}]", nesting + 1)
+                found += refused_leaves(octx, element.value, there, f"{where}[{index}]", nesting + 1, caller=caller)
         elif _is_dict_call(octx, node, there) and nesting < _MAX_NESTING:
             for argument in node.args:
                 if argument.keyword is not None:
-                    found += refused_leaves(octx, argument.value, there, f'{where}["{argument.keyword.value}"]', nesting + 1)
+                    found += refused_leaves(
+                        octx, argument.value, there, f'{where}["{argument.keyword.value}"]', nesting + 1, caller=caller,
+                    )
                 elif not argument.star:
-                    found += refused_leaves(octx, argument.value, there, where, nesting + 1, copied=True)
+                    found += refused_leaves(octx, argument.value, there, where, nesting + 1, copied=True, caller=caller)
         elif not copied:
             kinds.append(classify(origin))
     refused = next((kind for kind in kinds if kind is not None), None)
@@ -209,11 +234,16 @@ def classify(origin: Origin) -> Optional[Refused]:
     if name in _NUMPY_SCALARS:
         given_axis = any(argument.keyword is not None and argument.keyword.value in _AXIS_KEYWORDS for argument in node.args)
         return NUMPY_ARRAY if given_axis else NUMPY_SCALAR
-    if name in _NUMPY_ARRAYS:
+    if name in _NUMPY_ARRAYS or name in _NUMPY_ELEMENTWISE:
         return NUMPY_ARRAY
     method = semantics.method_name(node)
     if method == "numpy" and not node.args:
         return NUMPY_ARRAY  # `outputs.cpu().numpy()`
+    if method == "astype" and type(node.func) is cst.Attribute:
+        # A tensor has no `astype`: the receiver is a numpy value (`np.sin(x).astype("float64")`), and so is the result.
+        receiver = Values.of(octx).origins(node.func.value, there)
+        if receiver and all(classify(origin) in (NUMPY_ARRAY, NUMPY_SCALAR) for origin in receiver):
+            return NUMPY_ARRAY
     if method == "parse_args" and type(node.func) is cst.Attribute:
         parsers = Values.of(octx).origins(node.func.value, there)
         if parsers and all(
@@ -294,28 +324,67 @@ def _parameter(origin: Origin) -> Optional[cst.Param]:
     return next((param for param in every if param.name.value == origin.node.value), None)
 
 
-def _passed_for(origin: Origin) -> Optional[List[Tuple[cst.BaseExpression, Tuple[cst.CSTNode, ...]]]]:
-    """For a parameter of a module-level function, the argument each call of the function in its file passes for it,
-    with the call's stack; None when the function is used otherwise than called by name, or a call passes `*args`
-    or `**kwargs` or leaves the parameter to its default (what it then holds is not the caller's)."""
+def _passed_for(
+    origin: Origin, caller: Optional[Caller] = None,
+) -> Optional[List[Tuple["FileContext", cst.BaseExpression, Tuple[cst.CSTNode, ...]]]]:
+    """For a parameter of a module-level function, the argument each call of the function passes for it, with the
+    call's file and stack: the one `caller` when the function is the one it runs, else the calls in the function's
+    file; None when the function is used otherwise than called by name, or a call passes `*args` or `**kwargs` or
+    leaves the parameter to its default (what it then holds is not the caller's)."""
     param = _parameter(origin)
     if param is None:
         return None
     function = origin.place.scopes[-1]
-    positional = list(function.params.posonly_params) + list(function.params.params)
-    index = positional.index(param) if param in positional else None
     octx = origin.place.context
-    # The value model's own index of the calls of each name: one walk per file.
+    if caller is not None and caller.function is function:
+        given = argument_for(caller.call, function, param.name.value)
+        return [(caller.context, given, caller.stack)] if given is not None else None
+    # The value model's own index of the calls of each name, with their stacks: one walk per file.
     calls = Values.of(octx).calls_by_name(function.name.value)
     if not calls:
         return None
-    passed = []
-    for call, stack in calls:
-        given = semantics.keyword(call, param.name.value) or (semantics.positional(call, index) if index is not None else None)
-        if any(argument.star for argument in call.args) or given is None:
-            return None
-        passed.append((given.value, stack))
-    return passed
+    given = [argument_for(call, function, param.name.value) for call, _ in calls]
+    if any(argument is None for argument in given):
+        return None
+    return [(octx, argument, stack) for argument, (_, stack) in zip(given, calls)]
+
+
+def argument_for(call: cst.Call, function: cst.FunctionDef, name: str) -> Optional[cst.BaseExpression]:
+    """What `call` of `function` passes for its parameter `name`; None for a call with `*args` or `**kwargs` or one
+    that leaves it to its default."""
+    params = function.params
+    positional = [param.name.value for param in list(params.posonly_params) + list(params.params)]
+    if any(argument.star for argument in call.args):
+        return None
+    given = semantics.keyword(call, name) or (
+        semantics.positional(call, positional.index(name)) if name in positional else None
+    )
+    return given.value if given is not None else None
+
+
+class _StacksTo(cst.CSTVisitor):
+    """The nodes from the module down to each of `targets`, as the engine's stack holds them while it visits it."""
+
+    def __init__(self, targets: Sequence[cst.CSTNode]):
+        self.targets = {id(target) for target in targets}
+        self.stack: List[cst.CSTNode] = []
+        self.found: dict = {}
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.stack.append(node)
+        if id(node) in self.targets:
+            self.found[id(node)] = tuple(self.stack)
+        return len(self.found) < len(self.targets)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
+
+
+def stacks_to(module: cst.Module, targets: Sequence[cst.CSTNode]) -> dict:
+    """`id(target)` -> the stack down to it, for each of `targets` in `module` (`(module,)` for one not found)."""
+    finder = _StacksTo(targets)
+    module.visit(finder)
+    return {id(target): finder.found.get(id(target), (module,)) for target in targets}
 
 
 def _is_dict_call(ctx: "FileContext", call: cst.CSTNode, stack) -> bool:
