@@ -336,18 +336,18 @@ def _chains(root: cst.CSTNode, parents: Dict[int, cst.CSTNode]):
 
 
 def _names(root: cst.CSTNode):
-    pending = [root]
-    while pending:
-        node = pending.pop()
-        if isinstance(node, cst.Name):
-            yield node
-        pending.extend(node.children)
+    return _nodes_of(root, cst.Name)
 
 
 def _calls(root: cst.CSTNode):
+    return _nodes_of(root, cst.Call)
+
+
+def _nodes_of(root: cst.CSTNode, kind: type):
+    """The nodes of type `kind` in `root`, in source order, without recursion (code may nest deeply)."""
     pending = [root]
     while pending:
         node = pending.pop()
-        if isinstance(node, cst.Call):
+        if isinstance(node, kind):
             yield node
         pending.extend(reversed(node.children))

@@ -333,15 +333,24 @@ def run_witness(request):
 
 def resolve_all(names):
     """{name: refusal or None}, judged in a throwaway child: imports it makes do not stay in the server."""
+    def judge():
+        signal.alarm(60)
+        return {name: refusal(name) for name in names}
+
+    return _in_a_child(judge, {name: "could not be judged" for name in names})
+
+
+def _in_a_child(compute, failed):
+    """What `compute()` returns (a JSON value), computed in a forked child that then ends, so that nothing it
+    imports or changes stays in this process; `failed` when it raises or returns nothing readable."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read)
         try:
-            signal.alarm(60)
-            data = json.dumps({name: refusal(name) for name in names}).encode()
+            data = json.dumps(compute()).encode()
         except BaseException:
-            data = json.dumps({name: "could not be judged" for name in names}).encode()
+            data = json.dumps(failed).encode()
         with os.fdopen(write, "wb") as stream:
             stream.write(data)
         os._exit(0)
@@ -352,37 +361,23 @@ def resolve_all(names):
     try:
         return json.loads(data)
     except ValueError:
-        return {name: "could not be judged" for name in names}
+        return failed
 
 
 def probe_protections():
     """Which isolation the kernel grants here, tried once in a throwaway child."""
     import tempfile
 
-    read, write = os.pipe()
     workdir = tempfile.mkdtemp(prefix="torchlint-probe-")
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
-        try:
-            os.setsid()
-            active = isolate(workdir)
-            active["witness folder writable"] = _writable(workdir)
-            data = json.dumps(active).encode()
-        except BaseException:
-            data = b"{}"
-        with os.fdopen(write, "wb") as stream:
-            stream.write(data)
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as stream:
-        data = stream.read()
-    os.waitpid(pid, 0)
+
+    def probe():
+        os.setsid()
+        active = isolate(workdir)
+        active["witness folder writable"] = _writable(workdir)
+        return active
+
+    active = _in_a_child(probe, {})
     os.rmdir(workdir)
-    try:
-        active = json.loads(data)
-    except ValueError:
-        active = {}
     active["orphans re-parented to the server"] = _libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     return active
 

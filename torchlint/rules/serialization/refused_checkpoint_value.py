@@ -10,7 +10,7 @@ from torchlint.engine.walk import OwnScopeVisitor
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
 from torchlint.rules.serialization.unsafe_torch_load import SAFE_DEFAULT_SINCE, TORCH_LOAD, TORCH_SAVE
-from torchlint.rules.serialization.whole_object_checkpoint import ALLOW_LISTING, file_key, saved_before
+from torchlint.rules.serialization.whole_object_checkpoint import ALLOW_LISTING, allow_listed, file_key, saved_before
 from torchlint.rules.triggers import fragments
 
 
@@ -134,9 +134,7 @@ class RefusedCheckpointValue(Rule):
         self.order += 1
         name = self.ctx.qualified_name(node.func)
         if name in ALLOW_LISTING:
-            listed = semantics.keyword(node, "safe_globals") or semantics.positional(node, 0)
-            if listed is not None and type(listed.value) in (cst.List, cst.Tuple):
-                self.allowed.update(filter(None, (semantics.terminal_name(element.value) for element in listed.value.elements)))
+            self.allowed.update(allow_listed(node))
         elif name in TORCH_SAVE:
             saved = semantics.keyword(node, "obj") or semantics.positional(node, 0)
             target = semantics.keyword(node, "f") or semantics.positional(node, 1)

@@ -21,6 +21,14 @@ _MAX_NESTING = 2
 ALLOW_LISTING = frozenset({"torch.serialization.safe_globals", "torch.serialization.add_safe_globals"})
 
 
+def allow_listed(call: cst.Call) -> List[str]:
+    """The class names an allow-listing call (`add_safe_globals([Net, nn.Linear])`, `safe_globals(...)`) names."""
+    listed = semantics.keyword(call, "safe_globals") or semantics.positional(call, 0)
+    if listed is None or type(listed.value) not in (cst.List, cst.Tuple):
+        return []
+    return [name for name in (semantics.terminal_name(element.value) for element in listed.value.elements) if name]
+
+
 class WholeObjectCheckpoint(Rule):
     """
     ## What it does
@@ -128,9 +136,7 @@ class WholeObjectCheckpoint(Rule):
         name = self.ctx.qualified_name(node.func)
         self.order += 1
         if name in ALLOW_LISTING:
-            listed = semantics.keyword(node, "safe_globals") or semantics.positional(node, 0)
-            if listed is not None and type(listed.value) in (cst.List, cst.Tuple):
-                self.allowed.update(filter(None, (semantics.terminal_name(element.value) for element in listed.value.elements)))
+            self.allowed.update(allow_listed(node))
         elif name in TORCH_SAVE:
             saved = semantics.keyword(node, "obj") or semantics.positional(node, 0)
             if saved is None:
