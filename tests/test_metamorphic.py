@@ -49,6 +49,7 @@ GAPS = {
     ("star-import", "TL205"): _STAR + " (a CUDA-only library imported in common.py: false alarms)",
     ("star-import", "TL302"): _STAR,
     ("star-import", "TL401"): _STAR,
+    ("star-import", "TL503"): _STAR + " (a save helper of another file, reached through the star import, is not followed)",
     ("star-import", "TL605"): _STAR,
     ("star-import", "TL701"): _STAR,
     ("star-import", "TL702"): _STAR,
