@@ -29,6 +29,15 @@ _STAR = (
 _FUNCTIONAL = "`criterion = F.cross_entropy` (a functional loss as a value): calling `criterion(...)` is not known as that loss"
 _WHILE = "`while True: x = next(iterator)` over `iter(loader)`: not known as a loop over the loader's batches"
 GAPS = {
+    ("compile", "TL707"): "`torch.compile(model)` of a module made on a device: an instance passed to a call keeps TL707's finding (the trap's premise, a module never moved, no longer holds for the rule)",
+    ("data-parallel", "TL707"): "`nn.DataParallel(model)` of a module made on a device: the wrapper may move it (to its first device), so TL707's finding stays",
+    ("model-file", "TL206"): "`model.init_hidden(...)` of a class imported from another file: method calls through instances are followed for classes of the file only",
+    ("model-file", "TL401"): "a notebook's redefined class moved to another file: the later definition is not the imported one",
+    ("notebook", "TL106"): "a `test_*` function of a file that imports pytest becomes a notebook cell, which pytest never collects: TL106 rightly reports it",
+    ("rename", "TL205"): "the rename rewrite renames pytest's `pytestmark`, which changes the program's meaning (the rewrite must keep it)",
+    ("star-import", "TL106"): "`import pytest` moved into the star-imported module: the file no longer shows it imports pytest, so its `test_*` function is not taken for a test",
+    ("tqdm", "TL208"): "`tqdm(dataloaders[phase])`: batches of a wrapped subscript of a dict of loaders are not loader batches",
+    ("while", "TL302"): "`while` over `iter(loaders[phase])`: not known as a loop over the loader",
     ("alias", "TL110"): "`from torch.nn.utils import clip_grad_value_ as <alias>`: the aliased call is not a clip",
     ("alias", "TL111"): "`from torch.nn.utils import clip_grad_norm_ as <alias>`: the aliased call is not a clip",
     ("enumerate", "TL107"): "`for step, (i, batch) in enumerate(...)`: the last-batch check on `i` is no longer seen (false alarm)",
