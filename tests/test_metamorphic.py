@@ -34,7 +34,6 @@ GAPS = {
     ("model-file", "TL206"): "`model.init_hidden(...)` of a class imported from another file: method calls through instances are followed for classes of the file only",
     ("model-file", "TL401"): "a notebook's redefined class moved to another file: the later definition is not the imported one",
     ("notebook", "TL106"): "a `test_*` function of a file that imports pytest becomes a notebook cell, which pytest never collects: TL106 rightly reports it",
-    ("rename", "TL205"): "the rename rewrite renames pytest's `pytestmark`, which changes the program's meaning (the rewrite must keep it)",
     ("star-import", "TL106"): "`import pytest` moved into the star-imported module: the file no longer shows it imports pytest, so its `test_*` function is not taken for a test",
     ("tqdm", "TL208"): "`tqdm(dataloaders[phase])`: batches of a wrapped subscript of a dict of loaders are not loader batches",
     ("while", "TL302"): "`while` over `iter(loaders[phase])`: not known as a loop over the loader",

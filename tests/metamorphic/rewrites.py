@@ -580,11 +580,16 @@ def _parameters_into_attributes(function: cst.FunctionDef, parameters: Sequence[
 # Names: local variables renamed; imports aliased.
 
 
+# Module variables that pytest reads by their name: they are not the program's own names to choose.
+_READ_BY_NAME = frozenset({"pytestmark", "pytest_plugins"})
+
+
 class Rename(Rewrite):
     """Variables (not parameters, imports, functions or classes) get opaque names, consistently in every scope.
 
     The names the configuration gives a meaning to (`device-name`, `label-names`) keep theirs: renaming them
-    would change what the rules are told, not how the code is written.
+    would change what the rules are told, not how the code is written. So do the module variables a tool reads by
+    name (`pytestmark`, `__all__`): renaming them changes what the program means.
     """
 
     name = "rename"
@@ -603,7 +608,7 @@ class Rename(Rewrite):
             if scope is None or isinstance(scope, ClassScope):
                 continue
             for name in sorted({assignment.name for assignment in scope.assignments}):
-                if name.startswith("__") or any(fnmatch.fnmatchcase(name, pattern) for pattern in meaningful):
+                if name.startswith("__") or name in _READ_BY_NAME or any(fnmatch.fnmatchcase(name, pattern) for pattern in meaningful):
                     continue
                 assignments = list(scope.assignments[name])
                 if not assignments or not all(
