@@ -27,10 +27,6 @@ from torchlint.source import split_lines
 
 
 
-class _Found(Exception):
-    pass
-
-
 class Positions:
     def __init__(self, module: cst.Module, text: str, layout: Optional[Layout] = None):
         self.module = module
@@ -46,6 +42,8 @@ class Positions:
         # engine/reparse.py): Python's parser then reads only the top-level statement that holds a reported node.
         self._layout = layout
         self._read_statements: Set[int] = set()
+        # id of a node -> its parent (None for the module), for positions asked after the walk (`_stack_to`).
+        self._parents: Optional[Dict[int, Optional[cst.CSTNode]]] = None
 
     def range_of(self, node: cst.CSTNode, stack: Sequence[cst.CSTNode] = ()) -> CodeRange:
         """`node`'s range; `stack` holds the nodes being visited (outermost first), which probably enclose it."""
@@ -67,20 +65,32 @@ class Positions:
         return self._ranges[node]
 
     def _stack_to(self, node: cst.CSTNode) -> List[cst.CSTNode]:
-        """The nodes from the module down to `node`, outermost first; empty when `node` is not in the module."""
+        """The nodes from the module down to `node`, outermost first; empty when `node` is not in the module.
+
+        From each node's parent, found by one walk the first time a file asks: a file with n findings reported after
+        the walk would otherwise walk itself n times (a thousand `.cuda()` lines for TL205)."""
+        if self._parents is None:
+            parents: Dict[int, Optional[cst.CSTNode]] = {}
+            around: List[cst.CSTNode] = []
+
+            def on_visit(visited: cst.CSTNode) -> bool:
+                # The first place a node is met, as a walk looking for it would stop there (libcst may share a node).
+                if id(visited) not in parents:
+                    parents[id(visited)] = around[-1] if around else None
+                around.append(visited)
+                return True
+
+            walk(self.module, on_visit, lambda visited: around.pop())
+            self._parents = parents
+        if id(node) not in self._parents:
+            return []
         stack: List[cst.CSTNode] = []
-
-        def on_visit(visited: cst.CSTNode) -> bool:
-            stack.append(visited)
-            if visited is node:
-                raise _Found
-            return True
-
-        try:
-            walk(self.module, on_visit, lambda visited: stack.pop())
-        except _Found:
-            return stack
-        return []
+        current: Optional[cst.CSTNode] = node
+        while current is not None:
+            stack.append(current)
+            current = self._parents[id(current)]
+        stack.reverse()
+        return stack
 
     def _units(self, node: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> Iterator[Tuple[cst.CSTNode, List[str]]]:
         """The statements on `stack` that stand in a module body or an indented block, innermost first, with

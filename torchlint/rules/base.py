@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import inspect
 import textwrap
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, ClassVar, FrozenSet, Iterator, Optional
+from typing import TYPE_CHECKING, ClassVar, FrozenSet, Optional
 
 import libcst as cst
 
-from torchlint.analysis.ancestors import Ancestors
 from torchlint.engine.expectations import EXPECT_COMMENT
 
 if TYPE_CHECKING:
@@ -67,24 +65,7 @@ class Rule:
         self.crashed = False
 
     def report(self, node: cst.CSTNode, message: Optional[str] = None, fix: Optional["Fix"] = None) -> None:
-        with self.seen_at(node):
-            self.ctx.report(self, node, message or self.message, fix)
-
-    @contextmanager
-    def seen_at(self, node: cst.CSTNode) -> Iterator[None]:
-        """After the walk (`finish`), `ctx.stack` holds the nodes around `node` while the block runs, from the file's
-        parents found once (analysis/ancestors.py): positions of the finding and of its fix's edits in the same
-        statement come from them. Without them the position pass walks the module down to each node asked about, so a
-        file with n findings reported after the walk costs the square of its size. During the walk: nothing to do."""
-        if self.ctx.stack:
-            yield
-            return
-        walked = self.ctx.stack
-        self.ctx.stack = self.ctx.shared(Ancestors).stack_to(node)
-        try:
-            yield
-        finally:
-            self.ctx.stack = walked
+        self.ctx.report(self, node, message or self.message, fix)
 
     def finish(self) -> None:
         """Called once after the walk; rules that decide from whole-module facts report here."""

@@ -115,8 +115,7 @@ class ClipBeforeUnscale(IterationRule):
             if after is None or not moments[after].shows("optimizer-step"):
                 continue
             self.reported.add(id(clip.node))
-            with self.seen_at(clip.node):
-                self.report(clip.node, fix=self._fix(clip, backward, moments[after], scale))
+            self.report(clip.node, fix=self._fix(clip, backward, moments[after], scale))
 
     def _fix(self, clip: Moment, backward: Moment, step: Moment, scale: cst.Call) -> Optional[Fix]:
         """`scaler.unscale_(optimizer)` on its own line before the clip's statement."""

@@ -311,9 +311,8 @@ class LossAccumulatedWithGraph(Rule):
                 continue
             method = ".detach()" if self._used_as_tensor(accumulation) else ".item()"
             detached = self.ctx.code(accumulation.operand) + method
-            with self.seen_at(accumulation.statement):
-                fix = Fix.unsafe(f"accumulate `{detached}`", self.ctx.replace(accumulation.operand, detached))
-                self.report(accumulation.statement, fix=fix)
+            fix = Fix.unsafe(f"accumulate `{detached}`", self.ctx.replace(accumulation.operand, detached))
+            self.report(accumulation.statement, fix=fix)
 
     def _used_as_tensor(self, accumulation: _Accumulation) -> bool:
         """Whether the accumulator (or, for a list, its elements) is used where a Python float would not do."""

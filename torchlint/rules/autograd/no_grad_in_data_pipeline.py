@@ -197,8 +197,7 @@ class NoGradInDataPipeline(Rule):
     def finish(self) -> None:
         for region in self.regions:
             if region.only_builds_tensors and (region.in_dataset or self._is_collate_function(region.function)):
-                with self.seen_at(region.node):
-                    self.report(region.node, fix=self._fix(region))
+                self.report(region.node, fix=self._fix(region))
 
     def _fix(self, region: _Region) -> Optional[Fix]:
         lines = self.ctx.text.splitlines()

@@ -161,8 +161,7 @@ class FactoryThenMove(Rule):
             if _lazily_initialised(stack):
                 continue
             if _shared.in_a_step_loop(self.ctx, stack) or _shared.per_step_function(self.ctx, stack):
-                with self.seen_at(call):
-                    self.report(call, fix=self._fix(factory, move, fixable, stack))
+                self.report(call, fix=self._fix(factory, move, fixable, stack))
 
     def _unwrapped(self, expr: cst.Call) -> Tuple[Optional[cst.Call], Tuple[cst.Call, ...]]:
         """The call inside `Variable(...)` wrappers (they return their argument), and the wrappers, outermost first."""

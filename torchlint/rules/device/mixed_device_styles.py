@@ -163,15 +163,13 @@ class MixedDeviceStyles(Rule):
 
     def finish(self) -> None:
         for read, stack in self.input_devices:
-            with self.seen_at(read.call):
-                self.report(read.call, INPUT_DEVICE_MESSAGE, fix=self._fix(read, stack))
+            self.report(read.call, INPUT_DEVICE_MESSAGE, fix=self._fix(read, stack))
         if not self.to_calls or not self.cuda_calls:
             return
         meeting = self._cuda_calls_meeting_to_values()
         for read, stack in self.cuda_calls:
             if id(read.call) in meeting:
-                with self.seen_at(read.call):
-                    self.report(read.call, fix=self._fix(read, stack))
+                self.report(read.call, fix=self._fix(read, stack))
 
     # ------------------------------------------------------------ where `.cuda()` values meet `.to(device)` values
 

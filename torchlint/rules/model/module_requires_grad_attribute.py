@@ -93,8 +93,7 @@ class ModuleRequiresGradAttribute(Rule):
             if self._is_module(target.value, stack):
                 value = syntax.literal(statement.value)
                 shown = value if isinstance(value, bool) else False
-                with self.seen_at(target):
-                    self.report(target, self.message.replace("(False)", f"({shown})"), self._fix(target, statement))
+                self.report(target, self.message.replace("(False)", f"({shown})"), self._fix(target, statement))
 
     def _is_module(self, expr: cst.BaseExpression, stack: tuple) -> bool:
         written = dotted_name(expr)

@@ -193,8 +193,7 @@ class TensorAttributeNotBuffer(Rule):
             if _requires_grad(statement.value):
                 self.report(target, self._parameter_message(target))
             else:
-                with self.seen_at(target):
-                    self.report(target, self._message(target), self._fix(target, statement, init))
+                self.report(target, self._message(target), self._fix(target, statement, init))
 
     def _is_tensor(self, value: cst.BaseExpression) -> bool:
         """A torch factory's result, possibly with tensor methods chained on it; not a 0-dim tensor of a number."""

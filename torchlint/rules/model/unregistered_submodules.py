@@ -211,8 +211,7 @@ class UnregisteredSubmodules(Rule):
         built_only = self._read_only_while_built({target.attr.value for target, _, _, _ in found}) if found else set()
         for target, value, kinds, stack in found:
             if target.attr.value not in built_only:
-                with self.seen_at(target):
-                    self.report(target, self._message(target, value, kinds), self._fix(value, kinds, stack))
+                self.report(target, self._message(target, value, kinds), self._fix(value, kinds, stack))
 
     def _read_only_while_built(self, attributes: Set[str]) -> Set[str]:
         """The names among `attributes` whose every read in the file (`self.x`, `model.x`) is in code that runs only
