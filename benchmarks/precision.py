@@ -6,7 +6,10 @@ each rule, every finding when there are at most `--limit`, else a seeded sample 
 seeded order, so one package full of one idiom cannot fill the sample). Two corpora:
 `--corpus wheels` (benchmarks/corpus.py: library code of pinned wheels, the default) and
 `--corpus training` (benchmarks/training_corpus.py: training scripts and notebooks of
-public repositories at recorded commits, 20 findings a rule).
+public repositories at recorded commits, 20 findings a rule) and `--corpus holdout` (a
+held-out round: the named repositories of benchmarks/holdout-repos.txt, each linted at its
+root with the default selection and `--preview`, as a user who clones it would, so that its own settings and project
+intent apply; 20 findings a rule).
 Each printed finding carries a few lines of source around it, for a person to judge
 true or false positive against the rule's definition in the spec.
 
@@ -15,6 +18,7 @@ true or false positive against the rule's definition in the spec.
     python benchmarks/precision.py --rule TL203 --context 8
     python benchmarks/precision.py --summary            # per-rule, per-package counts only
     python benchmarks/precision.py --corpus training --json /tmp/t.json
+    python benchmarks/precision.py --corpus holdout --seed 20261203 owner/name owner/name ...
 """
 
 from __future__ import annotations
@@ -35,8 +39,9 @@ import corpus  # noqa: E402
 import training_corpus  # noqa: E402
 
 SEED = 20240603
-LIMITS = {"wheels": 40, "training": 20}
-FOLDERS = {"wheels": corpus.CORPUS, "training": training_corpus.CORPUS}
+LIMITS = {"wheels": 40, "training": 20, "holdout": 20}
+HOLDOUT = training_corpus.CACHE / "holdout"
+FOLDERS = {"wheels": corpus.CORPUS, "training": training_corpus.CORPUS, "holdout": HOLDOUT}
 # Set by main(): the corpus the findings come from.
 CORPUS = corpus.CORPUS
 
@@ -48,9 +53,27 @@ def lint_command(folder: Path) -> List[str]:
     ]
 
 
-def load_findings(json_path: Optional[Path], name: str) -> List[dict]:
+def lint_round(repositories: Sequence[str]) -> List[dict]:
+    """Each held-out repository linted from its root, paths made absolute so that they sort by repository."""
+    findings: List[dict] = []
+    for name in repositories:
+        root = HOLDOUT / name.replace("/", "+")
+        if not (root / training_corpus.COMPLETE).is_file():
+            raise SystemExit(f"{name} is not extracted: run benchmarks/training_corpus.py --repos-file benchmarks/holdout-repos.txt --into {HOLDOUT}")
+        # The default selection, preview rules included: what a user meets, and what the preview tier is judged on.
+        command = [sys.executable, "-m", "torchlint", "check", "--no-respect-gitignore", "--no-cache", "--preview", "--exit-zero", "--output-format", "json", "."]
+        completed = subprocess.run(command, cwd=root, check=True, capture_output=True, text=True)
+        for finding in json.loads(completed.stdout):
+            finding["filename"] = str(root / finding["filename"])
+            findings.append(finding)
+    return findings
+
+
+def load_findings(json_path: Optional[Path], name: str, repositories: Sequence[str] = ()) -> List[dict]:
     if json_path is not None:
         return json.loads(json_path.read_text(encoding="utf-8"))
+    if name == "holdout":
+        return lint_round(repositories)
     if name == "wheels":
         corpus.ensure()
     elif training_corpus.ensure(training_corpus.read_repos(), verbose=False):
@@ -137,14 +160,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--context", type=int, default=4, help="source lines shown each side of a finding")
     parser.add_argument("--summary", action="store_true", help="print only the per-rule counts")
+    parser.add_argument("--write-json", type=Path, help="also write the findings linted to this file")
+    parser.add_argument("repositories", nargs="*", help="with --corpus holdout: the round's repositories (owner/name)")
     options = parser.parse_args(argv)
     global CORPUS
     CORPUS = FOLDERS[options.corpus]
     limit = options.limit or LIMITS[options.corpus]
 
-    if options.json is None:
+    if options.json is None and options.corpus != "holdout":
         print("lint command:", " ".join(lint_command(CORPUS)), file=sys.stderr)
-    findings = load_findings(options.json, options.corpus)
+    if options.corpus == "holdout" and options.json is None and not options.repositories:
+        parser.error("--corpus holdout lints the repositories named after the options")
+    findings = load_findings(options.json, options.corpus, options.repositories)
+    if options.write_json is not None:
+        options.write_json.write_text(json.dumps(findings, indent=1), encoding="utf-8")
     by_rule: Dict[str, List[dict]] = collections.defaultdict(list)
     for finding in findings:
         if not options.rule or finding["code"] in options.rule:
