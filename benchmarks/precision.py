@@ -27,7 +27,9 @@ import argparse
 import collections
 import json
 import random
+import shutil
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -62,7 +64,12 @@ def lint_round(repositories: Sequence[str]) -> List[dict]:
             raise SystemExit(f"{name} is not extracted: run benchmarks/training_corpus.py --repos-file benchmarks/holdout-repos.txt --into {HOLDOUT}")
         # The default selection, preview rules included: what a user meets, and what the preview tier is judged on.
         command = [sys.executable, "-m", "torchlint", "check", "--no-respect-gitignore", "--no-cache", "--preview", "--exit-zero", "--output-format", "json", "."]
-        completed = subprocess.run(command, cwd=root, check=True, capture_output=True, text=True)
+        # Linted from a copy outside this checkout, as a clone stands alone: in the cache folder, the project
+        # settings lookup walks up to torchlint's own pyproject.toml and reads its torch requirement as the repository's.
+        with tempfile.TemporaryDirectory(prefix="holdout-") as scratch:
+            clone = Path(scratch) / root.name
+            shutil.copytree(root, clone, symlinks=True)
+            completed = subprocess.run(command, cwd=clone, check=True, capture_output=True, text=True)
         for finding in json.loads(completed.stdout):
             finding["filename"] = str(root / finding["filename"])
             findings.append(finding)
