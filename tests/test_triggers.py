@@ -2,7 +2,7 @@
 
 import pytest
 
-from torchlint.rules.autograd._shared import names_an_evaluation
+from torchlint.analysis.grad_mode import names_an_evaluation
 from torchlint.rules.triggers import FileText, attributes, fragments, functions, words
 
 

@@ -13,6 +13,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis import syntax
+from torchlint.analysis.loops import is_accumulating_backward
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.summaries import function_facts, imported_function, shows_no_fact
 from torchlint.analysis.values import Origin, Place, Values
@@ -46,6 +47,12 @@ def is_backward_call(call: cst.Call, ctx: "FileContext", stack=None) -> bool:
 @recognizes(cst.Call, last_parts(BACKWARD_FUNCTIONS) | {"backward"})
 def backward(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     return "backward" if is_backward_call(call, ctx) else None
+
+
+def uses_autograd_grad(function_key: str, ctx: "FileContext") -> bool:
+    """The file's function `function_key` runs a backward that does not accumulate into `.grad` (`torch.autograd.grad`)."""
+    function = ctx.callgraph.functions.get(function_key)
+    return function is not None and any(not is_accumulating_backward(node) for node in function.facts.get("backward", ()))
 
 
 @recognizes(cst.Call, frozenset({"zero_grad", "zero_", "detach_"}))

@@ -64,6 +64,7 @@ _LIGHTNING_PACKAGES = ("pytorch_lightning.", "lightning.")
 # (not the other names of its modules: `torchvision.models.inception.InceptionOutputs`).
 _TORCHVISION_MODEL_PACKAGES = frozenset({"detection", "segmentation", "video", "quantization", "optical_flow"})
 _TORCHVISION_NOT_BUILDERS = frozenset({"utils", "feature_extraction", "list_models", "get_model_weights", "get_weight", "get_model_builder"})
+_MODEL_BUILDERS = ("torchvision.models.", "timm.create_model")
 
 
 def is_torch_module_class(name: Optional[str]) -> bool:
@@ -429,3 +430,17 @@ def runs_in_builder(ctx: "FileContext", stack: Sequence[cst.CSTNode], depth: int
         if type(stack[index]) is cst.FunctionDef:
             return runs_only_while_built(ctx, stack[index], stack[: index + 1], depth)
     return False
+
+
+def builds_module(ctx: "FileContext", call: cst.Call, stack) -> bool:
+    """`call` builds an `nn.Module`: a torch layer, loss or container, a model builder (`torchvision.models.*`,
+    `timm.create_model`, `*.from_pretrained`), or a class of the file with a `forward`."""
+    name = ctx.qualified_name(call.func, stack) or ""
+    if name.startswith("torch.nn.") and name.rpartition(".")[2][:1].isupper() and name not in PARAMETER:
+        return True
+    if name.startswith(_MODEL_BUILDERS) or syntax.method_name(call) == "from_pretrained":
+        return True
+    return any(
+        type(origin.node) is cst.ClassDef and method_of(origin.node, "forward") is not None
+        for origin in Values.of(ctx).origins(call.func, stack)
+    )

@@ -6,9 +6,11 @@ Nothing here knows torch or follows a name: each function reads the node it is g
 from __future__ import annotations
 
 import ast
-from typing import Optional
+from typing import List, Optional
 
 import libcst as cst
+
+from torchlint.engine.scopes import dotted_name
 
 # What `literal` and the value model answer for a value that is not a known constant.
 MISSING = object()
@@ -35,6 +37,12 @@ def has_star_kwargs(call: cst.Call) -> bool:
 def positional(call: cst.Call, index: int) -> Optional[cst.Arg]:
     args = [arg for arg in call.args if arg.keyword is None and not arg.star]
     return args[index] if index < len(args) else None
+
+
+def call_argument(call: cst.Call, index: int, name: str) -> Optional[cst.BaseExpression]:
+    """The value given for the parameter `name`, by keyword or at its position `index`."""
+    arg = keyword(call, name) or positional(call, index)
+    return arg.value if arg is not None else None
 
 
 def literal(node: Optional[cst.CSTNode], default=MISSING):
@@ -119,3 +127,39 @@ def expression_key(code: str) -> str:
         return ast.dump(ast.parse(f"({code}\n)", mode="eval"))
     except (SyntaxError, ValueError):  # an expression Python's parser takes only in context: compare its text
         return code
+
+
+def names_in(expr: Optional[cst.CSTNode]) -> List[str]:
+    """Variables (`loss`) and attribute chains (`self.total`) an expression reads."""
+    found: List[str] = []
+    _add_names(expr, found)
+    return found
+
+
+def _add_names(expr: Optional[cst.CSTNode], found: List[str]) -> None:
+    # Asked of most assignments' values: exact types (`isinstance` on libcst's abstract node classes is slow), and
+    # one list filled down the recursion rather than a generator at each level.
+    if expr is None:
+        return
+    dotted = dotted_name(expr)
+    if dotted is not None:
+        found.append(dotted)
+        return
+    expr_type = type(expr)
+    if expr_type is cst.Call:
+        _add_names(receiver(expr), found)
+        for arg in expr.args:
+            _add_names(arg.value, found)
+    elif expr_type is cst.BinaryOperation:
+        _add_names(expr.left, found)
+        _add_names(expr.right, found)
+    elif expr_type is cst.UnaryOperation:
+        _add_names(expr.expression, found)
+    elif expr_type is cst.Subscript or expr_type is cst.Attribute:
+        _add_names(expr.value, found)
+    elif expr_type is cst.Tuple or expr_type is cst.List or expr_type is cst.Dict:
+        for element in expr.elements:
+            _add_names(element.value, found)
+    elif expr_type is cst.IfExp:  # either arm is the value; the test is only read
+        _add_names(expr.body, found)
+        _add_names(expr.orelse, found)

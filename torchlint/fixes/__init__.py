@@ -2,7 +2,8 @@
 
 `edits` turns one round's fixes into new text, `rounds` repeats lint-and-fix until
 the text settles and checks it still parses, `files` reads and writes files safely,
-`diff` shows what would change.
+`diff` shows what would change; `rewrites` writes the code of a node a rule's fix
+rebuilds.
 
 The names below are loaded on first use: `rounds` and `files` bring the engine and
 libcst, which the reporters, showing a fix as a diff (`edits`, `diff`), do not need.

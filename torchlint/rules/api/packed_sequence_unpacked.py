@@ -4,8 +4,8 @@ import libcst as cst
 
 from torchlint.analysis.values import Values
 from torchlint.finding import Fix
+from torchlint.fixes.rewrites import code_in_place
 from torchlint.rules.base import Rule
-from torchlint.rules.device._shared import code_in_place
 from torchlint.rules.triggers import words
 
 PACKING = frozenset({

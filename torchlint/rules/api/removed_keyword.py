@@ -5,9 +5,9 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.engine.context import last_parts
 from torchlint.finding import Fix
+from torchlint.fixes.rewrites import code_in_place
 from torchlint.rules.api._losses import LEGACY_KEYWORDS, LEGACY_REDUCTION_FUNCTIONS, LEGACY_REDUCTION_MODULES, legacy_reduction
 from torchlint.rules.base import Rule
-from torchlint.rules.device._shared import code_in_place
 from torchlint.rules.triggers import words
 
 _LEGACY_LOSSES = LEGACY_REDUCTION_MODULES | LEGACY_REDUCTION_FUNCTIONS

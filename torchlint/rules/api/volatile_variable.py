@@ -5,9 +5,9 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.engine.context import last_parts
 from torchlint.finding import Edit, Fix, Location
+from torchlint.fixes.rewrites import code_in_place
 from torchlint.rules.api._names import import_edit, spell
 from torchlint.rules.base import Rule
-from torchlint.rules.device._shared import code_in_place
 from torchlint.rules.triggers import words
 
 VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})

@@ -8,7 +8,7 @@ from torchlint import semantics
 from torchlint.analysis.training import Moment, is_backward, optimizer_class, stepped_optimizer
 from torchlint.analysis.values import Values
 from torchlint.engine.walk import child_nodes
-from torchlint.rules.autograd._shared import IterationRule
+from torchlint.rules.autograd._iteration_rule import IterationRule
 from torchlint.rules.triggers import words
 
 class AccumulationLossNotScaled(IterationRule):

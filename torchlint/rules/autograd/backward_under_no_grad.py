@@ -6,10 +6,12 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.flow import Binding
+from torchlint.analysis.grad_mode import grad_disabled_by_a_caller
+from torchlint.analysis.losses import is_loss_call
+from torchlint.analysis.syntax import names_in
 from torchlint.analysis.values import Place, Values
 from torchlint.analysis.facts import BACKWARD_FUNCTIONS, is_backward_call
 from torchlint.engine.context import last_parts
-from torchlint.rules.autograd._shared import grad_disabled_by_a_caller, is_loss_call, names_in
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 

@@ -9,7 +9,7 @@ from torchlint.analysis.training import (
     CLIP_NAMES, Moment, is_backward, nearest, scaler_disabled, scaler_of_backward, stepped_optimizer,
 )
 from torchlint.finding import Fix
-from torchlint.rules.autograd._shared import IterationRule
+from torchlint.rules.autograd._iteration_rule import IterationRule
 from torchlint.rules.triggers import words
 
 

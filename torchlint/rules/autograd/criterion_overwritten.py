@@ -3,9 +3,9 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.loops import loop_nodes
+from torchlint.analysis.losses import is_loss_module
 from torchlint.analysis.values import Values
 from torchlint.engine.scopes import dotted_name
-from torchlint.rules.autograd._shared import is_loss_module
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import fragments
 

@@ -6,17 +6,12 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.facts import uses_autograd_grad
 from torchlint.analysis.file_kind import is_test_function
+from torchlint.analysis.grad_mode import names_an_evaluation, under_dynamic_grad_mode, under_grad_mode_context
+from torchlint.analysis.models import Models
 from torchlint.analysis.values import Values
 from torchlint.analysis.loops import Loop, LoopIndex, is_accumulating_backward, loop_nodes
-from torchlint.rules.autograd._shared import (
-    Models,
-    innermost_function,
-    names_an_evaluation,
-    under_dynamic_grad_mode,
-    under_grad_mode_context,
-    uses_autograd_grad,
-)
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import attributes, functions, words
 
@@ -244,6 +239,13 @@ class EvalWithoutNoGrad(Rule):
             if backward and (index == 0 or evaluation is None or id(loop.node) not in evaluation.loops):
                 return True
         return False
+
+
+def innermost_function(stack: Sequence[cst.CSTNode]) -> Optional[cst.FunctionDef]:
+    for node in reversed(stack[:-1]):
+        if type(node) is cst.FunctionDef:
+            return node
+    return None
 
 
 def _runs_once(loop: cst.CSTNode) -> bool:

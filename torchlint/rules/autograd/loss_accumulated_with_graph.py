@@ -7,22 +7,16 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.flow import innermost_scope
+from torchlint.analysis.grad_mode import evaluates, grad_disabled_by_a_caller, under_dynamic_grad_mode
 from torchlint.analysis.loops import loop_nodes
+from torchlint.analysis.losses import LOSS_FUNCTIONS, is_loss_call, is_loss_value
+from torchlint.analysis.syntax import names_in
 from torchlint.analysis.values import Values
 from torchlint.analysis.facts import BACKWARD_FUNCTIONS, is_backward_call
 from torchlint.engine.context import last_parts
 from torchlint.engine.scopes import dotted_name
 from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
 from torchlint.finding import Fix
-from torchlint.rules.autograd._shared import (
-    LOSS_FUNCTIONS,
-    evaluates,
-    grad_disabled_by_a_caller,
-    is_loss_call,
-    is_loss_value,
-    names_in,
-    under_dynamic_grad_mode,
-)
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import fragments, words
 

@@ -7,10 +7,11 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.analysis.facts import project_call_shows
 from torchlint.analysis.loops import LOOPS, Loop
+from torchlint.analysis.syntax import names_in
 from torchlint.analysis.training import optimizer_class, stepped_optimizer
 from torchlint.engine.scopes import dotted_name
 from torchlint.engine.walk import OwnScopeVisitor, child_nodes, walk_visitor
-from torchlint.rules.autograd._shared import IterationRule, names_in
+from torchlint.rules.autograd._iteration_rule import IterationRule
 from torchlint.rules.triggers import project_imports, words
 
 # Calls that put a model back to a known state: a loop doing one of them starts each run afresh.

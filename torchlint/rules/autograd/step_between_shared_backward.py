@@ -9,7 +9,7 @@ from torchlint.analysis.training import Moment, is_backward, optimizer_model, st
 from torchlint.analysis.values import Values
 from torchlint.engine.scopes import dotted_name
 from torchlint.engine.walk import child_nodes
-from torchlint.rules.autograd._shared import IterationRule
+from torchlint.rules.autograd._iteration_rule import IterationRule
 from torchlint.rules.triggers import words
 
 # Methods and attributes that cut the graph: what is read through them is not backpropagated.

@@ -9,7 +9,7 @@ from torchlint.analysis.training import (
     CLIP_NAMES, Moment, is_backward, nearest, optimizer_model, stepped_optimizer, trains,
 )
 from torchlint.engine.scopes import dotted_name
-from torchlint.rules.autograd._shared import IterationRule
+from torchlint.rules.autograd._iteration_rule import IterationRule
 from torchlint.rules.triggers import words
 
 

@@ -3,13 +3,13 @@ from typing import Dict, FrozenSet, Tuple
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.conversions import conversion, stays_on_its_device
 from torchlint.analysis.facts import holds_tensor
 from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.loops import loop_nodes
 from torchlint.analysis.values import Values
 from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
 from torchlint.rules.base import Rule
-from torchlint.rules.device._shared import conversion, stays_on_its_device
 from torchlint.rules.triggers import attributes
 
 _MOVES = frozenset({"to", "cuda"})

@@ -3,11 +3,15 @@ from typing import List, Optional
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.conversions import CONVERSION_METHODS, Conversion, TORCH_FROM_ARRAY, conversion, peel_moves, stays_on_its_device
+from torchlint.analysis.dtypes import dtype_of
+from torchlint.analysis.modules import builds_module
+from torchlint.analysis.syntax import call_argument
 from torchlint.analysis.values import Values
 from torchlint.finding import Edit, Fix
 from torchlint.rules.base import Rule
+from torchlint.rules.device._chains import tail_edit, to_call
 from torchlint.rules.triggers import attributes
-from torchlint.rules.device import _shared
 
 
 class ChainedConversion(Rule):
@@ -91,7 +95,7 @@ class ChainedConversion(Rule):
     # Every finding holds a call that only moves: `.cuda()`, `.cpu()` or `.to(...)` (`.type(torch.cuda.X)` also
     # casts, so it is never that call).
     triggers = attributes("cuda", "cpu", "to")
-    call_parts = _shared.CONVERSION_METHODS
+    call_parts = CONVERSION_METHODS
     fix_safety = "safe or unsafe"
     message = "a device move and a dtype cast chained on one value: write one `.to(device, dtype)`"
     example = """
@@ -110,14 +114,14 @@ class ChainedConversion(Rule):
     """
 
     def visit_Call(self, node: cst.Call) -> None:
-        outer = _shared.conversion(node, self.ctx)
+        outer = conversion(node, self.ctx)
         if outer is None or not isinstance(node.func.value, cst.Call):
             return
-        inner = _shared.conversion(node.func.value, self.ctx)
+        inner = conversion(node.func.value, self.ctx)
         # A call that both moves and casts is already the merged form.
         if inner is None or inner.moves == inner.casts or outer.moves == outer.casts:
             return
-        if any(read.moves and _shared.stays_on_its_device(read, self.ctx) for read in (inner, outer)):
+        if any(read.moves and stays_on_its_device(read, self.ctx) for read in (inner, outer)):
             return  # `x.to(x.device).half()`: the move returns the tensor as it is, so only the cast converts
         if inner.moves and outer.moves:
             # A run of moves is one finding, at its last move, whose fix drops every repeat at once.
@@ -143,7 +147,7 @@ class ChainedConversion(Rule):
         return run[::-1]
 
     def _only_moves(self, call: cst.Call) -> bool:
-        read = _shared.conversion(call, self.ctx)
+        read = conversion(call, self.ctx)
         return read is not None and read.moves and not read.casts
 
     def _repeated_moves(self, run: List[cst.Call]) -> None:
@@ -170,9 +174,9 @@ class ChainedConversion(Rule):
         if any(call.lpar for call in run[1:-1]):
             # `(x.cuda().cuda()).cuda()`: the tail would cross a parenthesis inside the run; rewrite the whole chain.
             return self.ctx.replace(run[-1], f"{self.ctx.code(run[0].func.value)}.{content}")
-        return _shared.tail_edit(self.ctx, run[0], run[-1], content)
+        return tail_edit(self.ctx, run[0], run[-1], content)
 
-    def _move_and_cast(self, inner: _shared.Conversion, outer: _shared.Conversion) -> None:
+    def _move_and_cast(self, inner: Conversion, outer: Conversion) -> None:
         cast_first = inner.casts
         move = outer if cast_first else inner
         if _to_host(self.ctx, move) or _may_not_block(move):
@@ -200,7 +204,7 @@ class ChainedConversion(Rule):
             )
         self.report(outer.call, message, self._merge(inner, outer, safe=cast_first))
 
-    def _dtype_already(self, cast: _shared.Conversion) -> bool:
+    def _dtype_already(self, cast: Conversion) -> bool:
         """Every value reaching `cast` has its dtype already, as the source shows: a factory that makes float32 by
         default (`torch.zeros(n)`, `torch.rand(n)`, without `dtype=`; in a file that does not change the default), one
         that makes int64 (`torch.randint`, `torch.randperm`), a factory given that `dtype=`, or a conversion of a
@@ -215,30 +219,30 @@ class ChainedConversion(Rule):
             for origin in origins
         )
 
-    def _module(self, move: _shared.Conversion) -> bool:
+    def _module(self, move: Conversion) -> bool:
         """The chain converts a module (`model.cuda().half()`, `nn.Linear(4, 2).half().to(device)`): every value its
         receiver may hold is built as one. Modules convert their parameters in place, once, at setup."""
-        receiver = _shared.peel_moves(semantics.receiver(move.call), self.ctx)
-        while type(receiver) is cst.Call and _shared.conversion(receiver, self.ctx) is not None:
-            receiver = _shared.peel_moves(receiver.func.value, self.ctx)
+        receiver = peel_moves(semantics.receiver(move.call), self.ctx)
+        while type(receiver) is cst.Call and conversion(receiver, self.ctx) is not None:
+            receiver = peel_moves(receiver.func.value, self.ctx)
         if type(receiver) is cst.Call:
-            return _shared.builds_module(self.ctx, receiver, self.ctx.stack)
+            return builds_module(self.ctx, receiver, self.ctx.stack)
         origins = Values.of(self.ctx).origins(receiver)
         return bool(origins) and all(
             type(origin.node) is cst.Call and not origin.applied and not origin.opaque
-            and _shared.builds_module(origin.place.context, origin.node, origin.place.stack)
+            and builds_module(origin.place.context, origin.node, origin.place.stack)
             for origin in origins
         )
 
-    def _merge(self, inner: _shared.Conversion, outer: _shared.Conversion, safe: bool) -> Optional[Fix]:
+    def _merge(self, inner: Conversion, outer: Conversion, safe: bool) -> Optional[Fix]:
         move, cast = (outer, inner) if safe else (inner, outer)
         keywords = cast.keywords + move.keywords
         names = [text.split("=", 1)[0] for text in keywords]
         dtype = cast.dtype_code(self.ctx)
         if not (move.complete and cast.complete) or dtype is None or len(set(names)) < len(names):
             return None
-        content = _shared.to_call(move.device, dtype, *keywords)
-        edit = _shared.tail_edit(self.ctx, inner.call, outer.call, content)
+        content = to_call(move.device, dtype, *keywords)
+        edit = tail_edit(self.ctx, inner.call, outer.call, content)
         description = f"Merge into `.{content}`"
         return Fix.safe(description, edit) if safe else Fix.unsafe(description, edit)
 
@@ -267,13 +271,13 @@ def _made_as(ctx, call: cst.Call, stack) -> Optional[str]:
     name = ctx.qualified_name(call.func, stack)
     given = semantics.keyword(call, "dtype")
     if given is not None:
-        return _shared.dtype_of(given.value, ctx, stack) if name is not None and name.startswith("torch.") else None
+        return dtype_of(given.value, ctx, stack) if name is not None and name.startswith("torch.") else None
     if name in _FLOAT32_FACTORIES:
         return "float32"
     if name in _INT64_FACTORIES:
         return "int64"
-    if name in _shared.TORCH_FROM_ARRAY:
-        array = _shared.call_argument(call, 0, "data" if name != "torch.from_numpy" else "ndarray")
+    if name in TORCH_FROM_ARRAY:
+        array = call_argument(call, 0, "data" if name != "torch.from_numpy" else "ndarray")
         origins = Values.of(ctx).origins(array, stack) if array is not None else []
         return "int64" if origins and all(
             type(origin.node) is cst.Call and not origin.applied and not origin.opaque
@@ -290,13 +294,13 @@ def _numpy_int64(call: cst.Call, ctx, stack) -> bool:
     name = ctx.qualified_name(call.func, stack)
     if name in _NUMPY_INT64:
         return True
-    first = _shared.call_argument(call, 0, "a" if name == "numpy.random.choice" else "x")
+    first = call_argument(call, 0, "a" if name == "numpy.random.choice" else "x")
     return name in _NUMPY_SAMPLERS and first is not None and (
         type(first) is cst.Integer or type(first) is cst.Call and type(first.func) is cst.Name and first.func.value == "len"
     )
 
 
-def _to_host(ctx, move: _shared.Conversion) -> bool:
+def _to_host(ctx, move: Conversion) -> bool:
     """`.cpu()`, `.to("cpu")`, `.to(torch.device("cpu"))`, or `.to(device)` where every value `device` may hold is
     one of those (`device = torch.device("cpu")`, the only assignment of a notebook)."""
     node = move.device_node
@@ -314,7 +318,7 @@ def _names_host(node: cst.CSTNode) -> bool:
     return semantics.literal(node, None) == "cpu"
 
 
-def _may_not_block(move: _shared.Conversion) -> bool:
+def _may_not_block(move: Conversion) -> bool:
     """The move passes `non_blocking=` anything but False."""
     flag = semantics.keyword(move.call, "non_blocking")
     if flag is None and move.call.func.attr.value == "cuda":

@@ -4,12 +4,15 @@ from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tup
 import libcst as cst
 
 from torchlint.analysis import syntax
+from torchlint.analysis.conversions import computed_cuda_device, conversion, implements_method
+from torchlint.analysis.devices import CUDA_STRING, in_a_cuda_branch, is_cuda_string, names_device
 from torchlint.analysis.facts import project_import_names
 from torchlint.analysis.intent import CUDA_ONLY_LIBRARIES, evidence_in, project_intent
 from torchlint.analysis.modules import ModuleClasses
 from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.summaries import SUMMARIES, imported_function_showing
+from torchlint.analysis.syntax import call_argument
 from torchlint.analysis.values import Values
 from torchlint.engine.context import last_parts
 from torchlint.engine.facts import recognizes
@@ -18,7 +21,6 @@ from torchlint.engine.walk import walk_visitor
 from torchlint import semantics
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
-from torchlint.rules.device import _shared
 
 AVAILABILITY_CHECKS = frozenset({
     "torch.cuda.is_available", "torch.cuda.device_count", "torch.backends.mps.is_available",
@@ -57,7 +59,7 @@ def _decides_cuda(call: cst.Call, name: Optional[str]) -> bool:
         return False
     if name in AVAILABILITY_CHECKS or name.startswith("torch.accelerator.") or name in CUDA_ONLY:
         return True
-    return name in PROCESS_GROUP and semantics.literal(_shared.call_argument(call, 0, "backend"), None) == "nccl"
+    return name in PROCESS_GROUP and semantics.literal(call_argument(call, 0, "backend"), None) == "nccl"
 
 
 @recognizes(cst.Call, last_parts(CUDA_ONLY | PROCESS_GROUP))
@@ -242,18 +244,18 @@ class CudaWithoutFallback(Rule):
             if syntax.head_name(node.func) in project_import_names(self.ctx):
                 self.project_calls.append((node, tuple(self.ctx.stack)))
         elif semantics.method_name(node) == "cuda":
-            read = _shared.conversion(node, self.ctx)
-            if read is not None and not _shared.computed_cuda_device(read) and not self._moves_nothing(node):
+            read = conversion(node, self.ctx)
+            if read is not None and not computed_cuda_device(read) and not self._moves_nothing(node):
                 self._note_index(read.device_node)
                 self._add(node)
         elif semantics.method_name(node) == "to":
             device = semantics.positional(node, 0)
-            if device is not None and _shared.is_cuda_string(device.value):
+            if device is not None and is_cuda_string(device.value):
                 self._add(device.value)
         for arg in node.args:
             if arg.keyword is None:
                 continue
-            if arg.keyword.value in DEVICE_KEYWORDS and _shared.is_cuda_string(arg.value):
+            if arg.keyword.value in DEVICE_KEYWORDS and is_cuda_string(arg.value):
                 self._add(arg.value)
                 if name == "torch.Generator":
                     self.generator_devices.add(id(arg.value))
@@ -285,18 +287,18 @@ class CudaWithoutFallback(Rule):
         elif name in CUDA_EXTENSION:
             self.exempt = True
         elif name == CUDA_DEVICE_CONTEXT:
-            self._note_index(_shared.call_argument(node, 0, "device"))
+            self._note_index(call_argument(node, 0, "device"))
         elif name == "torch.device":
-            device = _shared.call_argument(node, 0, "type")
-            if device is not None and _shared.is_cuda_string(device):
+            device = call_argument(node, 0, "type")
+            if device is not None and is_cuda_string(device):
                 self._note_index(device)
-                self._note_index(_shared.call_argument(node, 1, "index"))
+                self._note_index(call_argument(node, 1, "index"))
                 self.device_values.add(id(node))
                 self._add(node)
         elif name == "torch.set_default_device":
             # The `device=` keyword form is found with the other device keywords.
             device = semantics.positional(node, 0)
-            if device is not None and _shared.is_cuda_string(device.value):
+            if device is not None and is_cuda_string(device.value):
                 self._add(device.value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -316,7 +318,7 @@ class CudaWithoutFallback(Rule):
                 self._gates_on_gpus(getattr(mark, "value", mark), self.ctx.stack) for mark in marks
             )
         # `device = "cuda"`: the one place a script usually picks its device.
-        if _shared.is_cuda_string(node.value) and any(_names_a_device(self.ctx, target.target) for target in node.targets):
+        if is_cuda_string(node.value) and any(_names_a_device(self.ctx, target.target) for target in node.targets):
             self._add(node.value)
 
     def visit_Import(self, node: cst.Import) -> None:
@@ -337,7 +339,7 @@ class CudaWithoutFallback(Rule):
     def _note_index(self, expr: Optional[cst.BaseExpression]) -> None:
         """Remember the GPU index a literal device names: `1`, `"cuda:1"`."""
         value = semantics.literal(expr, None)
-        if isinstance(value, str) and _shared.CUDA_STRING.fullmatch(value) and ":" in value:
+        if isinstance(value, str) and CUDA_STRING.fullmatch(value) and ":" in value:
             value = int(value.partition(":")[2])
         if isinstance(value, int) and not isinstance(value, bool):
             self.indices.add(value)
@@ -347,7 +349,7 @@ class CudaWithoutFallback(Rule):
             self._note_index(site)
             self.device_values.add(id(site))
         if not (
-            _shared.implements_method(self.ctx, "cuda") or self._chosen_elsewhere() or self._gated()
+            implements_method(self.ctx, "cuda") or self._chosen_elsewhere() or self._gated()
             or _distributed_only(self.ctx.stack)
         ):
             self.sites.append(site)
@@ -385,7 +387,7 @@ class CudaWithoutFallback(Rule):
         for parent, child in zip(stack, stack[1:]):
             if isinstance(parent, cst.Param) and child is parent.default:
                 return True
-        return _shared.in_a_cuda_branch(stack)
+        return in_a_cuda_branch(stack)
 
     def finish(self) -> None:
         # Written for CUDA machines only: an availability check or a CUDA-only API or library, two or more GPUs
@@ -662,7 +664,7 @@ def _import_paths(node) -> List[str]:
 def _names_a_device(ctx, target: cst.BaseExpression) -> bool:
     # `device_type = "cuda"` feeds autocast, which only warns without a GPU.
     name = semantics.terminal_name(target)
-    return bool(name) and not name.lower().endswith("_type") and _shared.names_device(target, ctx)
+    return bool(name) and not name.lower().endswith("_type") and names_device(target, ctx)
 
 
 def _unconditional(stack: Sequence[cst.CSTNode]) -> bool:
@@ -723,7 +725,7 @@ class _CudaExtensions(cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.qualified_name(node.func, [self.ctx.module]) in CUDA_EXTENSION:
-            name = semantics.literal(_shared.call_argument(node, 0, "name"), None)
+            name = semantics.literal(call_argument(node, 0, "name"), None)
             if isinstance(name, str) and name:
                 self.names.append(name)
 

@@ -3,10 +3,12 @@ from typing import List, Optional, Set, Tuple
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.conversions import Conversion, conversion, implements_method
+from torchlint.analysis.dtypes import dtype_of, tensor_type_of
 from torchlint.analysis.flow import innermost_scope
+from torchlint.analysis.torch_name import torch_attribute
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
-from torchlint.rules.device import _shared
 from torchlint.rules.triggers import words
 
 GRADCHECKS = frozenset({
@@ -79,15 +81,15 @@ class ExplicitFloat64(Rule):
             scope = id(innermost_scope(self.ctx.stack))
             for arg in node.args[1:]:
                 self.gradcheck_inputs.update((scope, used.value) for used in _names_in(arg.value))
-        if self.open_gradchecks or _shared.implements_method(self.ctx, "double"):
+        if self.open_gradchecks or implements_method(self.ctx, "double"):
             return
-        read = _shared.conversion(node, self.ctx)
+        read = conversion(node, self.ctx)
         if read is not None and semantics.method_name(node) == "double":
             edit = self.ctx.replace(node.func.attr, "float")
             self._add(node, Fix.unsafe("Use `.float()`", edit))
             return
         for arg in self._dtype_arguments(node, name, read):
-            if _shared.dtype_of(arg.value, self.ctx) == "float64" or _shared.tensor_type_of(arg.value, self.ctx)[0] == "float64":
+            if dtype_of(arg.value, self.ctx) == "float64" or tensor_type_of(arg.value, self.ctx)[0] == "float64":
                 self._add(arg, self._fix(arg.value))
 
     def finish(self) -> None:
@@ -95,7 +97,7 @@ class ExplicitFloat64(Rule):
             if assigned is None or assigned not in self.gradcheck_inputs:
                 self.report(site, fix=fix)
 
-    def _dtype_arguments(self, node: cst.Call, name: Optional[str], read: Optional[_shared.Conversion]) -> List[cst.Arg]:
+    def _dtype_arguments(self, node: cst.Call, name: Optional[str], read: Optional[Conversion]) -> List[cst.Arg]:
         """Arguments that name a dtype: `dtype=` anywhere, the dtype of `.to(...)`/`.type(...)`, `set_default_dtype(...)`."""
         found = [arg for arg in node.args if arg.keyword is not None and arg.keyword.value == "dtype"]
         method = semantics.method_name(node)
@@ -119,10 +121,10 @@ class ExplicitFloat64(Rule):
         self.sites.append((site, fix, assigned))
 
     def _fix(self, dtype: cst.BaseExpression) -> Optional[Fix]:
-        attribute = "FloatTensor" if _shared.tensor_type_of(dtype, self.ctx)[0] else "float32"
+        attribute = "FloatTensor" if tensor_type_of(dtype, self.ctx)[0] else "float32"
         if isinstance(dtype, cst.Attribute):  # torch.float64, T.double, torch.cuda.DoubleTensor: keep the prefix
             return Fix.unsafe(f"Use `{attribute}`", self.ctx.replace(dtype.attr, attribute))
-        replacement = _shared.torch_attribute(self.ctx, attribute)  # `from torch import float64`
+        replacement = torch_attribute(self.ctx, attribute)  # `from torch import float64`
         return Fix.unsafe(f"Use `{replacement}`", self.ctx.replace(dtype, replacement)) if replacement else None
 
 

@@ -3,11 +3,14 @@ from typing import List, NamedTuple, Optional, Tuple
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.conversions import Conversion, conversion
+from torchlint.analysis.devices import names_device
+from torchlint.analysis.steps import in_a_step_loop, per_step_function
 from torchlint.analysis.values import IDENTITY_WRAPPERS
 from torchlint.finding import Fix
+from torchlint.fixes.rewrites import code_in_place, with_keywords
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import attributes, words
-from torchlint.rules.device import _shared
 
 # Random factories draw from the CPU generator; built on the GPU they draw from the GPU's, other numbers.
 RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm"})
@@ -133,7 +136,7 @@ class FactoryThenMove(Rule):
         super().__init__(ctx)
         # Each move of a new factory result, with what its fix needs and the stack at it. The fix is made in `finish`,
         # for the moves reported only: it costs the position of the call in the file.
-        self.moves: List[Tuple[cst.Call, _Factory, _shared.Conversion, bool, Tuple[cst.CSTNode, ...]]] = []
+        self.moves: List[Tuple[cst.Call, _Factory, Conversion, bool, Tuple[cst.CSTNode, ...]]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -148,7 +151,7 @@ class FactoryThenMove(Rule):
         requires_grad = _requires_grad(factory)
         if requires_grad is True:
             return  # TL104 reports it
-        move = _shared.conversion(node, self.ctx)
+        move = conversion(node, self.ctx)
         if move is None or not move.moves or move.to_host:  # `.cpu()` after a factory copies nothing
             return
         # With a non-literal requires_grad the fix could turn a non-leaf into a leaf; so could dropping the move
@@ -160,7 +163,7 @@ class FactoryThenMove(Rule):
         for call, factory, move, fixable, stack in self.moves:
             if _lazily_initialised(stack):
                 continue
-            if _shared.in_a_step_loop(self.ctx, stack) or _shared.per_step_function(self.ctx, stack):
+            if in_a_step_loop(self.ctx, stack) or per_step_function(self.ctx, stack):
                 self.report(call, fix=self._fix(factory, move, fixable, stack))
 
     def _unwrapped(self, expr: cst.Call) -> Tuple[Optional[cst.Call], Tuple[cst.Call, ...]]:
@@ -174,22 +177,22 @@ class FactoryThenMove(Rule):
             expr = data.value
         return expr, tuple(wrappers)
 
-    def _fix(self, factory: _Factory, move: _shared.Conversion, fixable: bool, stack: Tuple[cst.CSTNode, ...]) -> Optional[Fix]:
+    def _fix(self, factory: _Factory, move: Conversion, fixable: bool, stack: Tuple[cst.CSTNode, ...]) -> Optional[Fix]:
         if not fixable or not move.complete or any(text.startswith("memory_format=") for text in move.keywords):
             return None
         # `.to(...)` arguments move as they are; `.cuda(1)` and `.float()`-style calls are named in code.
         from_to = semantics.method_name(move.call) == "to"
         if from_to and semantics.keyword(move.call, "device") is None and not self._is_device(move.device_node, stack):
             return None  # `.to(other_tensor)` also casts, and `device=other_tensor` raises TypeError
-        keywords = [("device", move.device_node if from_to else _shared.expression(move.device))]
+        keywords = [("device", move.device_node if from_to else expression(move.device))]
         if move.casts:
             code = move.dtype_code(self.ctx, stack)
             if code is None or semantics.keyword(factory.call, "dtype") is not None:
                 return None
-            keywords.append(("dtype", move.dtype_node or _shared.expression(code)))
-        built = _shared.with_keywords(factory.call, keywords)
+            keywords.append(("dtype", move.dtype_node or expression(code)))
+        built = with_keywords(factory.call, keywords)
         wrappers = factory.wrappers
-        content = _shared.code_in_place(self.ctx, wrappers[0].deep_replace(factory.call, built) if wrappers else built, stack)
+        content = code_in_place(self.ctx, wrappers[0].deep_replace(factory.call, built) if wrappers else built, stack)
         short = factory.name[len("torch."):]
         safe = short not in RANDOM_FACTORIES and (not move.casts or short in EXACT_FACTORIES)
         description = "Pass " + " and ".join(f"`{keyword}=`" for keyword, _ in keywords) + " to the factory"
@@ -205,13 +208,21 @@ class FactoryThenMove(Rule):
         if isinstance(expr, cst.Attribute):
             return expr.attr.value == "device"
         if not isinstance(expr, cst.Name):
-            return _shared.names_device(expr, self.ctx, stack)  # strings, f-strings, `torch.device(...)`
+            return names_device(expr, self.ctx, stack)  # strings, f-strings, `torch.device(...)`
         if expr.value in seen:
             return False
         values = self.ctx.assigned_values(expr, stack)
         if not values:
             return expr.value == self.ctx.config.device_name
         return all(self._is_device(value, stack, seen | {expr.value}) for value in values)
+
+
+def expression(code: str) -> cst.BaseExpression:
+    """`code` parsed as an expression; one spanning lines is parenthesized, as it would be outside its call."""
+    try:
+        return cst.parse_expression(code)
+    except cst.ParserSyntaxError:
+        return cst.parse_expression(f"({code})")
 
 
 def _requires_grad(factory: cst.Call):

@@ -5,14 +5,20 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis import facts
+from torchlint.analysis.conversions import TORCH_FROM_ARRAY, conversion
+from torchlint.analysis.dtypes import dtype_of, tensor_type_of
 from torchlint.analysis.loops import loop_nodes
+from torchlint.analysis.modules import PARAMETER, builds_module
+from torchlint.analysis.steps import per_step_function
+from torchlint.analysis.syntax import call_argument
 from torchlint.analysis.values import Values
 from torchlint.engine.scopes import dotted_name, scope_nodes_of
 from torchlint.finding import Edit, Fix
+from torchlint.fixes.rewrites import code_in_place
 from torchlint.rules.base import Rule
 from torchlint.rules.data._dataset import TENSOR_DATASET
+from torchlint.rules.device._chains import chain_parent
 from torchlint.rules.triggers import words
-from torchlint.rules.device import _shared
 
 # numpy's legacy random functions take no dtype: given a size they return float64 arrays (without one, a Python
 # float, which torch makes float32). name -> position of the size among positional arguments.
@@ -142,12 +148,12 @@ class Float64FromNumpy(Rule):
         name = self.ctx.qualified_name(node.func)
         self._observe(node)
         if name in ("torch.set_default_dtype", "torch.set_default_tensor_type"):
-            argument = _shared.call_argument(node, 0, "d")
+            argument = call_argument(node, 0, "d")
             if argument is not None and self._names_float64(argument):
                 self.float64_default = True
-        if name not in _shared.TORCH_FROM_ARRAY or semantics.keyword(node, "dtype") is not None:
+        if name not in TORCH_FROM_ARRAY or semantics.keyword(node, "dtype") is not None:
             return
-        array = _shared.call_argument(node, 0, "data" if name != "torch.from_numpy" else "ndarray")
+        array = call_argument(node, 0, "data" if name != "torch.from_numpy" else "ndarray")
         if array is None:
             return
         for origin in Values.of(self.ctx).origins(array):
@@ -206,7 +212,7 @@ class Float64FromNumpy(Rule):
 
     def _per_step(self, stack: Sequence[cst.CSTNode]) -> bool:
         """In a training loop's body or in a function run once per step."""
-        return any(id(loop) in self.training_loops for loop in loop_nodes(stack)) or _shared.per_step_function(self.ctx, stack)
+        return any(id(loop) in self.training_loops for loop in loop_nodes(stack)) or per_step_function(self.ctx, stack)
 
     def _sources(self, expr: cst.BaseExpression, stack, sources: Set[int], depth: int = 0) -> Set[int]:
         """The float64 conversions (ids, among `sources`) whose tensor `expr` may hold, with its dtype unchanged."""
@@ -233,7 +239,7 @@ class Float64FromNumpy(Rule):
             elif type(expr) is cst.BinaryOperation:
                 return self._dtype_kept(expr.left, stack) + self._dtype_kept(expr.right, stack)
             elif type(expr) is cst.Call and type(expr.func) is cst.Attribute and self.ctx.qualified_name(expr.func, stack) is None:
-                read = _shared.conversion(expr, self.ctx, stack)
+                read = conversion(expr, self.ctx, stack)
                 if (read is not None and read.casts) or expr.func.attr.value in _NOT_FLOAT_RESULTS:
                     return []
                 expr = expr.func.value
@@ -247,12 +253,12 @@ class Float64FromNumpy(Rule):
         if name is not None:
             return name.startswith("torch.nn.functional.") or name in _FLOAT32_CONSUMERS
         if type(func) is cst.Call:  # nn.MSELoss()(output, target)
-            return _shared.builds_module(self.ctx, func, stack)
+            return builds_module(self.ctx, func, stack)
         if dotted_name(func) in self.mode_receivers:
             return True
         return any(
             not origin.opaque and not origin.applied and type(origin.node) is cst.Call
-            and _shared.builds_module(self.ctx, origin.node, origin.place.stack)
+            and builds_module(self.ctx, origin.node, origin.place.stack)
             for origin in Values.of(self.ctx).origins(func, stack)
         )
 
@@ -263,30 +269,30 @@ class Float64FromNumpy(Rule):
                 return True
             node = origin.node
             if not origin.opaque and type(node) is cst.Call and (
-                self.ctx.qualified_name(node.func, origin.place.stack) in _shared.PARAMETER
+                self.ctx.qualified_name(node.func, origin.place.stack) in PARAMETER
                 or self._consumes_float32(node, origin.place.stack)
             ):
                 return True
         return False
 
     def _names_float64(self, expr: cst.BaseExpression) -> bool:
-        return _shared.dtype_of(expr, self.ctx) == "float64" or _shared.tensor_type_of(expr, self.ctx)[0] == "float64"
+        return dtype_of(expr, self.ctx) == "float64" or tensor_type_of(expr, self.ctx)[0] == "float64"
 
     def _numpy_float64(self, producer: cst.Call, stack) -> bool:
         name = self.ctx.qualified_name(producer.func, stack)
         if name in RANDOM_FLOAT64:
-            return _shared.call_argument(producer, RANDOM_FLOAT64[name], "size") is not None
+            return call_argument(producer, RANDOM_FLOAT64[name], "size") is not None
         if name in DEFAULT_FLOAT64:
             return not _has_dtype(producer, DEFAULT_FLOAT64[name])
         if name == "numpy.full":  # the fill value's type decides: np.full(n, 7) is int64
-            fill = semantics.literal(_shared.call_argument(producer, 1, "fill_value"), None)
+            fill = semantics.literal(call_argument(producer, 1, "fill_value"), None)
             return not _has_dtype(producer, 2) and isinstance(fill, float)
         if name == "numpy.arange":
             bounds = [arg.value for arg in producer.args if arg.keyword is None][:3]
             bounds += [arg.value for arg in producer.args if arg.keyword and arg.keyword.value in ("start", "stop", "step")]
             return not _has_dtype(producer, 3) and any(isinstance(semantics.literal(value, None), float) for value in bounds)
         if name == "numpy.array":
-            items = semantics.literal(_shared.call_argument(producer, 0, "object"), None)
+            items = semantics.literal(call_argument(producer, 0, "object"), None)
             return not _has_dtype(producer, 1) and _float_literals(items)
         return False
 
@@ -294,17 +300,17 @@ class Float64FromNumpy(Rule):
         """Not flagged when a cast follows right away; the fix moves a float32 cast that follows the moves."""
         stack = self.ctx.stack
         index = len(stack) - 1
-        parent = _shared.chain_parent(stack, index)
-        read = _shared.conversion(parent, self.ctx) if parent is not None else None
+        parent = chain_parent(stack, index)
+        read = conversion(parent, self.ctx) if parent is not None else None
         if read is not None and read.casts:
             return
         while read is not None and read.moves and not read.casts:
             index -= 2
-            parent = _shared.chain_parent(stack, index)
-            read = _shared.conversion(parent, self.ctx) if parent is not None else None
+            parent = chain_parent(stack, index)
+            read = conversion(parent, self.ctx) if parent is not None else None
         if read is not None and read.casts and read.dtype == "float32" and not read.moves and read.complete and not read.keywords:
             moved = read.call.func.value.deep_replace(node, _cast_to_float(node))
-            fix = Fix.safe("Cast right after the conversion", self.ctx.replace(read.call, _shared.code_in_place(self.ctx, moved, stack)))
+            fix = Fix.safe("Cast right after the conversion", self.ctx.replace(read.call, code_in_place(self.ctx, moved, stack)))
         else:
             _, end = self.ctx.location(node)
             fix = Fix.unsafe("Append `.float()`", Edit(".float()", end, end))

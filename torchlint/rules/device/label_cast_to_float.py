@@ -3,11 +3,13 @@ from typing import Dict, List, Optional, Set, Tuple
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.conversions import Conversion, conversion, peel_moves
+from torchlint.analysis.dtypes import CAST_METHODS, FLOAT_DTYPES, dtype_of
 from torchlint.analysis.values import Values
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
+from torchlint.rules.device._chains import chain_parent, tail_edit, to_call
 from torchlint.rules.triggers import words
-from torchlint.rules.device import _shared
 
 FLOAT_TARGET_LOSS_MODULES = frozenset(
     f"{prefix}.{name}"
@@ -24,7 +26,7 @@ FLOAT_TARGET_LOSS_FUNCTIONS = frozenset(
 FLOAT_TARGET_LOSSES = FLOAT_TARGET_LOSS_MODULES | FLOAT_TARGET_LOSS_FUNCTIONS
 # The methods a float cast can be written with (most calls are not one: checked before reading the call).
 _FLOAT_CASTING_METHODS = frozenset(
-    method for method, dtype in _shared.CAST_METHODS.items() if dtype in _shared.FLOAT_DTYPES
+    method for method, dtype in CAST_METHODS.items() if dtype in FLOAT_DTYPES
 ) | {"to", "type"}
 INTEGER_DTYPES = frozenset({"int64", "int32", "int16", "int8", "uint8"})
 # Names and producers of probability / one-hot targets: CrossEntropyLoss reads a float (N, C) target as class probabilities.
@@ -110,7 +112,7 @@ class LabelCastToFloat(Rule):
             self._check_target_variable(node)
         elif self._needs_float_target(node):
             for arg in node.args:
-                for _, cast, _ in self._casts_bound_to(_shared.peel_moves(arg.value, self.ctx)):
+                for _, cast, _ in self._casts_bound_to(peel_moves(arg.value, self.ctx)):
                     self.float_consumed.add(id(cast))
         else:
             self._check_cast(node)
@@ -125,18 +127,18 @@ class LabelCastToFloat(Rule):
     def _check_cast(self, node: cst.Call) -> None:
         if semantics.method_name(node) not in _FLOAT_CASTING_METHODS:
             return
-        read = _shared.conversion(node, self.ctx)
-        if read is None or read.dtype not in _shared.FLOAT_DTYPES:
+        read = conversion(node, self.ctx)
+        if read is None or read.dtype not in FLOAT_DTYPES:
             return
-        labels = _shared.peel_moves(node.func.value, self.ctx)
+        labels = peel_moves(node.func.value, self.ctx)
         if not self._is_label(labels) or self._is_soft_target(labels):
             return
         integer_ids = self._holds_integer_ids(labels)
         # Follow the result through device moves (`labels.float().to(device)`) to what consumes it.
         index = len(self.ctx.stack) - 1
         while True:
-            parent = _shared.chain_parent(self.ctx.stack, index)
-            read_parent = _shared.conversion(parent, self.ctx) if parent is not None else None
+            parent = chain_parent(self.ctx.stack, index)
+            read_parent = conversion(parent, self.ctx) if parent is not None else None
             if read_parent is None or not read_parent.moves or read_parent.casts:
                 break
             index -= 2
@@ -175,16 +177,16 @@ class LabelCastToFloat(Rule):
         value = self._latest_value(labels)
         if not isinstance(value, cst.Call):
             return False
-        value = _shared.peel_moves(value, self.ctx)
+        value = peel_moves(value, self.ctx)
         if not isinstance(value, cst.Call):
             return False
         if self.ctx.qualified_name(value.func) == "torch.randint":
             return not _binary_randint(value)
-        read = _shared.conversion(value, self.ctx)
+        read = conversion(value, self.ctx)
         if read is not None and read.dtype in INTEGER_DTYPES:
             return True
         dtype = semantics.keyword(value, "dtype")
-        return dtype is not None and _shared.dtype_of(dtype.value, self.ctx) in ("int64", "int32")
+        return dtype is not None and dtype_of(dtype.value, self.ctx) in ("int64", "int32")
 
     # -------------------------------------------------------------- through a variable
 
@@ -201,7 +203,7 @@ class LabelCastToFloat(Rule):
         target = _target_arg(loss)
         if target is None:
             return
-        for _, cast, _ in self._casts_bound_to(_shared.peel_moves(target.value, self.ctx)):
+        for _, cast, _ in self._casts_bound_to(peel_moves(target.value, self.ctx)):
             self._report(cast)
 
     def _needs_float_target(self, call: cst.Call, stack=None) -> bool:
@@ -219,7 +221,7 @@ class LabelCastToFloat(Rule):
         if id(cast) in self.reported:
             return
         self.reported.add(id(cast))
-        read = _shared.conversion(cast, self.ctx)
+        read = conversion(cast, self.ctx)
         message = (
             f"class labels cast to {read.dtype}: CrossEntropyLoss/NLLLoss raise `expected target dtype to be Long "
             f"or Byte, but got {TORCH_TYPE_NAMES[read.dtype]}`"
@@ -228,13 +230,13 @@ class LabelCastToFloat(Rule):
             message += f", and {MERGED_IDS[read.dtype]}"
         self.report(cast, message + "; keep the labels int64 (drop the cast)", self._fix(read))
 
-    def _fix(self, read: _shared.Conversion) -> Optional[Fix]:
+    def _fix(self, read: Conversion) -> Optional[Fix]:
         if not read.complete:
             return None
         receiver = read.call.func.value
         if read.moves:  # `.to(device, torch.float32)`: keep the move
-            content = _shared.to_call(read.device, *read.keywords)
-            return Fix.unsafe("Drop the cast, keep the move", _shared.tail_edit(self.ctx, read.call, read.call, content))
+            content = to_call(read.device, *read.keywords)
+            return Fix.unsafe("Drop the cast, keep the move", tail_edit(self.ctx, read.call, read.call, content))
         if read.keywords:
             return None
         return Fix.unsafe("Drop the cast", self.ctx.replace(read.call, self.ctx.code(receiver)))

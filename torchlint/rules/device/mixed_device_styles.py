@@ -3,13 +3,16 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
+from torchlint.analysis.conversions import Conversion, computed_cuda_device, conversion, implements_method
+from torchlint.analysis.devices import in_a_cuda_branch
+from torchlint.analysis.modules import builds_module
 from torchlint.analysis.syntax import literal
 from torchlint.analysis.values import Values
 from torchlint.engine.scopes import parameters, scope_nodes_of
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
+from torchlint.rules.device._chains import chain_parent, tail_edit, to_call
 from torchlint.rules.triggers import attributes
-from torchlint.rules.device import _shared
 
 _BUILTINS = frozenset(dir(builtins))
 # Operands the value model can follow to their origins.
@@ -116,11 +119,11 @@ class MixedDeviceStyles(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.cuda_calls: List[Tuple[_shared.Conversion, Tuple[cst.CSTNode, ...]]] = []
+        self.cuda_calls: List[Tuple[Conversion, Tuple[cst.CSTNode, ...]]] = []
         self.to_calls: List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]] = []
         # `.to("cuda")`: the same choice `.cuda()` makes, not the one `.to(device)` code keeps in one place.
         self.cuda_to_calls: List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]] = []
-        self.input_devices: List[Tuple[_shared.Conversion, Tuple[cst.CSTNode, ...]]] = []
+        self.input_devices: List[Tuple[Conversion, Tuple[cst.CSTNode, ...]]] = []
         # Computations whose operands must share a device (arithmetic, comparisons).
         self.computations: List[Tuple[Tuple[cst.BaseExpression, ...], Tuple[cst.CSTNode, ...]]] = []
         # The calls that move nothing, computations too (of a call's receiver, callee and arguments): their operands
@@ -128,16 +131,16 @@ class MixedDeviceStyles(Rule):
         self.calls: List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
-        read = _shared.conversion(node, self.ctx)
+        read = conversion(node, self.ctx)
         if read is None or not read.moves:
             self.calls.append((node, tuple(self.ctx.stack)))
             return
         if node.func.attr.value == "cuda":
-            if _shared.implements_method(self.ctx, "cuda"):
+            if implements_method(self.ctx, "cuda"):
                 return
             if read.device_node is not None and self._device_of_a_value(read.device_node):
                 self.input_devices.append((read, tuple(self.ctx.stack)))
-            elif not _shared.computed_cuda_device(read) and not _shared.in_a_cuda_branch(self.ctx.stack, availability=False):
+            elif not computed_cuda_device(read) and not in_a_cuda_branch(self.ctx.stack, availability=False):
                 self.cuda_calls.append((read, tuple(self.ctx.stack)))
         elif node.func.attr.value == "to":
             hard_coded = self._names_cuda(read.device_node)
@@ -213,14 +216,14 @@ class MixedDeviceStyles(Rule):
                     meeting |= cuda_calls
         return meeting
 
-    def _fix(self, read: _shared.Conversion, stack: Sequence[cst.CSTNode]):
+    def _fix(self, read: Conversion, stack: Sequence[cst.CSTNode]):
         if not read.complete:
             return None
         device = read.device
         if read.device_node is None and self._device_variable_bound(read.call, stack):
             device = self.ctx.config.device_name
-        content = _shared.to_call(device, *read.keywords)
-        return Fix.safe(f"Replace with `.{content}`", _shared.tail_edit(self.ctx, read.call, read.call, content))
+        content = to_call(device, *read.keywords)
+        return Fix.safe(f"Replace with `.{content}`", tail_edit(self.ctx, read.call, read.call, content))
 
     def _device_variable_bound(self, call: cst.Call, stack: Sequence[cst.CSTNode]) -> bool:
         """The device variable is a parameter, or assigned before `call`, in the scope the call would read it from."""
@@ -241,7 +244,7 @@ def _assigned_name(call: cst.Call, stack: Sequence[cst.CSTNode]) -> Optional[str
     assigned to, through the methods chained on it."""
     index = len(stack) - 1
     while True:
-        parent = _shared.chain_parent(stack, index)
+        parent = chain_parent(stack, index)
         if parent is None:
             break
         index -= 2
@@ -307,7 +310,7 @@ class _Moves:
             origins = values.origins(call.func.value, stack)
             self.receiver_origins[id(call)] = {_key(origin) for origin in origins}
             for origin in origins:
-                if type(origin.node) is cst.Call and _shared.builds_module(ctx, origin.node, origin.place.stack):
+                if type(origin.node) is cst.Call and builds_module(ctx, origin.node, origin.place.stack):
                     self.by_module.setdefault(_key(origin), []).append((style, id(call)))
             target = _assigned_name(call, stack)
             if target is not None:
@@ -389,7 +392,7 @@ class _Moves:
                     bases += part_bases
                 return moves, bases
             elif type(expr) is cst.Call and type(expr.func) is cst.Attribute and self.ctx.qualified_name(expr.func, stack) is None:
-                read = _shared.conversion(expr, self.ctx, stack)
+                read = conversion(expr, self.ctx, stack)
                 if read is not None and read.moves:
                     return [expr], []
                 if expr.func.attr.value in _OFF_DEVICE_RESULTS:

@@ -6,8 +6,8 @@ from torchlint.analysis import syntax
 from torchlint.analysis.modules import ModuleClass, ModuleClasses, self_name, under_training_test
 from torchlint.engine.context import last_parts
 from torchlint.finding import Fix
+from torchlint.fixes.rewrites import code_in_place, with_keywords
 from torchlint.rules.base import Rule
-from torchlint.rules.device._shared import code_in_place, with_keywords
 from torchlint.rules.model._shared import IN_MODULE_CLASS
 from torchlint.rules.triggers import words
 

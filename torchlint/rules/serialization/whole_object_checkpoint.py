@@ -4,12 +4,12 @@ from typing import AbstractSet, Dict, FrozenSet, Hashable, List, Optional, Seque
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.modules import builds_module
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.values import Values
 from torchlint.engine.context import last_parts
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
-from torchlint.rules.device._shared import builds_module
 from torchlint.rules.serialization.unsafe_torch_load import SAFE_DEFAULT_SINCE, TORCH_LOAD, TORCH_SAVE
 from torchlint.rules.triggers import words
 

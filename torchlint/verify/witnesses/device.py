@@ -11,7 +11,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint import semantics
-from torchlint.rules.device._shared import TORCH_FROM_ARRAY
+from torchlint.analysis.conversions import TORCH_FROM_ARRAY
 from torchlint.rules.device.float64_from_numpy import DEFAULT_FLOAT64, RANDOM_FLOAT64
 from torchlint.verify.site import is_device_name
 from torchlint.verify.witness import FROM_FINDING, Code, witness

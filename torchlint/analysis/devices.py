@@ -1,0 +1,105 @@
+"""Devices as code names them: device strings (`"cuda:1"`), `torch.device(...)`, names that say device, the
+device `.cuda(index)` moves to, and the branches taken only when the program asks for CUDA.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Optional, Sequence
+
+import libcst as cst
+
+from torchlint import semantics
+from torchlint.engine.walk import walk_visitor
+
+if TYPE_CHECKING:
+    from torchlint.engine.context import FileContext
+
+DEVICE_STRING = re.compile(r"(cpu|cuda|mps|xpu|xla|meta|hpu|npu|ipu|privateuseone)(:\d+)?")
+CUDA_STRING = re.compile(r"cuda(:\d+)?")
+_DEVICE_PREFIX = re.compile(r"(cpu|cuda|mps|xpu|npu|hpu)(:|$)")
+
+
+def names_device(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bool:
+    """A device string, `torch.device(...)`, an f-string like `f"cuda:{rank}"`, or a name that says device."""
+    if isinstance(expr, cst.SimpleString):
+        value = semantics.literal(expr)
+        return isinstance(value, str) and bool(DEVICE_STRING.fullmatch(value))
+    if isinstance(expr, cst.FormattedString):
+        first = expr.parts[0] if expr.parts else None
+        return isinstance(first, cst.FormattedStringText) and bool(_DEVICE_PREFIX.match(first.value))
+    if isinstance(expr, cst.Call):
+        return ctx.qualified_name(expr.func, stack) == "torch.device"
+    if isinstance(expr, cst.IfExp):  # "cuda" if use_cuda else "cpu"
+        return names_device(expr.body, ctx, stack) or names_device(expr.orelse, ctx, stack)
+    name = semantics.terminal_name(expr)
+    if not name:
+        return False
+    lowered = name.lower()
+    return lowered == ctx.config.device_name.lower() or "device" in lowered or lowered == "dev"
+
+
+def cuda_device_code(argument: Optional[cst.BaseExpression], ctx: "FileContext") -> str:
+    """The device `.cuda(argument)` moves to, as code for `.to(...)`/`device=`: `"cuda"`, `"cuda:1"`, or the expression."""
+    value = semantics.literal(argument, default=argument)
+    if argument is None or value is None:
+        return '"cuda"'
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f'"cuda:{value}"'
+    if isinstance(value, str) and CUDA_STRING.fullmatch(value):
+        return f'"{value}"'
+    return ctx.code(argument)
+
+
+def in_a_cuda_branch(stack: Sequence[cst.CSTNode], availability: bool = True) -> bool:
+    """The innermost point of `stack` is in a branch taken only when the program asks for CUDA (`if args.cuda:`,
+    `if device.type == "cuda":`, `x.cuda() if use_gpu else x`): without a GPU it does not run. With
+    `availability`, a test of whether CUDA is there counts too (`if torch.cuda.is_available():`); without, only a
+    test of what the program chose does (CUDA may be there while the program chose the CPU)."""
+    for parent, child in zip(stack, stack[1:]):
+        if (type(parent) is cst.If or type(parent) is cst.IfExp) and child is not parent.test:
+            asks = _asks_for_cuda(parent.test, availability)
+            if asks is not None and asks == (child is parent.body):
+                return True
+    return False
+
+
+def _asks_for_cuda(test: cst.BaseExpression, availability: bool = True) -> Optional[bool]:
+    """True for a condition that holds when CUDA is wanted (`args.cuda`, `backend == "cuda"`), False for one
+    that holds when it is not (`not use_gpu`, `device.type != "cuda"`), None when it says nothing about CUDA.
+    Without `availability`, calls (`torch.cuda.is_available()`, `torch.cuda.device_count() > 1`) say nothing."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _asks_for_cuda(test.expression, availability)
+        return None if inner is None else not inner
+    if isinstance(test, cst.BooleanOperation):
+        sides = {_asks_for_cuda(test.left, availability), _asks_for_cuda(test.right, availability)} - {None}
+        return True if True in sides else (False if sides else None)
+    if not availability and (
+        type(test) is cst.Call
+        or type(test) is cst.Comparison and (type(test.left) is cst.Call or any(type(target.comparator) is cst.Call for target in test.comparisons))
+    ):
+        return None
+    finder = _CudaMention()
+    walk_visitor(test, finder)
+    if not finder.found:
+        return None
+    negated = (cst.NotEqual, cst.IsNot, cst.NotIn)
+    return not (isinstance(test, cst.Comparison) and any(isinstance(target.operator, negated) for target in test.comparisons))
+
+
+class _CudaMention(cst.CSTVisitor):
+    def __init__(self):
+        self.found = False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        lowered = node.value.lower()
+        self.found = self.found or "cuda" in lowered or "gpu" in lowered
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        self.found = self.found or is_cuda_string(node)
+
+
+def is_cuda_string(expr: cst.BaseExpression) -> bool:
+    """`"cuda"` or `"cuda:N"` written as a string."""
+    value = semantics.literal(expr, None) if type(expr) in (cst.SimpleString, cst.ConcatenatedString) else None
+    return isinstance(value, str) and bool(CUDA_STRING.fullmatch(value))

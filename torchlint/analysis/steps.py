@@ -1,0 +1,146 @@
+"""Code that runs once per training step: in a loop that repeats per step (`in_a_step_loop`), or in a function run
+once per step (`per_step_function`): a `forward`, a `*_step`, a function named for training, one called from such a
+loop or function. What runs there pays its cost every step.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, AbstractSet, Dict, List, Sequence
+
+import libcst as cst
+
+from torchlint.analysis.file_kind import FileKind
+from torchlint.analysis.loops import FUNCTION_BOUNDARIES, loop_nodes
+from torchlint.analysis.modules import runs_only_while_built
+from torchlint.analysis.values import Values
+from torchlint.engine.scopes import scope_nodes_of
+from torchlint.engine.walk import statement_structure, walk
+
+if TYPE_CHECKING:
+    from torchlint.engine.context import FileContext
+
+# Name words of functions that run once per step: `forward`, `training_step`, `run_iteration`, `step`.
+_STEP_WORDS = frozenset({"forward", "step", "iteration"})
+# Name words of training functions: per step too, unless the function holds the loop over the steps itself
+# (`def train(): <setup>; for batch in loader: ...` runs its setup once).
+_TRAIN_WORDS = frozenset({"train", "training"})
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# How many callers up a function is followed to a loop or a per-step function.
+_CALLER_DEPTH = 3
+
+
+def name_words(name: str) -> frozenset:
+    """`train_one_epoch` -> {train, one, epoch}; `trainStep` -> {train, step}."""
+    return frozenset(word.lower() for part in name.split("_") for word in _CAMEL_HUMP.split(part) if word)
+
+
+def in_a_step_loop(ctx: "FileContext", stack: Sequence[cst.CSTNode]) -> bool:
+    """The innermost point of `stack` is in the body of a loop of its own function that repeats per step: the
+    innermost loop holding it, unless that loop holds a loop that runs backward, itself or in a function of the file
+    it calls (`for epoch in ...: noise = ...; train(epoch)`): what such a loop does besides its inner training loop
+    runs once per epoch. Not in a test file, whose loops run the test once per parameter (`for device in devices:`)."""
+    if ctx.file_kind is FileKind.TEST:
+        return False
+    loops = loop_nodes(stack) or _while_tested(stack)
+    return bool(loops) and not ctx.shared(_EpochLoops).holds_a_training_loop(loops[0], stack)
+
+
+def _while_tested(stack: Sequence[cst.CSTNode]) -> List[cst.CSTNode]:
+    """The `while` whose test holds the innermost point of `stack` (`while has_unfinished(...):`, evaluated before
+    every iteration), within its function, else []."""
+    for index in range(len(stack) - 2, -1, -1):
+        node = stack[index]
+        if type(node) in FUNCTION_BOUNDARIES:
+            break
+        if type(node) is cst.While and stack[index + 1] is node.test:
+            return [node]
+    return []
+
+
+class _EpochLoops:
+    """Which loops hold a loop that runs backward, themselves or through the file's functions they call (`ctx.shared`)."""
+
+    def __init__(self, ctx: "FileContext"):
+        self.ctx = ctx
+        self._known: Dict[int, bool] = {}
+
+    def holds_a_training_loop(self, loop: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> bool:
+        found = self._known.get(id(loop))
+        if found is None:
+            function = self.ctx.callgraph.current(stack)
+            backward = {id(node) for node in function.facts.get("backward", ())}
+            found = self._known[id(loop)] = bool(backward) and _loop_holding(loop.body, backward) or any(
+                _calls_a_training_loop(self.ctx, site.callee)
+                for site in function.calls
+                if any(node is loop for node in site.stack)
+            )
+        return found
+
+
+_STATEMENTS_OF_A_BODY = statement_structure(cst.IndentedBlock) | {cst.SimpleStatementSuite}
+
+
+def _loop_holding(body: cst.CSTNode, wanted: AbstractSet[int]) -> bool:
+    """A `for` or `while` among the statements of `body` (functions and classes defined there not counted) that
+    holds one of the nodes `wanted` (by id)."""
+    loops = []
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        if type(node) is cst.For or type(node) is cst.While:
+            loops.append(node)
+            return False
+        return True
+
+    walk(body, on_visit, lambda node: None, descend=_STATEMENTS_OF_A_BODY)
+    return any(_holds(loop, wanted) for loop in loops)
+
+
+def _holds(root: cst.CSTNode, wanted: AbstractSet[int]) -> bool:
+    found = []
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        if id(node) in wanted:
+            found.append(node)
+        return not found and type(node) not in FUNCTION_BOUNDARIES
+
+    walk(root, on_visit, lambda node: None)
+    return bool(found)
+
+
+def _calls_a_training_loop(ctx: "FileContext", callee: str) -> bool:
+    """The file's function `callee` runs backward and holds a loop (`train(epoch)`, looping over the batches)."""
+    function = ctx.callgraph.functions.get(callee)
+    return (
+        function is not None and type(function.node) is cst.FunctionDef
+        and bool(ctx.callgraph.facts_of(callee, "backward")) and bool(Values.of(ctx).flow(function.node).loop_ends)
+    )
+
+
+def per_step_function(ctx: "FileContext", stack: Sequence[cst.CSTNode], depth: int = 0) -> bool:
+    """The innermost point of `stack` is in a function that runs once per training step: a `forward`, a
+    `*_step`, a function named for training (that holds no loop of its own), one without a loop of its own called
+    from a loop (`in_a_step_loop`), or one called from such a function in the same file. Functions nested in one of
+    those run with it."""
+    for index in range(len(stack) - 2, -1, -1):
+        function = stack[index]
+        if type(function) is not cst.FunctionDef:
+            continue
+        words = name_words(function.name.value)
+        key = ctx.callgraph.key_of(function, scope_nodes_of(stack[: index + 1]))
+        if words & _STEP_WORDS and not runs_only_while_built(ctx, function, stack[: index + 1]):
+            return True
+        loops = bool(Values.of(ctx).flow(function).loop_ends)
+        if words & _TRAIN_WORDS and not loops:
+            return True
+        if depth < _CALLER_DEPTH:
+            stacks = [site.stack for site in ctx.callgraph.call_sites(key)]
+            owner = scope_nodes_of(stack[:index])[-1:]
+            if owner and type(owner[0]) is cst.ClassDef:  # a method, also called through instances
+                stacks += [site for _, site in Values.of(ctx).method_calls(owner[0], function.name.value)]
+            for site in stacks:
+                # A function with a loop of its own, called from a loop, is a driver run once per item (`for weight in
+                # weights: export(weight)`, `for epoch ...: train_one_epoch()`): its loops repeat, its setup does not.
+                if (not loops and in_a_step_loop(ctx, site)) or per_step_function(ctx, site, depth + 1):
+                    return True
+    return False
