@@ -199,7 +199,7 @@ def test_fix_rewrites_only_the_changed_cell_source():
     made.cells[0].outputs = [nbformat.v4.new_output("stream", text=BAD_LOADER + "\n")]
     made.metadata["custom"] = {"note": "persistent_workers=True"}
     data = nbformat.writes(made).encode("utf-8")
-    fixed = fix_notebook(data, add_workers)
+    fixed = fix_notebook(data, lambda script, part: add_workers(script))
     old_line = json.dumps(BAD_LOADER + "\n")
     new_line = json.dumps(add_workers(BAD_LOADER) + "\n")
     assert data.count(old_line.encode()) == 2  # in the source and in the output
@@ -220,7 +220,7 @@ def test_fix_keeps_the_layout_of_each_source():
         "nbformat": 4, "nbformat_minor": 5,
     }
     text = json.dumps(original, indent=2, sort_keys=True) + "\n"  # ASCII-escaped, two-space indents: not nbformat's own style
-    fixed = fix_notebook(text.encode(), add_workers).decode()
+    fixed = fix_notebook(text.encode(), lambda script, part: add_workers(script)).decode()
     expected = text.replace(json.dumps(BAD_LOADER), json.dumps(add_workers(BAD_LOADER)), 1)
     expected = expected.replace(json.dumps(BAD_LOADER + "\n"), json.dumps(add_workers(BAD_LOADER) + "\n"))
     assert fixed == expected != text
@@ -229,17 +229,17 @@ def test_fix_keeps_the_layout_of_each_source():
 
 def test_fix_leaves_the_bytes_alone_when_nothing_changes():
     data = notebook("import torch", "%%bash\necho persistent_workers=True", "def broken(persistent_workers=True:\n  pass")
-    assert fix_notebook(data, add_workers) is data
+    assert fix_notebook(data, lambda script, part: add_workers(script)) is data
 
 
 @pytest.mark.parametrize("data", [b"{not json", MALFORMED, b'[{"cells": []}]'], ids=["not-json", "malformed", "not-an-object"])
 def test_fix_leaves_what_is_not_a_notebook_alone(data):
-    assert fix_notebook(data, add_workers) is data
+    assert fix_notebook(data, lambda script, part: add_workers(script)) is data
 
 
 def test_fix_that_loses_a_cell_marker_writes_nothing():
     data = notebook("import torch\n" + BAD_LOADER, "x = 1")
-    assert fix_notebook(data, lambda script: script.replace("#%% torchlint cell 2\n", "")) is data
+    assert fix_notebook(data, lambda script, part: script.replace("#%% torchlint cell 2\n", "")) is data
 
 
 def test_fix_through_the_fix_engine():
@@ -254,7 +254,7 @@ def test_fix_through_the_fix_engine():
     config = make_config(select=[rule.code])
     data = notebook("%load_ext autoreload", code)
     before = [f for f in findings(data, select=[rule.code]) if f.fix is not None and f.fix.applicability == "safe"]
-    fixed = fix_notebook(data, lambda script: fix_text(script, lambda text: lint(text, select=[rule.code]), False, "explore.ipynb").text)
+    fixed = fix_notebook(data, lambda script, part: fix_text(script, lambda text: lint(text, select=[rule.code]), False, "explore.ipynb").text)
     assert fixed != data
     after = lint_notebook_bytes(fixed, "explore.ipynb", config).findings
     assert len([f for f in after if f.fix is not None and f.fix.applicability == "safe"]) < len(before)
@@ -358,7 +358,7 @@ def test_fixes_reported_for_an_indented_cell_apply_to_the_cell_as_written():
     def fix_script(script):
         return fix_text(script, lambda text: lint(text, select=["TL603", "TL606"]), True, "explore.ipynb").text
 
-    fixed = code_sources(fix_notebook(data, fix_script))
+    fixed = code_sources(fix_notebook(data, lambda script, part: fix_script(script)))
     assert fixed == [
         " import torch\n from torch import log\n\n y = torch.log1p(p)\n z = (torch.log1p(q) +\n      1)",
         "\tw = torch.ones(2)\n\tw.requires_grad = True",
@@ -371,10 +371,10 @@ def test_fixes_reported_for_an_indented_cell_apply_to_the_cell_as_written():
 
 def test_lines_a_fix_adds_to_an_indented_cell_are_indented_and_a_fix_that_would_change_the_indent_writes_nothing():
     data = notebook("import torch", "  x = torch.ones(2)\n\n  %time f(x)\n  x.require_grad = True\n")
-    added = fix_notebook(data, lambda script: script.replace("x.require_grad = True\n", "x.requires_grad = True\nx.grad = None\n"))
+    added = fix_notebook(data, lambda script, part: script.replace("x.require_grad = True\n", "x.requires_grad = True\nx.grad = None\n"))
     assert code_sources(added) == ["import torch", "  x = torch.ones(2)\n\n  %time f(x)\n  x.requires_grad = True\n  x.grad = None\n"]
     # Its first line indented, IPython would take more off the cell than its indent.
-    assert fix_notebook(data, lambda script: script.replace("x = torch.ones(2)", " x = torch.ones(2)")) is data
+    assert fix_notebook(data, lambda script, part: script.replace("x = torch.ones(2)", " x = torch.ones(2)")) is data
 
 
 # ---------------------------------------------------------------- what a user sees

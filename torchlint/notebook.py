@@ -15,7 +15,18 @@ cannot continue Python (a name that is not a keyword, a number, a string). A
 cell magic whose body is Python (`%%time`) only loses its first line; any other
 (`%%bash`, `%%writefile`) and a cell Python cannot compile on its own become
 blank lines, so one bad cell hides nothing in the others, and the latter is
-reported as a TL000 of its own cell. Before that, a cell whose code lines all
+reported as a TL000 of its own cell.
+
+A cell that writes a Python file (`%%writefile train.py`, `%%file`, `-a` to
+append) is linted as that file, apart from the script: its body, from the cell's
+second line, byte for byte as IPython writes it (no magics, no top-level
+`await`), its kind (script, test, library) judged as a file of that name beside
+the notebook (where Jupyter starts the kernel), its names none of the notebook's.
+Its findings are placed in the cell like any other; a body that does not parse is
+a TL000 of the cell, as the file would be. An appended body is a fragment of a
+file: linted only if it parses on its own (else skipped, not reported), and
+without fixes, which may assume they see the whole file (an import added at its
+top). Any other target (`%%writefile config.yaml`) is not Python and not linted. Before that, a cell whose code lines all
 start with the indent of its first one loses that indent, as IPython's
 `leading_indent` runs it (older IPython takes the first line's indent off the
 lines that have it, newer the indent common to all lines: the two agree on
@@ -35,7 +46,9 @@ import ast
 import bisect
 import json
 import keyword
+import os
 import re
+import shlex
 import warnings
 from dataclasses import dataclass, field, replace
 from json.decoder import scanstring
@@ -72,6 +85,9 @@ _AUTOMAGIC = re.compile(
     r"[ \t]+([\w\"'.~/]+)"
 )
 _COMPILE_FLAGS = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+# `%%writefile [-a] NAME` and its alias `%%file`: the rest of the line is the magic's arguments.
+_WRITEFILE = re.compile(r"[ \t]*%%(?:writefile|file)[ \t]+(.*)")
+_APPEND_OPTIONS = frozenset({"-a", "--append"})
 
 
 def _lines(text: str) -> List[str]:
@@ -88,6 +104,17 @@ def _body(line: str) -> Tuple[str, str]:
 
 
 @dataclass
+class _Written:
+    """The Python file a `%%writefile` cell writes."""
+
+    # As the magic names it.
+    name: str
+    append: bool
+    # What the cell writes: its lines after the magic's.
+    body: str
+
+
+@dataclass
 class _Cell:
     number: int
     source: str
@@ -101,6 +128,8 @@ class _Cell:
     # The indent taken off the start of each of the `dedented` rows (counted from 1 in the cell).
     indent: str = ""
     dedented: FrozenSet[int] = frozenset()
+    # Set for a cell that writes a `.py` file, which is linted on its own (`Part`).
+    writes: Optional[_Written] = None
 
     @property
     def frozen(self) -> bool:
@@ -224,9 +253,9 @@ def _is_automagic(body: str) -> bool:
     return not word.startswith("/") and not keyword.iskeyword(word)
 
 
-def _compiles(script: str) -> bool:
+def _compiles(script: str, flags: int = _COMPILE_FLAGS) -> bool:
     try:
-        compile(script, "<cell>", "exec", flags=_COMPILE_FLAGS, dont_inherit=True)
+        compile(script, "<cell>", "exec", flags=flags, dont_inherit=True)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True
@@ -243,6 +272,8 @@ def _build(code_cells: List[Tuple[int, str]]) -> _Script:
         neutral = _neutralise(code, script.magics)
         cell = _Cell(number, source, code if neutral is None else neutral, python=neutral is not None, indent=indent, dedented=rows)
         cell.compiles = cell.python and _compiles(cell.script)
+        if neutral is None:
+            cell.writes = _written(code)
         parts.append(_CELL_MARK.format(number) + "\n")
         cell.first_row = row + 1
         lines = _lines(cell.script)
@@ -251,6 +282,59 @@ def _build(code_cells: List[Tuple[int, str]]) -> _Script:
         script.cells.append(cell)
     script.text = "".join(parts)
     return script
+
+
+def _written(code: str) -> Optional[_Written]:
+    """The `.py` file a `%%writefile` cell writes; None for another cell magic, another kind of file, or arguments
+    IPython refuses."""
+    lines = _lines(code)
+    found = _WRITEFILE.fullmatch(_body(lines[0])[0]) if lines else None
+    if found is None:
+        return None
+    try:
+        words = shlex.split(found.group(1))
+    except ValueError:  # an unclosed quote
+        return None
+    names = [word for word in words if word not in _APPEND_OPTIONS]
+    if len(names) != 1 or names[0].startswith("-") or not names[0].endswith(".py"):
+        return None
+    return _Written(names[0], len(names) < len(words), code[len(lines[0]):])
+
+
+@dataclass(frozen=True)
+class Part:
+    """What `fix_notebook` hands its fixer with each text: the script of the notebook's cells, or the body of one cell
+    that writes a `.py` file. Each is linted as what it is (`lint`), and holds the notebook findings of its cells."""
+
+    # The cell that writes the file, and the file's name as the magic gives it; None for the script.
+    cell: Optional[int] = None
+    written: Optional[str] = None
+    # For the script: the cells that write files, which are not part of it.
+    written_cells: FrozenSet[int] = frozenset()
+
+    def lint(self, text: str, filename: str, config: "Config", use_prefilter: bool = True) -> List[Finding]:
+        """`text`'s findings, for the notebook `filename`; positions are the text's own."""
+        if self.written is None:
+            return lint_text(text, filename, config, use_prefilter=use_prefilter, file_kind=FileKind.NOTEBOOK)
+        # The kernel starts in the notebook's folder, where a relative name lands (a `tests/` folder makes a test).
+        kind_name = os.path.join(os.path.dirname(filename), self.written)
+        return lint_text(text, filename, config, use_prefilter=use_prefilter, kind_name=kind_name)
+
+    def holds(self, finding: Finding) -> bool:
+        """`finding`, of the notebook, is one of this text's."""
+        return finding.cell == self.cell if self.cell is not None else finding.cell not in self.written_cells
+
+
+def _parts(script: _Script) -> List[Tuple[Part, Optional[_Cell]]]:
+    """The script's part, then each written file's with its cell."""
+    written = [cell for cell in script.cells if cell.writes is not None]
+    parts: List[Tuple[Part, Optional[_Cell]]] = [(Part(written_cells=frozenset(cell.number for cell in written)), None)]
+    return parts + [(Part(cell.number, cell.writes.name), cell) for cell in written]
+
+
+def _written_script(cell: _Cell) -> _Script:
+    """The written file as a script of the one cell, row 1 being the cell's row 2, so `_in_cell` places its findings."""
+    return _Script([replace(cell, first_row=0)])
 
 
 def _is_python(metadata: dict) -> bool:
@@ -292,8 +376,18 @@ def lint_notebook_bytes(data: bytes, filename: str, config: "Config", use_prefil
     if not python:
         return FileResult(filename, [])
     script = _build(code_cells)
-    linted = lint_text(script.text, filename, config, use_prefilter=use_prefilter, file_kind=FileKind.NOTEBOOK)
-    findings = [_in_cell(finding, script) for finding in linted]
+    findings = []
+    for part, cell in _parts(script):
+        if cell is None:
+            findings += [_in_cell(finding, script) for finding in part.lint(script.text, filename, config, use_prefilter)]
+            continue
+        body = cell.writes.body
+        if cell.writes.append and not _compiles(body, ast.PyCF_ONLY_AST):
+            continue  # a fragment of a file whose other parts are elsewhere: not Python on its own, and not wrong
+        linted = part.lint(body, filename, config, use_prefilter)
+        if cell.writes.append:
+            linted = [replace(finding, fix=None) for finding in linted]
+        findings += [_in_cell(finding, _written_script(cell)) for finding in linted]
     if notebook.get("metadata", {}).get("orig_nbformat", REWRITTEN_FORMAT) != REWRITTEN_FORMAT:
         # nbformat read an older format (3's worksheets and `input`s) as 4, and `fix_notebook` rewrites only what
         # is format 4 on disk: a fix announced here would never be applied.
@@ -423,8 +517,9 @@ def _edit_content(edit: Edit, script: _Script, cell: _Cell) -> str:
 # ---------------------------------------------------------------- fixing
 
 
-def fix_notebook(data: bytes, fix_text: Callable[[str], str]) -> bytes:
-    """The notebook with `fix_text` applied to its code; `data` itself when nothing changed or it cannot be rewritten."""
+def fix_notebook(data: bytes, fix_text: Callable[[str, Part], str]) -> bytes:
+    """The notebook with `fix_text` applied to its code: the cells' script, then the body of each cell that writes a
+    whole `.py` file, each with its `Part`; `data` itself when nothing changed or it cannot be rewritten."""
     bom = data.startswith(b"\xef\xbb\xbf")
     try:
         text = data.decode("utf-8-sig")
@@ -437,14 +532,19 @@ def fix_notebook(data: bytes, fix_text: Callable[[str], str]) -> bytes:
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError):  # not a notebook this can rewrite
         return data
     script = _build(code_cells)
-    pieces = _split(fix_text(script.text), [cell.number for cell in script.cells])
-    if pieces is None:
-        return data
+    sources: Dict[int, str] = {}
+    for part, written in _parts(script):
+        if written is None:
+            pieces = _split(fix_text(script.text, part), [cell.number for cell in script.cells])
+            for cell in script.cells if pieces is not None else ():
+                if not cell.frozen:
+                    sources[cell.number] = _restore(pieces[cell.number], script.magics, cell)
+        elif not written.writes.append:
+            head = written.script[:len(written.script) - len(written.writes.body)]
+            sources[written.number] = _reindented(head + fix_text(written.writes.body, part), written)
     replacements = []
     for cell in script.cells:
-        if cell.frozen:
-            continue
-        source = _restore(pieces[cell.number], script.magics, cell)
+        source = sources.get(cell.number, cell.source)
         if source != cell.source:
             node = cell_nodes[cell.number - 1].children["source"]
             replacements.append((node, _source_json(source, node, text)))
@@ -481,15 +581,20 @@ def _restore(fixed: str, magics: Dict[int, str], cell: _Cell) -> str:
         body, ending = _body(line)
         magic = _MAGIC_MARK_LINE.fullmatch(body)
         out.append(magics[int(magic.group(1))] + ending if magic and int(magic.group(1)) in magics else line)
-    source = "".join(out)
+    source = _reindented("".join(out), cell)
+    if not cell.source.endswith(("\n", "\r")) and source.endswith("\n"):
+        source = source[:-1]  # the newline the script added
+    return source
+
+
+def _reindented(source: str, cell: _Cell) -> str:
+    """The cell's new source with its indent back if it was dedented (its old source if that cannot be)."""
     if cell.indent and source.strip():
         indented = _indented(source, cell.indent)
         dedented = _dedent(indented)
         if dedented is None or dedented[:2] != (source, cell.indent):
             return cell.source  # a fix indented the first code line: IPython would take off more than the indent
         source = indented
-    if not cell.source.endswith(("\n", "\r")) and source.endswith("\n"):
-        source = source[:-1]  # the newline the script added
     return source
 
 

@@ -29,7 +29,7 @@ class FileContext:
     def __init__(
         self, filename: str, text: str, module: cst.Module, config: "Config", with_callgraph: bool = True,
         file_text: Optional[FileText] = None, use_prefilter: bool = True, file_kind: Optional[FileKind] = None,
-        layout: Optional[Layout] = None,
+        layout: Optional[Layout] = None, kind_name: Optional[str] = None,
     ):
         self.filename = filename
         self.text = text
@@ -40,6 +40,8 @@ class FileContext:
         self.use_prefilter = use_prefilter
         # Given by an adapter that knows (a notebook's); otherwise decided on first use (`file_kind`).
         self._file_kind = file_kind
+        # The name the kind is judged from when the text is not `filename`'s own (a file a notebook cell writes).
+        self._kind_name = kind_name or filename
         self.module = module
         self.config = config
         # The nodes enclosing the one being visited, outermost first; the visited node is last.
@@ -142,7 +144,7 @@ class FileContext:
     def file_kind(self) -> FileKind:
         """Notebook, test, script or library (torchlint/analysis/file_kind.py), from the name and top-level statements."""
         if self._file_kind is None:
-            self._file_kind = source_file_kind(self.filename, self.text, self.module)
+            self._file_kind = source_file_kind(self._kind_name, self.text, self.module)
         return self._file_kind
 
     def close(self) -> None:

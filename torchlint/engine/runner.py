@@ -66,9 +66,10 @@ def unreadable(filename: str, config: "Config", message: str, row: int = 1, colu
 
 def lint_text(
     text: str, filename: str, config: "Config", codes: Optional[FrozenSet[str]] = None, use_prefilter: bool = True,
-    file_kind: Optional[FileKind] = None,
+    file_kind: Optional[FileKind] = None, kind_name: Optional[str] = None,
 ) -> List[Finding]:
-    """The findings in Python source; `file_kind` from an adapter that knows it (else decided from the file).
+    """The findings in Python source; `file_kind` from an adapter that knows it, else decided from the file, as if it
+    were named `kind_name` when that is given (a file a notebook cell writes, reported in the notebook).
 
     Within the file's budgets (engine/budget.py): text over the size budget (counted in characters here, where the
     text is already read: an editor's, a notebook's cells) or a lint over the time budget gives one TL000 instead.
@@ -78,7 +79,7 @@ def lint_text(
         return _over_budget(filename, codes, budget.size_message(len(text), config.max_file_bytes))
     try:
         with budget.time_limit(config.max_file_seconds):
-            return _lint_within_budget(text, filename, config, codes, use_prefilter, file_kind)
+            return _lint_within_budget(text, filename, config, codes, use_prefilter, file_kind, kind_name)
     except budget.TimeBudgetExceeded:
         budget.forget_process_state()
         return _over_budget(filename, codes, budget.time_message(config.max_file_seconds))
@@ -95,6 +96,7 @@ def _over_budget(filename: str, codes: FrozenSet[str], message: str) -> List[Fin
 
 def _lint_within_budget(
     text: str, filename: str, config: "Config", codes: FrozenSet[str], use_prefilter: bool, file_kind: Optional[FileKind],
+    kind_name: Optional[str],
 ) -> List[Finding]:
     file_text = FileText(text, filename)
     # The prefilter reads what a file's own text names; a star import binds names another file's text holds (`autocast`
@@ -104,7 +106,7 @@ def _lint_within_budget(
     if rule_classes is None:
         return []
     with _cycle_collector_paused():
-        return _lint_parsed(file_text, filename, config, codes, rule_classes, use_prefilter, file_kind)
+        return _lint_parsed(file_text, filename, config, codes, rule_classes, use_prefilter, file_kind, kind_name)
 
 
 def rules_to_run(file_text: FileText, codes: FrozenSet[str], use_prefilter: bool = True) -> Optional[List[Type[Rule]]]:
@@ -153,7 +155,7 @@ def _cycle_collector_paused():
 
 def _lint_parsed(
     file_text: FileText, filename: str, config: "Config", codes: FrozenSet[str], rule_classes: List[Type[Rule]],
-    use_prefilter: bool, file_kind: Optional[FileKind],
+    use_prefilter: bool, file_kind: Optional[FileKind], kind_name: Optional[str],
 ) -> List[Finding]:
     text = file_text.text
     try:
@@ -168,7 +170,7 @@ def _lint_parsed(
         return [parse_error(filename, "the file is nested too deeply to parse")] if ParseError.code in codes else []
     with_callgraph = any(rule.uses_callgraph for rule in rule_classes)
     layout = parsing.TREES.layout(path, module)
-    ctx = FileContext(filename, text, module, config, with_callgraph, file_text, use_prefilter, file_kind, layout)
+    ctx = FileContext(filename, text, module, config, with_callgraph, file_text, use_prefilter, file_kind, layout, kind_name)
     rules = [rule_class(ctx) for rule_class in rule_classes]
     walker = _Walker(ctx, rules)
     try:

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional
 
 from torchlint import source as sources
-from torchlint.analysis.file_kind import FileKind
 from torchlint.atomic import remove_stale, replace_atomically
 from torchlint.engine.runner import lint_bytes, lint_file, lint_text
 from torchlint.finding import Finding
@@ -24,6 +23,7 @@ from torchlint.fixes.rounds import FixResult, fix_text
 
 if TYPE_CHECKING:
     from torchlint.config import Config
+    from torchlint.notebook import Part
 
 # Python source is fixed as text; notebooks through their code cells; other files are only linted.
 FIXABLE_SUFFIXES = (".py", ".pyi")
@@ -70,7 +70,8 @@ def fix_bytes(data: bytes, filename: str, config: "Config", unsafe: bool, path: 
 
 
 def fix_notebook_bytes(data: bytes, filename: str, config: "Config", unsafe: bool, path: Optional[str] = None) -> FileFix:
-    """Fix a notebook's code cells as one script; only the changed cells' sources are rewritten."""
+    """Fix a notebook's code cells as one script (and each `.py` file a cell writes as that file); only the changed
+    cells' sources are rewritten."""
     from torchlint.notebook import fix_notebook, lint_notebook_bytes
 
     original_findings = lint_notebook_bytes(data, filename, config).findings
@@ -78,19 +79,17 @@ def fix_notebook_bytes(data: bytes, filename: str, config: "Config", unsafe: boo
         source = sources.decode(data)
     except sources.SourceError:
         return unfixable(filename, path, data, original_findings)
-    scripts: List[FixResult] = []
+    parts: List[FixResult] = []
 
-    def lint_script(text: str) -> List[Finding]:
-        return lint_text(text, filename, config, file_kind=FileKind.NOTEBOOK)
+    def fix_part(text: str, part: "Part") -> str:
+        parts.append(fix_text(text, lambda fixed: part.lint(fixed, filename, config), unsafe, filename))
+        return parts[-1].text
 
-    def fix_script(script: str) -> str:
-        scripts.append(fix_text(script, lint_script, unsafe, filename))
-        return scripts[-1].text
-
-    text = sources.decode(fix_notebook(data, fix_script)).text
+    text = sources.decode(fix_notebook(data, fix_part)).text
     findings = lint_notebook_bytes(source.encode(text), filename, config).findings if text != source.text else original_findings
-    script = scripts[-1] if scripts else FixResult("", "")
-    result = FixResult(source.text, text, script.fixed, findings, original_findings, script.problems, script.broken)
+    fixed = [finding for part in parts for finding in part.fixed]
+    problems = [problem for part in parts for problem in part.problems]
+    result = FixResult(source.text, text, fixed, findings, original_findings, problems, any(part.broken for part in parts))
     return FileFix(filename, path, data, source, result)
 
 

@@ -19,7 +19,6 @@ from typing import Dict, List, Optional, Sequence, Set
 
 from lsprotocol import types
 
-from torchlint.analysis.file_kind import FileKind
 from torchlint.engine.noqa import LINE_NOQA
 from torchlint.engine.runner import lint_text
 from torchlint.finding import Finding, Fix
@@ -28,7 +27,7 @@ from torchlint.fixes.files import fix_notebook_bytes
 from torchlint.integrations.server.coordinates import Units, lines_with_endings
 from torchlint.integrations.server.diagnostics import diagnostic
 from torchlint.integrations.server.documents import Linted
-from torchlint.notebook import fix_notebook
+from torchlint.notebook import Part, fix_notebook
 from torchlint.rules.syntax.parse_error import ParseError
 
 QUICK_FIX = types.CodeActionKind.QuickFix
@@ -156,39 +155,44 @@ def _changed_cells(linted: Linted, notebook_text: str) -> Texts:
 
 
 class _NotebookFixes:
-    """One finding's fix in a notebook, applied to the cells' script and read back per cell.
+    """One finding's fix in a notebook, applied to the text it was found in and read back per cell.
 
     The adapter's findings give each edit in cell coordinates, which cannot say another
-    cell; so the fix applied is that of the same finding in the script, which the
-    script's own lint gives in the same order (checked by code and messages).
+    cell; so the fix applied is that of the same finding in the text the adapter linted
+    (the cells' script, or the `.py` file a cell writes: its `Part`), which that text's
+    own lint gives in the same order (checked by code and messages).
     """
 
     def __init__(self, linted: Linted):
         self.linted = linted
         self.data = linted.snapshot.notebook_bytes()
         self.fixable = [finding for finding in linted.findings if finding.fix is not None]
-        self._script_fixes: Optional[List[Fix]] = None
+        # By part (its cell; None for the script): the fixes of its own lint.
+        self._part_fixes: Dict[Optional[int], List[Fix]] = {}
 
     def one(self, finding: Finding) -> Optional[Texts]:
-        index = next((number for number, fixable in enumerate(self.fixable) if fixable is finding), None)
-        if index is None or self.linted.config is None:
+        if self.linted.config is None or not any(fixable is finding for fixable in self.fixable):
             return None
 
-        def fix_script(script: str) -> str:
-            fixes = self._fixes_in(script)
-            return apply_fixes(script, [fixes[index]]).text if fixes else script
+        def fix_part(text: str, part: Part) -> str:
+            if not part.holds(finding):
+                return text
+            held = [fixable for fixable in self.fixable if part.holds(fixable)]
+            index = next(number for number, fixable in enumerate(held) if fixable is finding)
+            fixes = self._fixes_in(text, part, held)
+            return apply_fixes(text, [fixes[index]]).text if fixes else text
 
-        fixed = fix_notebook(self.data, fix_script)
+        fixed = fix_notebook(self.data, fix_part)
         return _changed_cells(self.linted, fixed.decode("utf-8-sig")) if fixed != self.data else None
 
-    def _fixes_in(self, script: str) -> Optional[List[Fix]]:
-        if self._script_fixes is None:
+    def _fixes_in(self, text: str, part: Part, held: List[Finding]) -> List[Fix]:
+        if part.cell not in self._part_fixes:
             path, config = self.linted.snapshot.path, self.linted.config
-            found = sorted(lint_text(script, path, config, file_kind=FileKind.NOTEBOOK), key=Finding.sort_key)
+            found = sorted(part.lint(text, path, config), key=Finding.sort_key)
             found = [finding for finding in found if finding.fix is not None]
-            same = [_identity(finding) for finding in found] == [_identity(finding) for finding in self.fixable]
-            self._script_fixes = [finding.fix for finding in found] if same else []
-        return self._script_fixes
+            same = [_identity(finding) for finding in found] == [_identity(finding) for finding in held]
+            self._part_fixes[part.cell] = [finding.fix for finding in found] if same else []
+        return self._part_fixes[part.cell]
 
 
 def _identity(finding: Finding) -> tuple:

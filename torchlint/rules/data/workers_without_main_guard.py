@@ -42,7 +42,8 @@ class WorkersWithoutMainGuard(Rule):
     markers; given up: such a file run as a script with `python` is not checked). A Jupyter kernel never re-imports the notebook, so the
     workers cannot re-run its cells and a guard would change nothing there (what
     does fail in a notebook under spawn is a worker that needs a class or function
-    the notebook defines: TL304).
+    the notebook defines: TL304). A notebook cell that writes a script
+    (`%%writefile train.py`) is linted as that script, and TL302 reports there.
 
     ## Why is this bad?
     Under the `spawn` and `forkserver` start methods (the default on Windows and
