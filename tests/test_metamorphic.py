@@ -45,7 +45,6 @@ GAPS = {
     ("model-file", "TL106"): "a model class imported from another project file: its forward in an eval loop is not seen",
     ("model-file", "TL701"): "a construction table of layers in a class moved to another file is not seen",
     ("model-file", "TL707"): "a class built under `with torch.device(...)` in the importing file: flagged in its own file",
-    ("rename", "TL202"): "a device variable renamed (`train_device` -> `v23`): the rule reads the name, not the value",
     ("star-import", "TL102"): _STAR,
     ("star-import", "TL103"): _STAR,
     ("star-import", "TL112"): _STAR,

@@ -136,7 +136,14 @@ def names_device(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bo
     if not name:
         return False
     lowered = name.lower()
-    return lowered == ctx.config.device_name.lower() or "device" in lowered or lowered == "dev"
+    if lowered == ctx.config.device_name.lower() or "device" in lowered or lowered == "dev":
+        return True
+    # A variable named otherwise (`v23 = torch.device(...)`) holds a device when every value it may hold is one.
+    origins = Values.of(ctx).origins(expr, stack) if type(expr) is cst.Name else ()
+    return bool(origins) and all(
+        type(origin.node) in (cst.SimpleString, cst.FormattedString, cst.Call, cst.IfExp) and not origin.applied
+        and names_device(origin.node, origin.place.context, origin.place.stack) for origin in origins
+    )
 
 
 def conversion(call: cst.Call, ctx: "FileContext", stack=None) -> Optional[Conversion]:
