@@ -16,7 +16,8 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.analysis.loops import FUNCTION_BOUNDARIES, is_accumulating_backward
 from torchlint.analysis.training import Iterations
-from torchlint.analysis.values import IDENTITY_WRAPPERS
+from torchlint.analysis.modules import ModuleClasses, is_loss_class
+from torchlint.analysis.values import IDENTITY_WRAPPERS, SEQUENTIAL, Values
 from torchlint.engine.scopes import dotted_name
 from torchlint.rules.base import Rule
 from torchlint.rules.autograd import _facts  # noqa: F401  (registers the facts the loops record)
@@ -221,6 +222,8 @@ class Models:
         terminal = semantics.terminal_name(expr) or ""
         if _CRITERION_NAME.match(terminal.lower()):
             return False
+        if built_as_model(expr, self.ctx, stack):
+            return True
         for value in reversed(self.ctx.assigned_values(expr, stack)):
             verdict = self._built_as_model(value, stack)
             if verdict is not None:
@@ -248,6 +251,17 @@ class Models:
         if semantics.method_name(value) == "from_pretrained":
             return True
         return None
+
+
+def built_as_model(expr: cst.BaseExpression, ctx: "FileContext", stack) -> bool:
+    """Some value `expr` may hold is built as a model (a Module class of the file or of a project file, a container
+    or a model builder; not a torch layer or loss), followed through parameters, `self.x` and imports."""
+    for origin in Values.of(ctx).origins(expr, stack):
+        if type(origin.node) is cst.Call and not origin.applied and not origin.opaque:
+            built = ModuleClasses.of(origin.place.context).builds_module(origin.node, origin.place.stack)
+            if built is not None and not is_loss_class(built) and (not built.startswith("torch.nn.") or built in SEQUENTIAL):
+                return True
+    return False
 
 
 class IterationRule(Rule):
