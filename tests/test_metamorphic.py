@@ -26,7 +26,6 @@ _STAR = (
     "`import numpy as np`, `from torch.cuda.amp import autocast`, `DataLoader as DL`, `import torchvision.models as "
     "models` bind there is unknown in the importer (`torch` and a plain `from torch.utils.data import DataLoader` are)"
 )
-_FUNCTIONAL = "`criterion = F.cross_entropy` (a functional loss as a value): calling `criterion(...)` is not known as that loss"
 _WHILE = "`while True: x = next(iterator)` over `iter(loader)`: not known as a loop over the loader's batches"
 GAPS = {
     ("compile", "TL707"): "`torch.compile(model)` of a module made on a device: an instance passed to a call keeps TL707's finding (the trap's premise, a module never moved, no longer holds for the rule)",
@@ -42,15 +41,8 @@ GAPS = {
     ("enumerate", "TL107"): "`for step, (i, batch) in enumerate(...)`: the last-batch check on `i` is no longer seen (false alarm)",
     ("enumerate", "TL704"): "an initialisation loop over `enumerate(model.modules())` is not seen (false alarm)",
     ("enumerate", "TL706"): "elements of `enumerate(model.children())` are not known as modules",
-    ("function", "TL106"): "the module-level eval loop moved into `train(model, ...)`, the model a parameter from main()",
-    ("functional", "TL113"): _FUNCTIONAL,
-    ("functional", "TL203"): _FUNCTIONAL + " (false alarms on float targets of bce/mse values)",
-    ("functional", "TL205"): "`self.loss = F.binary_cross_entropy` in a layer without parameters: its `.cuda()` is flagged",
-    ("functional", "TL611"): _FUNCTIONAL + " (the loss it returns is not known zero-dimensional)",
-    ("model-file", "TL106"): "a model class imported from another project file: its forward in an eval loop is not seen",
     ("model-file", "TL701"): "a construction table of layers in a class moved to another file is not seen",
     ("model-file", "TL707"): "a class built under `with torch.device(...)` in the importing file: flagged in its own file",
-    ("rename", "TL202"): "a device variable renamed (`train_device` -> `v23`): the rule reads the name, not the value",
     ("star-import", "TL102"): _STAR,
     ("star-import", "TL103"): _STAR,
     ("star-import", "TL112"): _STAR,
@@ -68,7 +60,6 @@ GAPS = {
     ("tqdm", "TL302"): "`for batch in tqdm(loader)` at module level (or in a function called there) is not a loader loop",
     ("tqdm", "TL704"): "an initialisation loop over `tqdm(model.modules())` is not seen (false alarm)",
     ("tqdm", "TL706"): "elements of `tqdm(model.children())` are not known as modules",
-    ("trainer", "TL106"): "`self.model` set from the constructor: its forward in an eval loop of `fit()` is not seen",
     ("while", "TL103"): _WHILE + " (losses kept for a later backward: false alarm)",
     ("while", "TL107"): _WHILE + " (the last-batch evaluation is not seen: false alarm)",
     ("while", "TL208"): _WHILE,

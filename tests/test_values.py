@@ -159,11 +159,37 @@ CASES = {
                 return self.criterion  # <-
         Trainer(Net(), criterion=nn.CrossEntropyLoss()).fit()
         """, "self.criterion", ["nn.CrossEntropyLoss()"]),
-    "a method other than __init__ is called through instances: its parameters stay unknown": ("""
+    "a method's parameters hold what its calls through the class's instances pass": ("""
+        class Trainer:
+            def fit(self, loader, epochs=1):
+                return loader  # <-
+        def main():
+            trainer = Trainer()
+            trainer.fit(DataLoader(d))
+            Trainer().fit(loader=DataLoader(e), epochs=3)
+        main()
+        """, "loader", ["DataLoader(d)", "DataLoader(e)"]),
+    "a method also read as a bound method may be called anywhere: its parameters stay unknown": ("""
+        class Trainer:
+            def fit(self, loader):
+                return loader  # <-
+        trainer = Trainer()
+        trainer.fit(DataLoader(d))
+        callback = trainer.fit
+        """, "loader", ["?loader"]),
+    "a method called through a receiver not followed: its parameters stay unknown": ("""
         class Trainer:
             def fit(self, loader):
                 return loader  # <-
         Trainer().fit(DataLoader(d))
+        make_trainer().fit(DataLoader(e))
+        """, "loader", ["?loader"]),
+    "a method of a library module's public class may be called by its importers": ("""
+        class Trainer:
+            def fit(self, loader):
+                return loader  # <-
+        def run():
+            Trainer().fit(DataLoader(d))
         """, "loader", ["?loader"]),
     "a loop over a dict's items: the values": ("""
         loaders = dict(train=DataLoader(a), val=DataLoader(b))

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.values import Values
 from torchlint.engine.walk import walk_visitor
 
 if TYPE_CHECKING:
@@ -36,7 +37,14 @@ def names_device(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bo
     if not name:
         return False
     lowered = name.lower()
-    return lowered == ctx.config.device_name.lower() or "device" in lowered or lowered == "dev"
+    if lowered == ctx.config.device_name.lower() or "device" in lowered or lowered == "dev":
+        return True
+    # A variable named otherwise (`v23 = torch.device(...)`) holds a device when every value it may hold is one.
+    origins = Values.of(ctx).origins(expr, stack) if type(expr) is cst.Name else ()
+    return bool(origins) and all(
+        type(origin.node) in (cst.SimpleString, cst.FormattedString, cst.Call, cst.IfExp) and not origin.applied
+        and names_device(origin.node, origin.place.context, origin.place.stack) for origin in origins
+    )
 
 
 def cuda_device_code(argument: Optional[cst.BaseExpression], ctx: "FileContext") -> str:

@@ -9,7 +9,8 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.losses import CRITERION_NAME, is_loss_module
-from torchlint.analysis.values import IDENTITY_WRAPPERS
+from torchlint.analysis.modules import ModuleClasses, is_loss_class
+from torchlint.analysis.values import IDENTITY_WRAPPERS, SEQUENTIAL, Values
 from torchlint.engine.scopes import dotted_name
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ class Models:
         terminal = semantics.terminal_name(expr) or ""
         if CRITERION_NAME.match(terminal.lower()):
             return False
+        if built_as_model(expr, self.ctx, stack):
+            return True
         for value in reversed(self.ctx.assigned_values(expr, stack)):
             verdict = self._built_as_model(value, stack)
             if verdict is not None:
@@ -81,3 +84,14 @@ class Models:
         if semantics.method_name(value) == "from_pretrained":
             return True
         return None
+
+
+def built_as_model(expr: cst.BaseExpression, ctx: "FileContext", stack) -> bool:
+    """Some value `expr` may hold is built as a model (a Module class of the file or of a project file, a container
+    or a model builder; not a torch layer or loss), followed through parameters, `self.x` and imports."""
+    for origin in Values.of(ctx).origins(expr, stack):
+        if type(origin.node) is cst.Call and not origin.applied and not origin.opaque:
+            built = ModuleClasses.of(origin.place.context).builds_module(origin.node, origin.place.stack)
+            if built is not None and not is_loss_class(built) and (not built.startswith("torch.nn.") or built in SEQUENTIAL):
+                return True
+    return False

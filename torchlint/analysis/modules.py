@@ -247,6 +247,8 @@ class ModuleClasses:
             return True
         if type(value) is cst.Call:
             return self.builds_stateless_module(value, stack, depth)
+        if _names_torch_function(self.ctx.qualified_name(value, stack) if type(value) in (cst.Name, cst.Attribute) else None):
+            return True  # `self.loss = F.binary_cross_entropy`: a function as a value holds no tensor
         if type(value) is cst.Name and not called:
             values = Values.of(self.ctx)
             found = values.bindings(value, values.place(stack))
@@ -370,6 +372,12 @@ def _unpacks_attribute(target: cst.BaseExpression) -> bool:
         elif type(value) is not cst.Name:
             return True
     return False
+
+
+def _names_torch_function(qualified: Optional[str]) -> bool:
+    """`qualified` names a function of torch's (`torch.nn.functional.relu`, `torch.sigmoid`): lower-case, unlike its
+    classes (`torch.nn.Linear`) and the parameters and tensors they make."""
+    return bool(qualified) and qualified.startswith("torch.") and qualified.rpartition(".")[2][:1].islower()
 
 
 def _is_torchvision_builder(name: str) -> bool:

@@ -344,7 +344,7 @@ class Values:
             return unknown
         params = function.params
         positional = list(params.posonly_params) + list(params.params)
-        skip = 1 if function.name.value == "__init__" else 0
+        skip = 1 if type(scopes[-2]) is cst.ClassDef else 0  # `self`, bound by the instance or the class's call
         param = next((param for param in positional + list(params.kwonly_params) if param.name.value == name.value), None)
         if param is None or (param in positional and positional.index(param) < skip):
             return unknown
@@ -369,7 +369,7 @@ class Values:
         definition: cst.CSTNode = function
         if type(around[-1]) is cst.ClassDef:
             if function.name.value != "__init__":
-                return []  # a method is called through instances, wherever they go
+                return self._method_calls_of(function, around)
             definition, around = around[-1], around[:-1]
         if not self._only_called_here(definition, around):
             return []
@@ -382,6 +382,29 @@ class Values:
             if scope is None or scope.node is not around[-1]:
                 return []
             sites.append((call, Place(self.ctx, scopes, statement)))
+        return sites
+
+    def _method_calls_of(self, method: cst.FunctionDef, around: Tuple[cst.CSTNode, ...]) -> List[Tuple[cst.Call, Place]]:
+        """Every call of `method`, a plain method of a class at the top of the module, through the class's instances
+        (`trainer.fit(loader)`), when those are all its calls: the class is only called here (`_only_called_here`:
+        no other file or subclass makes instances), and every use of the method's name in the file is a call whose
+        receiver is an instance of it (`called_method`); else [] (a bound method passed on, `self.fit(...)`, a
+        receiver not followed)."""
+        model_class = around[-1]
+        if method.decorators or len(around) != 2 or not self._only_called_here(model_class, around[:-1]):
+            return []
+        name = method.name.value
+        uses = self._name_uses_of_file()
+        if name in uses.method_reads:
+            return []
+        sites = []
+        for call, scopes, statement in uses.method_calls.get(name, ()):
+            place = Place(self.ctx, scopes, statement)
+            found = self.called_method(call, place.stack)
+            if found is None:
+                return []
+            if found[0] is model_class:
+                sites.append((call, place))
         return sites
 
     def _only_called_here(self, definition: cst.CSTNode, around: Tuple[cst.CSTNode, ...]) -> bool:
@@ -766,8 +789,11 @@ class _NameUses(cst.CSTVisitor):
         self.calls: Dict[str, List[Tuple[cst.Call, Tuple[cst.CSTNode, ...], Optional[cst.CSTNode]]]] = {}
         self.other: set = set()
         self.definitions: Dict[str, int] = {}
-        # Calls of a method name that a class at the top of the module defines (`model.init_hidden(...)`).
+        # Calls of a method name that a class at the top of the module defines (`model.init_hidden(...)`), and such
+        # names read as an attribute without a call (`callback = trainer.fit`).
         self.method_calls: Dict[str, List[Tuple[cst.Call, Tuple[cst.CSTNode, ...], Optional[cst.CSTNode]]]] = {}
+        self.method_reads: set = set()
+        self._callees: set = set()
         self._methods = _top_level_methods(ctx.module)
         self._not_reads: set = set()
         # The scope nodes around the visited node, outermost first; a def's scope starts at its body (its decorators
@@ -793,6 +819,7 @@ class _NameUses(cst.CSTVisitor):
             self._not_reads.add(id(func))
             self.calls.setdefault(func.value, []).append((node, self._scopes, self._statements[-1] if self._statements else None))
         elif type(func) is cst.Attribute and func.attr.value in self._methods:
+            self._callees.add(id(func))
             self.method_calls.setdefault(func.attr.value, []).append((node, self._scopes, self._statements[-1] if self._statements else None))
         for arg in node.args:
             if arg.keyword is not None:
@@ -800,6 +827,8 @@ class _NameUses(cst.CSTVisitor):
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self._not_reads.add(id(node.attr))
+        if node.attr.value in self._methods and id(node) not in self._callees:
+            self.method_reads.add(node.attr.value)
 
     def visit_Param(self, node: cst.Param) -> None:
         self._not_reads.add(id(node.name))

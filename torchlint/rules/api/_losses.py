@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
+from torchlint import semantics
 from torchlint.analysis import syntax
 
 if TYPE_CHECKING:
@@ -76,10 +77,11 @@ def literal_reduction(call: cst.Call) -> Optional[str]:
 def reduces_to_scalar(call: cst.Call, ctx: "FileContext", stack, applied: bool) -> bool:
     """`call` gives a 0-dim loss: a torch loss function called, or (`applied`) a torch loss module built by
     `call` and then applied, with no positional argument that could be the reduction."""
-    name = ctx.qualified_name(call.func, stack) or ""
     if applied:
+        name = ctx.qualified_name(call.func, stack) or ""
         positional_allowed = 1 if name.rpartition(".")[2] in _FIRST_NOT_REDUCTION else 0
         is_loss = name.startswith("torch.nn.") and name.endswith("Loss") and sum(arg.keyword is None for arg in call.args) <= positional_allowed
-    else:
+    else:  # also a loss function kept as a value: `criterion = F.cross_entropy`, then `criterion(out, y)`
+        name = semantics.function_named(call.func, REDUCING_FUNCTIONS, ctx, stack)
         is_loss = name in REDUCING_FUNCTIONS and sum(arg.keyword is None for arg in call.args) <= 2
     return is_loss and not any(arg.star for arg in call.args) and literal_reduction(call) not in (None, "none")

@@ -3,8 +3,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.loops import loop_nodes
-from torchlint.analysis.losses import is_loss_module
-from torchlint.analysis.values import Values
+from torchlint.analysis.losses import LOSS_FUNCTIONS, is_loss_module
+from torchlint.analysis.values import Origin, Values
 from torchlint.engine.scopes import dotted_name
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import fragments
@@ -17,9 +17,12 @@ class CriterionOverwritten(Rule):
     module's own result: `loss = nn.CrossEntropyLoss()` before the loop, then
     `loss = loss(out, y)` in it (also `self.loss = self.loss(out, y)`).
 
+    A functional loss kept as a value is the same mistake: `loss = F.cross_entropy` before the
+    loop, then `loss = loss(out, y)` in it.
+
     Not flagged: different names (`criterion = nn.CrossEntropyLoss()`,
     `loss = criterion(out, y)`); a rebinding outside any loop (nothing calls the name again);
-    functional losses (`loss = F.cross_entropy(out, y)`); a loop body that builds the loss
+    functional losses called directly (`loss = F.cross_entropy(out, y)`); a loop body that builds the loss
     module again before the call on every iteration.
 
     What it gives up: a criterion received as a parameter (`def train(model, loss, loader)`),
@@ -74,11 +77,7 @@ class CriterionOverwritten(Rule):
         if not loops or self._built_each_iteration(value.func, loops[0]):
             return
         values = Values.of(self.ctx)
-        if any(
-            type(origin.node) is cst.Call
-            and is_loss_module(origin.place.context.qualified_name(origin.node.func, origin.place.stack))
-            for origin in values.origins(value.func)
-        ):
+        if any(_is_loss_value(origin) for origin in values.origins(value.func)):
             self.report(node.targets[0].target)
 
     def _built_each_iteration(self, name: cst.BaseExpression, loop: cst.CSTNode) -> bool:
@@ -99,3 +98,19 @@ class CriterionOverwritten(Rule):
             binding.order < order and id(loop.body) in binding.blocks and blocks[: len(binding.blocks)] == binding.blocks
             for binding in flow.bindings.get(name.value, ())
         )
+
+
+def _is_loss_value(origin: Origin) -> bool:
+    """The origin is a loss module built (`nn.CrossEntropyLoss()`) or a torch loss function as a value
+    (`criterion = F.cross_entropy`): calling either gives a tensor, which the next iteration cannot call."""
+    node = origin.node
+    if origin.applied or origin.opaque:
+        return False
+    qualified = origin.place.context.qualified_name
+    if type(node) is cst.Call:
+        return is_loss_module(qualified(node.func, origin.place.stack))
+    if type(node) in (cst.Name, cst.Attribute):
+        function = qualified(node, origin.place.stack) or ""
+        last = function.rpartition(".")[2]
+        return function.startswith("torch.nn.functional.") and (last.endswith("_loss") or last in LOSS_FUNCTIONS)
+    return False

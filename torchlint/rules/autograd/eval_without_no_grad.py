@@ -43,7 +43,9 @@ class EvalWithoutNoGrad(Rule):
     """
     ## What it does
     Flags a model forward call in a loop that runs after `model.eval()` (in the same
-    function), or in a function named like `evaluate` / `validate` / `test` / `predict` /
+    function, or in a caller before its call of the function, up to three calls up:
+    `model.eval()` then `main()`, which calls `train(model)` or `Trainer(model).fit()`),
+    or in a function named like `evaluate` / `validate` / `test` / `predict` /
     `infer*`, when the loop never calls `.backward()` and is not under `torch.no_grad()` /
     `torch.inference_mode()`: no region, no decorator, and no caller one level up in the
     module calls the function under one.
@@ -133,6 +135,8 @@ class EvalWithoutNoGrad(Rule):
         self.lightning_hooks: Set[int] = set()
         # id of a scope node -> `_function_of` its calls
         self.functions: Dict[int, Tuple[str, Optional[cst.FunctionDef]]] = {}
+        # id of each call -> its order in the walk, to tell an `eval()` before a call of a function from one after.
+        self.call_seqs: Dict[int, int] = {}
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.models.observe_class(node)
@@ -146,6 +150,7 @@ class EvalWithoutNoGrad(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         event = self.loops.observe(node)
+        self.call_seqs[id(node)] = event.seq
         self.models.observe_call(node)
         if "sets-eval" in event.facts:
             function = self._function_of(node)[0]
@@ -158,10 +163,8 @@ class EvalWithoutNoGrad(Rule):
             return
         function, definition = self._function_of(node)
         name = definition.name.value if definition is not None else ""
-        # `finish` reports a forward only after an `.eval()` of its function (all of which are seen by now) or in a
-        # function named for evaluation: the others need not be kept.
-        if not self.evals.get(function) and not names_an_evaluation(name):
-            return
+        # `finish` reports a forward after an `.eval()` of its function, or of a caller before the call (seen in
+        # `finish`), or in a function named for evaluation.
         loops = self.loops.enclosing()
         if not loops or self._grad_mode_is_set(self.ctx.stack):
             return
@@ -202,7 +205,9 @@ class EvalWithoutNoGrad(Rule):
             if not self.models.is_model(forward.node.func, forward.stack) or _runs_once(forward.loops[0].node):
                 continue
             evaluation = self._eval_before(forward)
-            if evaluation is None and (forward.in_model_method or not names_an_evaluation(forward.function_name)):
+            if evaluation is None and (forward.in_model_method or not names_an_evaluation(forward.function_name)) and (
+                forward.in_model_method or not self._evaluated_by_callers(forward.function, self._built_by(forward.node.func, forward.stack))
+            ):
                 continue
             if self._backpropagates(forward, evaluation) or uses_autograd_grad(forward.function, self.ctx):
                 continue
@@ -221,10 +226,43 @@ class EvalWithoutNoGrad(Rule):
         ]
         return earlier[-1] if earlier else None
 
+    def _evaluated_by_callers(self, function: str, called: Optional[FrozenSet[int]], depth: int = 3) -> bool:
+        """A call of `function` runs after an `eval()` of a model that may be the one called, in its caller's code
+        (`model.eval()`, then `main()`, which calls `evaluate(model)` or `Trainer(model).fit()`), `depth` callers up,
+        none of the calls under a grad mode."""
+        if depth == 0:
+            return False
+        for call, stack in self._calls_into(function):
+            seq = self.call_seqs.get(id(call))
+            if seq is None or self._grad_mode_is_set(stack):
+                continue
+            caller = self.ctx.callgraph.current(stack, call).key
+            if caller == function:
+                continue
+            if any(
+                evaluation.seq < seq and (called is None or evaluation.models is None or not called.isdisjoint(evaluation.models))
+                for evaluation in self.evals.get(caller, ())
+            ) or self._evaluated_by_callers(caller, called, depth - 1):
+                return True
+        return False
+
+    def _calls_into(self, function: str) -> List[Tuple[cst.Call, Sequence[cst.CSTNode]]]:
+        """The calls of `function` (a call-graph key) in the file, each with its stack: by name, through `self`, and
+        for a method of a class at the top of the module, through its instances (`trainer.fit()`)."""
+        found = [(site.node, site.stack) for site in self.ctx.callgraph.call_sites(function)]
+        class_name, _, method = function.rpartition(".")
+        if class_name:
+            model_class = next(
+                (node for node in self.ctx.module.body if type(node) is cst.ClassDef and node.name.value == class_name), None,
+            )
+            if model_class is not None:
+                found += Values.of(self.ctx).method_calls(model_class, method)
+        return found
+
     def _built_by(self, model: cst.BaseExpression, stack: Sequence[cst.CSTNode]) -> Optional[FrozenSet[int]]:
-        """The constructor calls a variable's model comes from (`Net()` for `model = Net().to(device)`), None when
-        one of its origins is anything else."""
-        if type(model) is not cst.Name:
+        """The constructor calls a variable's or attribute's model comes from (`Net()` for `model = Net().to(device)`,
+        also through parameters and `self.model`), None when one of its origins is anything else."""
+        if type(model) not in (cst.Name, cst.Attribute):
             return None
         origins = Values.of(self.ctx).origins(model, stack)
         if not origins or any(type(origin.node) is not cst.Call or origin.applied or origin.opaque for origin in origins):

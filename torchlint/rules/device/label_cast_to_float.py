@@ -213,7 +213,10 @@ class LabelCastToFloat(Rule):
             return True
         if type(call.func) is cst.Call:  # nn.BCELoss()(pred, target)
             return self.ctx.qualified_name_in(call.func.func, FLOAT_TARGET_LOSS_MODULES, stack)
-        return semantics.built_from_in(call.func, FLOAT_TARGET_LOSS_MODULES, self.ctx, stack)
+        # `bce = F.binary_cross_entropy_with_logits`, then `bce(logits, y.float())`.
+        return semantics.built_from_in(call.func, FLOAT_TARGET_LOSS_MODULES, self.ctx, stack) or (
+            semantics.function_named(call.func, FLOAT_TARGET_LOSS_FUNCTIONS, self.ctx, stack) in FLOAT_TARGET_LOSS_FUNCTIONS
+        )
 
     # -------------------------------------------------------------- reporting
 
