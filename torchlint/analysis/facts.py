@@ -15,7 +15,7 @@ from torchlint import semantics
 from torchlint.analysis import syntax
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.summaries import function_facts, imported_function, shows_no_fact
-from torchlint.analysis.values import Origin, Place, Values
+from torchlint.analysis.values import PROGRESS_BARS, Origin, Place, Values
 from torchlint.engine.context import last_parts
 from torchlint.engine.facts import recognizes
 from torchlint.engine.scopes import dotted_name
@@ -200,13 +200,9 @@ def worker_loader_in(expr: cst.BaseExpression, ctx: "FileContext") -> Optional[c
     return None
 
 
-# Calls whose iteration yields the items of their first argument, in order: progress bars, which iterate it only when
-# they are iterated, and iterator helpers, which call `iter()` on it when they are made.
-_PROGRESS_BARS = frozenset({
-    "tqdm.tqdm", "tqdm.std.tqdm", "tqdm.auto.tqdm", "tqdm.autonotebook.tqdm", "tqdm.notebook.tqdm", "tqdm.rich.tqdm",
-    "tqdm.tqdm_notebook", "tqdm.notebook.tqdm_notebook", "rich.progress.track",
-})
-_ITEM_PRESERVING = _PROGRESS_BARS | {"itertools.islice", "itertools.cycle", "iter"}
+# Calls whose iteration yields the items of their first argument, in order: progress bars (`PROGRESS_BARS`), which
+# iterate it only when they are iterated, and iterator helpers, which call `iter()` on it when they are made.
+_ITEM_PRESERVING = PROGRESS_BARS | {"itertools.islice", "itertools.cycle", "iter"}
 # Iterating these iterates every argument (`enumerate`'s index aside): enough to start a loader's workers.
 _ITERATING_EVERY_ARGUMENT = frozenset({"enumerate", "zip", "itertools.chain", "itertools.zip_longest"})
 # Accelerate's methods returning the loader they are given, wrapped: its workers start when the wrapper is iterated.
@@ -252,7 +248,7 @@ def _wrapped(origin: Origin, starting_workers: bool, inline: bool) -> Optional[L
     name = ctx.qualified_name(call.func, stack)
     if name is None and type(call.func) is cst.Name and ctx.scopes.binding_scope(call.func.value, origin.place.scopes) is None:
         name = call.func.value  # a builtin
-    if name in _PROGRESS_BARS or (name in _ITEM_PRESERVING and (inline or not starting_workers)):
+    if name in PROGRESS_BARS or (name in _ITEM_PRESERVING and (inline or not starting_workers)):
         return positional[:1]
     if not starting_workers:
         return None
@@ -330,7 +326,8 @@ def _bound_to_tensors(name: cst.Name, place, ctx: "FileContext") -> bool:
         return False
     scope, bindings = found
     unknown = [binding for binding in bindings if binding.value is None and binding.definition is None]
-    if not unknown:
+    items = [binding for binding in bindings if binding.value is not None and _next_item(binding, place, ctx)]
+    if not unknown and not items:
         return False
     for binding in unknown:
         if binding.statement is None:  # a parameter
@@ -338,17 +335,28 @@ def _bound_to_tensors(name: cst.Name, place, ctx: "FileContext") -> bool:
                 return False
         elif type(binding.statement) is not cst.For or not _unpacked_from_loader(binding, place, ctx):
             return False
-    return True
+    return all(_unpacked_from_loader(binding, place, ctx) for binding in items)
+
+
+def _next_item(binding, place, ctx: "FileContext"):
+    """For a binding `x = next(batches)` after `batches = iter(items)`: `items` and where it is evaluated."""
+    return Values.of(ctx).next_item(binding.value, Place(ctx, place.scopes, binding.statement).stack)
 
 
 def _unpacked_from_loader(binding, place, ctx: "FileContext") -> bool:
-    """A `for` target unpacked from a DataLoader's batch: `images` of `for images, labels in loader` or
-    `for i, (images, labels) in enumerate(tqdm(loader))`."""
-    loop = binding.statement
-    iterated, element = items_iterated(loop.iter, binding.element)
+    """A loop target unpacked from a DataLoader's batch: `images` of `for images, labels in loader`, of
+    `for i, (images, labels) in enumerate(tqdm(loader))` or of `images, labels = next(batches)` after
+    `batches = iter(loader)`."""
+    if type(binding.statement) is cst.For:
+        item_of = (binding.statement.iter, Place(ctx, place.scopes, binding.statement))
+    else:
+        item_of = _next_item(binding, place, ctx)
+        if item_of is None:
+            return False
+    iterated, element = items_iterated(item_of[0], binding.element)
     if not element:
         return False
-    return bool(loaders_iterated(iterated, Place(ctx, place.scopes, loop).stack, ctx))
+    return bool(loaders_iterated(iterated, item_of[1].stack, item_of[1].context))
 
 
 def items_iterated(expr: cst.BaseExpression, element=()) -> Tuple[cst.BaseExpression, Optional[Tuple[int, ...]]]:

@@ -38,6 +38,49 @@ def loop_nodes(stack: Sequence[cst.CSTNode]) -> List[cst.CSTNode]:
     return found
 
 
+class Iteration(NamedTuple):
+    """What a loop goes through: each pass binds `target` to the next item of `iterable`, evaluated at the innermost
+    point of `evaluated_at` (the loop's own stack for a `for`, the `iter(...)` call's statement for a `while`)."""
+
+    target: cst.BaseExpression
+    iterable: cst.BaseExpression
+    evaluated_at: Tuple[cst.CSTNode, ...]
+
+
+def iteration(ctx: "FileContext", loop: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> Optional[Iteration]:
+    """The items `loop` (with `stack`, the nodes around it ending with it) goes through: a `for`'s, or those of a
+    `while` that takes the next item of an iterator first thing in each pass, as code that steps a loader by hand does:
+
+        batches = iter(loader)
+        while True:
+            try:
+                images, labels = next(batches)
+            except StopIteration:
+                break
+
+    (the `try` may be left out, the handler may start the iterator again). None for any other loop."""
+    if type(loop) is cst.For:
+        return Iteration(loop.target, loop.iter, tuple(stack))
+    if type(loop) is not cst.While or type(loop.body) is not cst.IndentedBlock or not loop.body.body:
+        return None
+    around = (*stack, loop.body)
+    first = loop.body.body[0]
+    if type(first) is cst.Try and type(first.body) is cst.IndentedBlock and first.body.body and any(
+        handler.type is not None and syntax.terminal_name(handler.type) == "StopIteration" for handler in first.handlers
+    ):
+        around = (*around, first, first.body)
+        first = first.body.body[0]
+    if type(first) is not cst.SimpleStatementLine or len(first.body) != 1 or type(first.body[0]) is not cst.Assign:
+        return None
+    assign = first.body[0]
+    if len(assign.targets) != 1:
+        return None
+    item_of = Values.of(ctx).next_item(assign.value, (*around, first))
+    if item_of is None or item_of[1].context is not ctx:
+        return None
+    return Iteration(assign.targets[0].target, item_of[0], item_of[1].stack)
+
+
 def is_accumulating_backward(call: cst.CSTNode) -> bool:
     """`.backward()` or `torch.autograd.backward(...)`: they add into `.grad`; `torch.autograd.grad` returns instead."""
     if not isinstance(call, cst.Call):
