@@ -325,38 +325,36 @@ def _bound_to_tensors(name: cst.Name, place, ctx: "FileContext") -> bool:
     if found is None:
         return False
     scope, bindings = found
-    unknown = [binding for binding in bindings if binding.value is None and binding.definition is None]
-    items = [binding for binding in bindings if binding.value is not None and _next_item(binding, place, ctx)]
-    if not unknown and not items:
+    values = Values.of(ctx)
+    # Unknown: parameters, loop targets (`next(batches)` of `batches = iter(loader)` too), `+=`, `with ... as`.
+    unknown = [
+        (binding, values.items_bound(binding, place.scopes)) for binding in bindings
+        if binding.definition is None and (binding.value is None or _calls_next(binding.value))
+    ]
+    unknown = [(binding, items) for binding, items in unknown if binding.value is None or items is not None]
+    if not unknown:
         return False
-    for binding in unknown:
+    for binding, items in unknown:
         if binding.statement is None:  # a parameter
             if type(scope) is not cst.FunctionDef or name.value not in ctx.shared(_TensorParameters).of(scope):
                 return False
-        elif type(binding.statement) is not cst.For or not _unpacked_from_loader(binding, place, ctx):
+        elif items is None or not _unpacked_from_loader(binding, items):
             return False
-    return all(_unpacked_from_loader(binding, place, ctx) for binding in items)
+    return True
 
 
-def _next_item(binding, place, ctx: "FileContext"):
-    """For a binding `x = next(batches)` after `batches = iter(items)`: `items` and where it is evaluated."""
-    return Values.of(ctx).next_item(binding.value, Place(ctx, place.scopes, binding.statement).stack)
+def _calls_next(value: cst.BaseExpression) -> bool:
+    return type(value) is cst.Call and type(value.func) is cst.Name and value.func.value == "next"
 
 
-def _unpacked_from_loader(binding, place, ctx: "FileContext") -> bool:
-    """A loop target unpacked from a DataLoader's batch: `images` of `for images, labels in loader`, of
-    `for i, (images, labels) in enumerate(tqdm(loader))` or of `images, labels = next(batches)` after
-    `batches = iter(loader)`."""
-    if type(binding.statement) is cst.For:
-        item_of = (binding.statement.iter, Place(ctx, place.scopes, binding.statement))
-    else:
-        item_of = _next_item(binding, place, ctx)
-        if item_of is None:
-            return False
-    iterated, element = items_iterated(item_of[0], binding.element)
+def _unpacked_from_loader(binding, items) -> bool:
+    """A loop target unpacked from a DataLoader's batch (`items`: what the loop iterates, and where): `images` of
+    `for images, labels in loader`, of `for i, (images, labels) in enumerate(tqdm(loader))` or of
+    `images, labels = next(batches)` after `batches = iter(loader)`."""
+    iterated, element = items_iterated(items[0], binding.element)
     if not element:
         return False
-    return bool(loaders_iterated(iterated, item_of[1].stack, item_of[1].context))
+    return bool(loaders_iterated(iterated, items[1].stack, items[1].context))
 
 
 def items_iterated(expr: cst.BaseExpression, element=()) -> Tuple[cst.BaseExpression, Optional[Tuple[int, ...]]]:

@@ -557,6 +557,16 @@ class Values:
         finally:
             _ANSWERED.clear()
 
+    def items_bound(self, binding: Binding, scopes: Tuple[cst.CSTNode, ...]) -> Optional[Tuple[cst.BaseExpression, Place]]:
+        """For a binding (of a name in the scope ending `scopes`) to one item of an iterable, part `binding.element` of
+        it: a `for` target or `x = next(batches)` after `batches = iter(items)`; the iterable and where it is
+        evaluated. None for any other binding."""
+        if type(binding.statement) is cst.For and binding.value is None and binding.definition is None:
+            return binding.statement.iter, Place(self.ctx, scopes, binding.statement)
+        if binding.value is None:
+            return None
+        return self.next_item(binding.value, Place(self.ctx, scopes, binding.statement).stack)
+
     def _next_item(self, value: cst.BaseExpression, place: Place, depth: int, seen: frozenset) -> Optional[Tuple[cst.BaseExpression, Place]]:
         if not self._calls_builtin(value, "next", place) or len(value.args) != 1 or value.args[0].star or value.args[0].keyword:
             return None
