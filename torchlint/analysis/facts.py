@@ -351,16 +351,19 @@ def _unpacked_from_loader(binding, items) -> bool:
     """A loop target unpacked from a DataLoader's batch (`items`: what the loop iterates, and where): `images` of
     `for images, labels in loader`, of `for i, (images, labels) in enumerate(tqdm(loader))` or of
     `images, labels = next(batches)` after `batches = iter(loader)`."""
-    iterated, element = items_iterated(items[0], binding.element)
+    iterated, element = items_iterated(items[0], binding.element, items[1].context, items[1].stack)
     if not element:
         return False
     return bool(loaders_iterated(iterated, items[1].stack, items[1].context))
 
 
-def items_iterated(expr: cst.BaseExpression, element=()) -> Tuple[cst.BaseExpression, Optional[Tuple[int, ...]]]:
+def items_iterated(
+    expr: cst.BaseExpression, element=(), ctx: Optional["FileContext"] = None, stack=None,
+) -> Tuple[cst.BaseExpression, Optional[Tuple[int, ...]]]:
     """What a `for` over `expr` iterates beneath `enumerate(...)`, `zip(...)` and `tqdm(...)`, and the path of the
     target `element` (the unpacking path of a loop target) within one of its items; None: not in an item (the index
-    `enumerate` adds)."""
+    `enumerate` adds). With `ctx` (and `stack`, where `expr` is evaluated), progress bars imported under any name
+    (`from tqdm import tqdm as progress`) too."""
     while type(expr) is cst.Call and expr.args:
         callee = semantics.terminal_name(expr.func)
         index = 0
@@ -374,7 +377,7 @@ def items_iterated(expr: cst.BaseExpression, element=()) -> Tuple[cst.BaseExpres
             if not element or element[0] >= len(expr.args) or any(arg.star or arg.keyword for arg in expr.args):
                 return expr, None
             index, element = element[0], element[1:]
-        elif callee != "tqdm":
+        elif callee != "tqdm" and (ctx is None or not ctx.qualified_name_in(expr.func, PROGRESS_BARS, stack)):
             break
         expr = expr.args[index].value
     return expr, element

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, NamedTuple, Optional, S
 import libcst as cst
 
 from torchlint.analysis import syntax
-from torchlint.analysis.values import Values
+from torchlint.analysis.values import PROGRESS_BARS, Values
 from torchlint.engine.scopes import dotted_name
 
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ def is_last_iteration_test(ctx: "FileContext", test: cst.BaseExpression, looped:
     `list(enumerate(items))`, also through a name)."""
     if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.comparisons[0].operator) is not cst.Equal:
         return False
-    counters = _counters(looped)
+    counters = _counters(ctx, looped)
     if not counters:
         return False
     for left, right in ((test.left, test.comparisons[0].comparator), (test.comparisons[0].comparator, test.left)):
@@ -191,7 +191,7 @@ def is_last_iteration_test(ctx: "FileContext", test: cst.BaseExpression, looped:
     return False
 
 
-def _counters(looped: Iteration) -> FrozenSet[str]:
+def _counters(ctx: "FileContext", looped: Iteration) -> FrozenSet[str]:
     """The names counting the iterations: `i` in `for i, x in ...` or `for i in range(...)`, and in
     `for step, (i, x) in enumerate(...)` both `step` and `i` (the index of each pair `enumerate` wraps; the number of
     `range` that `enumerate` wraps)."""
@@ -205,6 +205,10 @@ def _counters(looped: Iteration) -> FrozenSet[str]:
         if type(target) not in (cst.Tuple, cst.List) or len(target.elements) != 2 or type(target.elements[0].value) is not cst.Name:
             break
         found.add(target.elements[0].value.value)
+        while type(iterable) is cst.Call and iterable.args and (
+            syntax.terminal_name(iterable.func) == "tqdm" or ctx.qualified_name_in(iterable.func, PROGRESS_BARS, looped.evaluated_at)
+        ):
+            iterable = iterable.args[0].value  # `tqdm(enumerate(pairs))`
         if type(iterable) is not cst.Call or dotted_name(iterable.func) != "enumerate" or not iterable.args:
             break
         target, iterable = target.elements[1].value, iterable.args[0].value

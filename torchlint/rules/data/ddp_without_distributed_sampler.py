@@ -119,7 +119,7 @@ class DdpWithoutDistributedSampler(Rule):
         found = iteration(self.ctx, node, self.ctx.stack)
         if found is None:
             return
-        iterated, _ = items_iterated(found.iterable)
+        iterated, _ = items_iterated(found.iterable, (), self.ctx, found.evaluated_at)
         loaders = loaders_iterated(iterated, found.evaluated_at, self.ctx)
         if loaders:
             self.iterations.append((node, loaders))

@@ -103,7 +103,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         found = iteration(self.ctx, node, stack)
         if found is None:
             return
-        iterated, _ = items_iterated(found.iterable)
+        iterated, _ = items_iterated(found.iterable, (), self.ctx, found.evaluated_at)
         loaders = loaders_iterated(iterated, found.evaluated_at, self.ctx)
         samplers = [sampler for loader in loaders for sampler in _shuffling_samplers(loader)]
         if samplers:

@@ -128,7 +128,7 @@ class ModuleRequiresGradAttribute(Rule):
             items = values.items_bound(binding, place.scopes)
             if items is None:
                 return False
-            iterated, element = items_iterated(items[0], binding.element)
+            iterated, element = items_iterated(items[0], binding.element, items[1].context, items[1].stack)
             method = syntax.method_name(iterated) if type(iterated) is cst.Call else None
             if method not in _MODULE_ITERATORS or element != ((1,) if method.startswith("named_") else ()):
                 return False

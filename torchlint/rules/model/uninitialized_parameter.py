@@ -166,7 +166,7 @@ class UninitializedParameter(Rule):
         `enumerate(...)`/`tqdm(...)`, or a `while` stepping `iter([...])`): the attributes listed are initialised one
         by one through the loop variable."""
         looped = iteration(self.ctx, node, self.ctx.stack)
-        iterated = items_iterated(looped.iterable)[0] if looped is not None else None
+        iterated = items_iterated(looped.iterable, (), self.ctx, looped.evaluated_at)[0] if looped is not None else None
         if type(iterated) in (cst.List, cst.Tuple):
             found = self.classes.enclosing(self.ctx.stack)
             for element in iterated.elements:
