@@ -15,7 +15,7 @@ from torchlint import semantics
 from torchlint.analysis import syntax
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.summaries import function_facts, imported_function, shows_no_fact
-from torchlint.analysis.values import PROGRESS_BARS, Origin, Place, Values
+from torchlint.analysis.values import PROGRESS_BARS, Origin, Values
 from torchlint.engine.context import last_parts
 from torchlint.engine.facts import recognizes
 from torchlint.engine.scopes import dotted_name
