@@ -26,7 +26,6 @@ _STAR = (
     "`import numpy as np`, `from torch.cuda.amp import autocast`, `DataLoader as DL`, `import torchvision.models as "
     "models` bind there is unknown in the importer (`torch` and a plain `from torch.utils.data import DataLoader` are)"
 )
-_WHILE = "`while True: x = next(iterator)` over `iter(loader)`: not known as a loop over the loader's batches"
 GAPS = {
     ("compile", "TL707"): "`torch.compile(model)` of a module made on a device: an instance passed to a call keeps TL707's finding (the trap's premise, a module never moved, no longer holds for the rule)",
     ("data-parallel", "TL707"): "`nn.DataParallel(model)` of a module made on a device: the wrapper may move it (to its first device), so TL707's finding stays",
@@ -34,13 +33,8 @@ GAPS = {
     ("model-file", "TL401"): "a notebook's redefined class moved to another file: the later definition is not the imported one",
     ("notebook", "TL106"): "a `test_*` function of a file that imports pytest becomes a notebook cell, which pytest never collects: TL106 rightly reports it",
     ("star-import", "TL106"): "`import pytest` moved into the star-imported module: the file no longer shows it imports pytest, so its `test_*` function is not taken for a test",
-    ("tqdm", "TL208"): "`tqdm(dataloaders[phase])`: batches of a wrapped subscript of a dict of loaders are not loader batches",
-    ("while", "TL302"): "`while` over `iter(loaders[phase])`: not known as a loop over the loader",
     ("alias", "TL110"): "`from torch.nn.utils import clip_grad_value_ as <alias>`: the aliased call is not a clip",
     ("alias", "TL111"): "`from torch.nn.utils import clip_grad_norm_ as <alias>`: the aliased call is not a clip",
-    ("enumerate", "TL107"): "`for step, (i, batch) in enumerate(...)`: the last-batch check on `i` is no longer seen (false alarm)",
-    ("enumerate", "TL704"): "an initialisation loop over `enumerate(model.modules())` is not seen (false alarm)",
-    ("enumerate", "TL706"): "elements of `enumerate(model.children())` are not known as modules",
     ("model-file", "TL701"): "a construction table of layers in a class moved to another file is not seen",
     ("model-file", "TL707"): "a class built under `with torch.device(...)` in the importing file: flagged in its own file",
     ("star-import", "TL102"): _STAR,
@@ -57,17 +51,6 @@ GAPS = {
     ("star-import", "TL705"): _STAR,
     ("star-import", "TL706"): _STAR,
     ("star-import", "TL707"): _STAR,
-    ("tqdm", "TL302"): "`for batch in tqdm(loader)` at module level (or in a function called there) is not a loader loop",
-    ("tqdm", "TL704"): "an initialisation loop over `tqdm(model.modules())` is not seen (false alarm)",
-    ("tqdm", "TL706"): "elements of `tqdm(model.children())` are not known as modules",
-    ("while", "TL103"): _WHILE + " (losses kept for a later backward: false alarm)",
-    ("while", "TL107"): _WHILE + " (the last-batch evaluation is not seen: false alarm)",
-    ("while", "TL208"): _WHILE,
-    ("while", "TL301"): _WHILE + " (false alarm)",
-    ("while", "TL307"): _WHILE + " (the epoch loop's loader is not seen iterated)",
-    ("while", "TL308"): _WHILE,
-    ("while", "TL704"): "an initialisation loop over `next(iter(model.modules()))` is not seen (false alarm)",
-    ("while", "TL706"): "elements of `next(iter(model.children()))` are not known as modules",
 }
 
 REWRITES = {rewrite.name: rewrite for rewrite in all_rewrites()}

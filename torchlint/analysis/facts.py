@@ -16,7 +16,7 @@ from torchlint.analysis import syntax
 from torchlint.analysis.loops import is_accumulating_backward
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.summaries import function_facts, imported_function, shows_no_fact
-from torchlint.analysis.values import Origin, Place, Values
+from torchlint.analysis.values import PROGRESS_BARS, Origin, Values
 from torchlint.engine.context import last_parts
 from torchlint.engine.facts import recognizes
 from torchlint.engine.scopes import dotted_name
@@ -207,13 +207,9 @@ def worker_loader_in(expr: cst.BaseExpression, ctx: "FileContext") -> Optional[c
     return None
 
 
-# Calls whose iteration yields the items of their first argument, in order: progress bars, which iterate it only when
-# they are iterated, and iterator helpers, which call `iter()` on it when they are made.
-_PROGRESS_BARS = frozenset({
-    "tqdm.tqdm", "tqdm.std.tqdm", "tqdm.auto.tqdm", "tqdm.autonotebook.tqdm", "tqdm.notebook.tqdm", "tqdm.rich.tqdm",
-    "tqdm.tqdm_notebook", "tqdm.notebook.tqdm_notebook", "rich.progress.track",
-})
-_ITEM_PRESERVING = _PROGRESS_BARS | {"itertools.islice", "itertools.cycle", "iter"}
+# Calls whose iteration yields the items of their first argument, in order: progress bars (`PROGRESS_BARS`), which
+# iterate it only when they are iterated, and iterator helpers, which call `iter()` on it when they are made.
+_ITEM_PRESERVING = PROGRESS_BARS | {"itertools.islice", "itertools.cycle", "iter"}
 # Iterating these iterates every argument (`enumerate`'s index aside): enough to start a loader's workers.
 _ITERATING_EVERY_ARGUMENT = frozenset({"enumerate", "zip", "itertools.chain", "itertools.zip_longest"})
 # Accelerate's methods returning the loader they are given, wrapped: its workers start when the wrapper is iterated.
@@ -259,7 +255,7 @@ def _wrapped(origin: Origin, starting_workers: bool, inline: bool) -> Optional[L
     name = ctx.qualified_name(call.func, stack)
     if name is None and type(call.func) is cst.Name and ctx.scopes.binding_scope(call.func.value, origin.place.scopes) is None:
         name = call.func.value  # a builtin
-    if name in _PROGRESS_BARS or (name in _ITEM_PRESERVING and (inline or not starting_workers)):
+    if name in PROGRESS_BARS or (name in _ITEM_PRESERVING and (inline or not starting_workers)):
         return positional[:1]
     if not starting_workers:
         return None
@@ -336,32 +332,45 @@ def _bound_to_tensors(name: cst.Name, place, ctx: "FileContext") -> bool:
     if found is None:
         return False
     scope, bindings = found
-    unknown = [binding for binding in bindings if binding.value is None and binding.definition is None]
+    values = Values.of(ctx)
+    # Unknown: parameters, loop targets (`next(batches)` of `batches = iter(loader)` too), `+=`, `with ... as`.
+    unknown = [
+        (binding, values.items_bound(binding, place.scopes)) for binding in bindings
+        if binding.definition is None and (binding.value is None or _calls_next(binding.value))
+    ]
+    unknown = [(binding, items) for binding, items in unknown if binding.value is None or items is not None]
     if not unknown:
         return False
-    for binding in unknown:
+    for binding, items in unknown:
         if binding.statement is None:  # a parameter
             if type(scope) is not cst.FunctionDef or name.value not in ctx.shared(_TensorParameters).of(scope):
                 return False
-        elif type(binding.statement) is not cst.For or not _unpacked_from_loader(binding, place, ctx):
+        elif items is None or not _unpacked_from_loader(binding, items):
             return False
     return True
 
 
-def _unpacked_from_loader(binding, place, ctx: "FileContext") -> bool:
-    """A `for` target unpacked from a DataLoader's batch: `images` of `for images, labels in loader` or
-    `for i, (images, labels) in enumerate(tqdm(loader))`."""
-    loop = binding.statement
-    iterated, element = items_iterated(loop.iter, binding.element)
+def _calls_next(value: cst.BaseExpression) -> bool:
+    return type(value) is cst.Call and type(value.func) is cst.Name and value.func.value == "next"
+
+
+def _unpacked_from_loader(binding, items) -> bool:
+    """A loop target unpacked from a DataLoader's batch (`items`: what the loop iterates, and where): `images` of
+    `for images, labels in loader`, of `for i, (images, labels) in enumerate(tqdm(loader))` or of
+    `images, labels = next(batches)` after `batches = iter(loader)`."""
+    iterated, element = items_iterated(items[0], binding.element, items[1].context, items[1].stack)
     if not element:
         return False
-    return bool(loaders_iterated(iterated, Place(ctx, place.scopes, loop).stack, ctx))
+    return bool(loaders_iterated(iterated, items[1].stack, items[1].context))
 
 
-def items_iterated(expr: cst.BaseExpression, element=()) -> Tuple[cst.BaseExpression, Optional[Tuple[int, ...]]]:
+def items_iterated(
+    expr: cst.BaseExpression, element=(), ctx: Optional["FileContext"] = None, stack=None,
+) -> Tuple[cst.BaseExpression, Optional[Tuple[int, ...]]]:
     """What a `for` over `expr` iterates beneath `enumerate(...)`, `zip(...)` and `tqdm(...)`, and the path of the
     target `element` (the unpacking path of a loop target) within one of its items; None: not in an item (the index
-    `enumerate` adds)."""
+    `enumerate` adds). With `ctx` (and `stack`, where `expr` is evaluated), progress bars imported under any name
+    (`from tqdm import tqdm as progress`) too."""
     while type(expr) is cst.Call and expr.args:
         callee = semantics.terminal_name(expr.func)
         index = 0
@@ -375,7 +384,7 @@ def items_iterated(expr: cst.BaseExpression, element=()) -> Tuple[cst.BaseExpres
             if not element or element[0] >= len(expr.args) or any(arg.star or arg.keyword for arg in expr.args):
                 return expr, None
             index, element = element[0], element[1:]
-        elif callee != "tqdm":
+        elif callee != "tqdm" and (ctx is None or not ctx.qualified_name_in(expr.func, PROGRESS_BARS, stack)):
             break
         expr = expr.args[index].value
     return expr, element

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, NamedTuple, Optional, S
 import libcst as cst
 
 from torchlint.analysis import syntax
-from torchlint.analysis.values import Values
+from torchlint.analysis.values import PROGRESS_BARS, Values
 from torchlint.engine.scopes import dotted_name
 
 if TYPE_CHECKING:
@@ -35,6 +35,64 @@ def loop_nodes(stack: Sequence[cst.CSTNode]) -> List[cst.CSTNode]:
             break
         if type(node) in LOOPS and stack[index + 1] is node.body:
             found.append(node)
+    return found
+
+
+class Iteration(NamedTuple):
+    """What a loop goes through: each pass binds `target` to the next item of `iterable`, evaluated at the innermost
+    point of `evaluated_at` (the loop's own stack for a `for`, the `iter(...)` call's statement for a `while`)."""
+
+    target: cst.BaseExpression
+    iterable: cst.BaseExpression
+    evaluated_at: Tuple[cst.CSTNode, ...]
+
+
+def iteration(ctx: "FileContext", loop: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> Optional[Iteration]:
+    """The items `loop` (with `stack`, the nodes around it ending with it) goes through: a `for`'s, or those of a
+    `while` that takes the next item of an iterator first thing in each pass, as code that steps a loader by hand does:
+
+        batches = iter(loader)
+        while True:
+            try:
+                images, labels = next(batches)
+            except StopIteration:
+                break
+
+    (the `try` may be left out, the handler may start the iterator again). None for any other loop."""
+    if type(loop) is cst.For:
+        return Iteration(loop.target, loop.iter, tuple(stack))
+    if type(loop) is not cst.While or type(loop.body) is not cst.IndentedBlock or not loop.body.body:
+        return None
+    around = (*stack, loop.body)
+    first = loop.body.body[0]
+    if type(first) is cst.Try and type(first.body) is cst.IndentedBlock and first.body.body and any(
+        handler.type is not None and syntax.terminal_name(handler.type) == "StopIteration" for handler in first.handlers
+    ):
+        around = (*around, first, first.body)
+        first = first.body.body[0]
+    if type(first) is not cst.SimpleStatementLine or len(first.body) != 1 or type(first.body[0]) is not cst.Assign:
+        return None
+    assign = first.body[0]
+    if len(assign.targets) != 1:
+        return None
+    item_of = Values.of(ctx).next_item(assign.value, (*around, first))
+    if item_of is None or item_of[1].context is not ctx:
+        return None
+    return Iteration(assign.targets[0].target, item_of[0], item_of[1].stack)
+
+
+def iterations_around(ctx: "FileContext", stack: Sequence[cst.CSTNode]) -> List[Iteration]:
+    """What each loop whose body holds the innermost point of `stack` goes through (`iteration`), innermost first,
+    within its function; loops that go through no items are left out."""
+    found = []
+    for index in range(len(stack) - 2, -1, -1):
+        node = stack[index]
+        if type(node) in FUNCTION_BOUNDARIES:
+            break
+        if type(node) in LOOPS and stack[index + 1] is node.body:
+            looped = iteration(ctx, node, stack[: index + 1])
+            if looped is not None:
+                found.append(looped)
     return found
 
 
@@ -92,8 +150,8 @@ def _index_of(stack: Sequence[cst.CSTNode], node: cst.CSTNode) -> int:
 
 
 def _last_iteration_of(ctx: "FileContext", stack: Sequence[cst.CSTNode]) -> Tuple[int, ...]:
-    """The ids of the `for` loops around the innermost point of `stack` whose body runs it only under a test that
-    holds on the loop's last iteration alone."""
+    """The ids of the loops around the innermost point of `stack` whose body runs it only under a test that holds on
+    the loop's last iteration alone."""
     found = []
     tests = []
     for index in range(len(stack) - 2, -1, -1):
@@ -102,51 +160,66 @@ def _last_iteration_of(ctx: "FileContext", stack: Sequence[cst.CSTNode]) -> Tupl
             break
         if type(node) is cst.If and stack[index + 1] is node.body:
             tests.append(node.test)
-        elif type(node) is cst.For and stack[index + 1] is node.body and any(
-            is_last_iteration_test(ctx, test, node, stack[: index + 1]) for test in tests
-        ):
-            found.append(id(node))
+        elif tests and type(node) in LOOPS and stack[index + 1] is node.body:
+            looped = iteration(ctx, node, stack[: index + 1])
+            if looped is not None and any(is_last_iteration_test(ctx, test, looped) for test in tests):
+                found.append(id(node))
     return tuple(found)
 
 
-def is_last_iteration_test(ctx: "FileContext", test: cst.BaseExpression, loop: cst.For, stack: Sequence[cst.CSTNode]) -> bool:
-    """`test` holds on the last iteration of `loop` (with `stack`, the nodes around it ending with it) only:
-    `i == len(items) - 1` or `i + 1 == len(items)` where `i` counts the iterations (`for i, x in enumerate(items)`,
-    `for i in range(len(items))`, `for i, x in items` over a list of `enumerate` pairs) and `items` is what the loop
-    iterates, or what that wraps (`tqdm(items)`, `list(enumerate(items))`, also through a name)."""
+def is_last_iteration_test(ctx: "FileContext", test: cst.BaseExpression, looped: Iteration) -> bool:
+    """`test` holds on the last iteration of the loop going through `looped` only: `i == len(items) - 1` or
+    `i + 1 == len(items)` where `i` counts the iterations (`for i, x in enumerate(items)`, `for i in
+    range(len(items))`, `for i, x in items` over a list of `enumerate` pairs, `i` of `for step, (i, x) in
+    enumerate(pairs)` or `for step, i in enumerate(range(...))` too) and `items` is what the loop iterates, or what that wraps (`tqdm(items)`,
+    `list(enumerate(items))`, also through a name)."""
     if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.comparisons[0].operator) is not cst.Equal:
         return False
-    counter = _counter(loop)
-    if counter is None:
+    counters = _counters(ctx, looped)
+    if not counters:
         return False
     for left, right in ((test.left, test.comparisons[0].comparator), (test.comparisons[0].comparator, test.left)):
-        if _is_name(left, counter):
+        if type(left) is cst.Name and left.value in counters:
             length = _minus_one(right)
-        elif _is_plus_one(left, counter):
+        elif _is_plus_one(left, counters):
             length = right
         else:
             continue
         counted = _length_of(ctx, length) if length is not None else None
-        if counted is not None and counted in _iterated_sequences(ctx, loop, stack):
+        if counted is not None and counted in _iterated_sequences(ctx, looped):
             return True
     return False
 
 
-def _counter(loop: cst.For) -> Optional[str]:
-    """The name counting the iterations of `loop`: `i` in `for i, x in ...` or `for i in range(...)`."""
-    target = loop.target
-    if type(target) in (cst.Tuple, cst.List) and len(target.elements) == 2 and type(target.elements[0].value) is cst.Name:
-        return target.elements[0].value.value
-    if type(target) is cst.Name and type(loop.iter) is cst.Call and dotted_name(loop.iter.func) == "range":
-        return target.value
-    return None
+def _counters(ctx: "FileContext", looped: Iteration) -> FrozenSet[str]:
+    """The names counting the iterations: `i` in `for i, x in ...` or `for i in range(...)`, and in
+    `for step, (i, x) in enumerate(...)` both `step` and `i` (the index of each pair `enumerate` wraps; the number of
+    `range` that `enumerate` wraps)."""
+    target, iterable = looped.target, looped.iterable
+    found = set()
+    while True:
+        if type(target) is cst.Name:
+            if type(iterable) is cst.Call and dotted_name(iterable.func) == "range":
+                found.add(target.value)
+            break
+        if type(target) not in (cst.Tuple, cst.List) or len(target.elements) != 2 or type(target.elements[0].value) is not cst.Name:
+            break
+        found.add(target.elements[0].value.value)
+        while type(iterable) is cst.Call and iterable.args and (
+            syntax.terminal_name(iterable.func) == "tqdm" or ctx.qualified_name_in(iterable.func, PROGRESS_BARS, looped.evaluated_at)
+        ):
+            iterable = iterable.args[0].value  # `tqdm(enumerate(pairs))`
+        if type(iterable) is not cst.Call or dotted_name(iterable.func) != "enumerate" or not iterable.args:
+            break
+        target, iterable = target.elements[1].value, iterable.args[0].value
+    return frozenset(found)
 
 
-def _iterated_sequences(ctx: "FileContext", loop: cst.For, stack: Sequence[cst.CSTNode]) -> FrozenSet[str]:
+def _iterated_sequences(ctx: "FileContext", looped: Iteration) -> FrozenSet[str]:
     """The keys (`syntax.expression_key`) of the sequences as long as the loop: what it iterates and what that wraps,
     one positional argument deep at a time (`enumerate(tqdm(loader))`, `range(len(items))`), also through names."""
     found = set()
-    pending = [loop.iter]
+    pending = [looped.iterable]
     while pending and len(found) < 8:
         expr = pending.pop()
         found.add(syntax.expression_key(ctx.code(expr)))
@@ -157,7 +230,7 @@ def _iterated_sequences(ctx: "FileContext", loop: cst.For, stack: Sequence[cst.C
             else:
                 pending.append(expr.args[0].value)
         elif type(expr) is cst.Name:
-            origins = Values.of(ctx).origins(expr, stack)
+            origins = Values.of(ctx).origins(expr, looped.evaluated_at)
             if len(origins) == 1 and not origins[0].opaque and origins[0].node is not expr:
                 pending.append(origins[0].node)
     return frozenset(found)
@@ -176,15 +249,11 @@ def _minus_one(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
     return None
 
 
-def _is_plus_one(expr: cst.BaseExpression, name: str) -> bool:
+def _is_plus_one(expr: cst.BaseExpression, names: FrozenSet[str]) -> bool:
     return (
-        type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Add and _is_name(expr.left, name)
-        and syntax.literal(expr.right, None) == 1
+        type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Add and type(expr.left) is cst.Name
+        and expr.left.value in names and syntax.literal(expr.right, None) == 1
     )
-
-
-def _is_name(expr: cst.BaseExpression, name: str) -> bool:
-    return type(expr) is cst.Name and expr.value == name
 
 
 class LoopIndex:

@@ -61,6 +61,11 @@ IDENTITY_WRAPPERS = frozenset({
     "torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel",
     "torch.compile",
 })
+# Calls whose iteration yields the items of their first argument, in order: progress bars.
+PROGRESS_BARS = frozenset({
+    "tqdm.tqdm", "tqdm.std.tqdm", "tqdm.auto.tqdm", "tqdm.autonotebook.tqdm", "tqdm.notebook.tqdm", "tqdm.rich.tqdm",
+    "tqdm.tqdm_notebook", "tqdm.notebook.tqdm_notebook", "rich.progress.track",
+})
 SEQUENTIAL = frozenset({"torch.nn.Sequential", "torch.nn.modules.container.Sequential"})
 # Among them, the casts: on a tensor they make a value of another dtype (`origins(..., through_casts=False)`).
 CASTS = frozenset({"float", "double", "half", "bfloat16"})
@@ -325,7 +330,13 @@ class Values:
                     items = self._iterated(binding.statement.iter, binding.element, loop_place, depth, seen)
                 found += items if items else [Origin(name, place, opaque=True)]
             else:
-                origins = self._follow(binding.value, Place(self.ctx, scopes, binding.statement), depth, seen)
+                statement_place = Place(self.ctx, scopes, binding.statement)
+                item_of = self._next_item(binding.value, statement_place, depth, seen)
+                if item_of is not None:  # `x = next(batches)` after `batches = iter(loader)`: as `for x in loader`
+                    items = self._iterated(item_of[0], binding.element, item_of[1], depth, seen)
+                    found += items if items else [Origin(name, place, opaque=True)]
+                    continue
+                origins = self._follow(binding.value, statement_place, depth, seen)
                 for index in binding.element:
                     origins = self._elements(origins, index, depth, seen)
                 found += origins
@@ -560,12 +571,57 @@ class Values:
         key = syntax.literal(subscript.slice[0].slice.value)
         return self._elements(self._follow(subscript.value, place, depth, seen), key, depth, seen, subscript)
 
+    def next_item(self, value: cst.BaseExpression, stack: Sequence[cst.CSTNode]) -> Optional[Tuple[cst.BaseExpression, Place]]:
+        """For `next(batches)` evaluated at `stack`, where every value of `batches` is `iter(items)` with one `items`
+        (or `next(iter(items))`): `items` and where it is evaluated, so the value is one item of `items`, as a `for`
+        target over it is (`Binding`s of loop targets have no value; these have the `next(...)` call). Else None."""
+        try:
+            return self._next_item(value, self.place(stack), 0, frozenset())
+        finally:
+            _ANSWERED.clear()
+
+    def items_bound(self, binding: Binding, scopes: Tuple[cst.CSTNode, ...]) -> Optional[Tuple[cst.BaseExpression, Place]]:
+        """For a binding (of a name in the scope ending `scopes`) to one item of an iterable, part `binding.element` of
+        it: a `for` target or `x = next(batches)` after `batches = iter(items)`; the iterable and where it is
+        evaluated. None for any other binding."""
+        if type(binding.statement) is cst.For and binding.value is None and binding.definition is None:
+            return binding.statement.iter, Place(self.ctx, scopes, binding.statement)
+        if binding.value is None:
+            return None
+        return self.next_item(binding.value, Place(self.ctx, scopes, binding.statement).stack)
+
+    def _next_item(self, value: cst.BaseExpression, place: Place, depth: int, seen: frozenset) -> Optional[Tuple[cst.BaseExpression, Place]]:
+        if not self._calls_builtin(value, "next", place) or len(value.args) != 1 or value.args[0].star or value.args[0].keyword:
+            return None
+        found: Optional[Tuple[cst.BaseExpression, Place]] = None
+        for origin in self._follow(value.args[0].value, place, depth, seen):
+            iterator = origin.node
+            there = self._at(origin.place)
+            if (
+                origin.applied or origin.opaque or not there._calls_builtin(iterator, "iter", origin.place)
+                or len(iterator.args) != 1 or iterator.args[0].star or iterator.args[0].keyword
+            ):
+                return None
+            # `except StopIteration: batches = iter(loader)` starts the same items again: one `items` all the same.
+            if found is not None and found[1].context.code(found[0]) != there.ctx.code(iterator.args[0].value):
+                return None
+            found = (iterator.args[0].value, origin.place)
+        return found
+
+    def _calls_builtin(self, node: cst.CSTNode, name: str, place: Place) -> bool:
+        """`node` calls the builtin `name` (no binding of the name hides it at `place`)."""
+        return (
+            type(node) is cst.Call and type(node.func) is cst.Name and node.func.value == name
+            and self.ctx.scopes.binding_scope(name, place.scopes) is None
+        )
+
     def _iterated(
         self, iterable: cst.BaseExpression, element: Tuple[int, ...], place: Place, depth: int, seen: frozenset,
     ) -> Optional[List[Origin]]:
         """The origins of the part `element` (an unpacking path) of the items a `for` over `iterable` gets, when it
         iterates literal containers (`for loader in [train_loader, val_loader]`, `for phase, loader in
-        loaders.items()`, `.values()`, `enumerate(...)` and `zip(...)` of those); None when they are not known."""
+        loaders.items()`, `.values()`, `enumerate(...)` and `zip(...)` of those, `tqdm(...)` and `iter(...)` of any of
+        them); None when they are not known."""
         if type(iterable) is cst.Call:
             func = iterable.func
             builtin = func.value if type(func) is cst.Name and self.ctx.scopes.binding_scope(func.value, place.scopes) is None else None
@@ -575,6 +631,11 @@ class Values:
                     return None
                 wrapped = iterable.args[0 if builtin == "enumerate" else element[0]].value
                 return self._iterated(wrapped, element[1:], place, depth, seen)
+            first = iterable.args[0] if iterable.args else None
+            if first is not None and first.keyword is None and not first.star and (
+                builtin == "iter" or self.ctx.qualified_name_in(func, PROGRESS_BARS, place.stack)
+            ):  # `tqdm(loaders.items())`: the items of what it wraps
+                return self._iterated(first.value, element, place, depth, seen)
             method = syntax.method_name(iterable)
             if method in ("values", "items") and not iterable.args:
                 containers = self._follow(func.value, place, depth, seen)

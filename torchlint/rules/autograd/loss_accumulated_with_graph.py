@@ -8,7 +8,7 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.analysis.flow import innermost_scope
 from torchlint.analysis.grad_mode import evaluates, grad_disabled_by_a_caller, under_dynamic_grad_mode
-from torchlint.analysis.loops import loop_nodes
+from torchlint.analysis.loops import iteration, iterations_around, loop_nodes
 from torchlint.analysis.losses import LOSS_FUNCTIONS, is_loss_call, is_loss_value
 from torchlint.analysis.syntax import names_in
 from torchlint.analysis.values import Values
@@ -135,6 +135,9 @@ class LossAccumulatedWithGraph(Rule):
         # (scope id, variable) -> variables its assigned values read.
         self.reads: Dict[Tuple[int, str], Set[str]] = {}
         self.accumulations: List[_Accumulation] = []
+        # id(target) of `x = next(batches)` taking the items of a `while` (`loops.iteration`) -> what it iterates: a
+        # loop target, as in `for x in items`, not an assignment reading `batches`.
+        self.items: Dict[int, cst.BaseExpression] = {}
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -145,7 +148,10 @@ class LossAccumulatedWithGraph(Rule):
 
     def leave_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            self._assigned(target.target, node.value)
+            if id(target.target) in self.items:
+                self._loop_target(target.target)
+            else:
+                self._assigned(target.target, node.value)
 
     def leave_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
@@ -170,7 +176,15 @@ class LossAccumulatedWithGraph(Rule):
                     self.resets.setdefault(key, []).append({id(loop) for loop in loop_nodes(stack)})
 
     def visit_For(self, node: cst.For) -> None:
-        for name in names_in(node.target):
+        self._loop_target(node.target)
+
+    def visit_While(self, node: cst.While) -> None:
+        looped = iteration(self.ctx, node, self.ctx.stack)
+        if looped is not None:
+            self.items[id(looped.target)] = looped.iterable
+
+    def _loop_target(self, target: cst.BaseExpression) -> None:
+        for name in names_in(target):
             self.latest.pop((self._scope(), name), None)
 
     def visit_Return(self, node: cst.Return) -> None:
@@ -220,12 +234,13 @@ class LossAccumulatedWithGraph(Rule):
                 self._accumulation(node, accumulator, node.args[0].value)
 
     def _iterated_for(self, tensor: Optional[cst.BaseExpression]) -> Set[str]:
-        """`for loss in losses: loss.backward()`: the collections whose elements the backward call reaches."""
+        """`for loss in losses: loss.backward()` (or `loss = next(batches)` after `batches = iter(losses)`): the
+        collections whose elements the backward call reaches."""
         found: Set[str] = set()
         roots = {name.partition(".")[0] for name in names_in(tensor)}
-        for loop in loop_nodes(self.ctx.stack):
-            if isinstance(loop, cst.For) and roots.intersection(names_in(loop.target)):
-                found.update(names_in(loop.iter))
+        for looped in iterations_around(self.ctx, self.ctx.stack):
+            if roots.intersection(names_in(looped.target)):
+                found.update(names_in(looped.iterable))
         return found
 
     def _accumulation(self, statement: cst.CSTNode, accumulator: str, operand: cst.BaseExpression) -> None:
@@ -312,7 +327,7 @@ class LossAccumulatedWithGraph(Rule):
         """Whether the accumulator (or, for a list, its elements) is used where a Python float would not do."""
         if "." in accumulation.accumulator:  # `self.total`: read by code this function does not show
             return True
-        uses = _TensorUses(self.ctx, accumulation.scope_chain)
+        uses = _TensorUses(self.ctx, accumulation.scope_chain, self.items)
         scope = accumulation.scope_node
         walk_visitor(scope.body if isinstance(scope, cst.FunctionDef) else scope, uses)
         return uses.reaches(accumulation.accumulator)
@@ -366,9 +381,11 @@ class _TensorUses(OwnScopeVisitor):
     argument of a torch function (`torch.stack(losses)`), or as a returned or yielded value; and the loop variables
     over each name (`for loss in losses`), whose uses are uses of its elements."""
 
-    def __init__(self, ctx, scope_chain: Tuple[cst.CSTNode, ...]):
+    def __init__(self, ctx, scope_chain: Tuple[cst.CSTNode, ...], items: Dict[int, cst.BaseExpression]):
         self.ctx = ctx
         self.scope_chain = scope_chain
+        # The targets of `x = next(batches)` taking a `while`'s items, and what each iterates.
+        self.items = items
         self.used: Set[str] = set()
         self.elements: Dict[str, Set[str]] = {}
 
@@ -400,6 +417,11 @@ class _TensorUses(OwnScopeVisitor):
 
     def visit_CompFor(self, node: cst.CompFor) -> None:
         self._loop(node.target, node.iter)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if id(target.target) in self.items:
+                self._loop(target.target, self.items[id(target.target)])
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value not in _LIST_METHODS:

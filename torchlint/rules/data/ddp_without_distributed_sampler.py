@@ -4,7 +4,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.facts import items_iterated, loaders_iterated
-from torchlint.analysis.loops import LoopIndex
+from torchlint.analysis.loops import LoopIndex, iteration
 from torchlint.analysis.values import Origin, Values
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
@@ -110,8 +110,17 @@ class DdpWithoutDistributedSampler(Rule):
         self.loops.observe(node)
 
     def visit_For(self, node: cst.For) -> None:
-        iterated, _ = items_iterated(node.iter)
-        loaders = loaders_iterated(iterated, tuple(self.ctx.stack), self.ctx)
+        self._loop(node)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._loop(node)
+
+    def _loop(self, node: cst.CSTNode) -> None:
+        found = iteration(self.ctx, node, self.ctx.stack)
+        if found is None:
+            return
+        iterated, _ = items_iterated(found.iterable, (), self.ctx, found.evaluated_at)
+        loaders = loaders_iterated(iterated, found.evaluated_at, self.ctx)
         if loaders:
             self.iterations.append((node, loaders))
 

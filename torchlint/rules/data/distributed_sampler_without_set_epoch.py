@@ -4,7 +4,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.facts import items_iterated, loaders_iterated
-from torchlint.analysis.loops import Loop, LoopIndex, loop_nodes
+from torchlint.analysis.loops import Loop, LoopIndex, iteration, loop_nodes
 from torchlint.analysis.values import Origin, Values
 from torchlint.engine.scopes import scope_nodes_of
 from torchlint.rules.base import Rule
@@ -86,27 +86,37 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.loops = ctx.shared(LoopIndex)
-        # Each loop over a loader with a shuffling DistributedSampler: the `for`, its stack, the samplers.
-        self.iterations: List[Tuple[cst.For, Tuple[cst.CSTNode, ...], List[Origin]]] = []
+        # Each loop over a loader with a shuffling DistributedSampler: the loop, its stack, the samplers, what it iterates.
+        self.iterations: List[Tuple[cst.CSTNode, Tuple[cst.CSTNode, ...], List[Origin], cst.BaseExpression]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         self.loops.observe(node)
 
     def visit_For(self, node: cst.For) -> None:
-        iterated, _ = items_iterated(node.iter)
+        self._loop(node)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._loop(node)
+
+    def _loop(self, node: cst.CSTNode) -> None:
         stack = tuple(self.ctx.stack)
-        samplers = [sampler for loader in loaders_iterated(iterated, stack, self.ctx) for sampler in _shuffling_samplers(loader)]
+        found = iteration(self.ctx, node, stack)
+        if found is None:
+            return
+        iterated, _ = items_iterated(found.iterable, (), self.ctx, found.evaluated_at)
+        loaders = loaders_iterated(iterated, found.evaluated_at, self.ctx)
+        samplers = [sampler for loader in loaders for sampler in _shuffling_samplers(loader)]
         if samplers:
-            self.iterations.append((node, stack, samplers))
+            self.iterations.append((node, stack, samplers, found.iterable))
 
     def finish(self) -> None:
         reported: Set[int] = set()
-        for loop, stack, samplers in self.iterations:
+        for loop, stack, samplers, iterable in self.iterations:
             if not self._epochs_without_set_epoch(stack):
                 continue
             for sampler in samplers:
                 here = sampler.place.context is self.ctx
-                node = sampler.node if here else loop.iter
+                node = sampler.node if here else iterable
                 if id(node) not in reported:
                     reported.add(id(node))
                     self.report(node)

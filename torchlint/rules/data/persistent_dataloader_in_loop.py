@@ -97,7 +97,8 @@ class PersistentDataloaderInLoop(Rule):
 
 
 class _NestedIteration(OwnScopeVisitor):
-    """Finds `for ... in <name>` (or `in enumerate(<name>)`, `tqdm(<name>)`, ...) inside a loop of the visited body."""
+    """Finds `for ... in <name>` (or `in enumerate(<name>)`, `tqdm(<name>)`, ...) inside a loop of the visited body,
+    or `iter(<name>)` there (an iterator stepped by `next()` in a `while`): each starts one pass over the loader."""
 
     def __init__(self, names):
         self.names = names
@@ -115,6 +116,10 @@ class _NestedIteration(OwnScopeVisitor):
         if self.depth > 0 and self._mentions(node.iter):
             self.found = True
         self.depth += 1
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.depth > 0 and isinstance(node.func, cst.Name) and node.func.value == "iter" and self._mentions(node):
+            self.found = True
 
     def leave_For(self, node: cst.For) -> None:
         self.depth -= 1

@@ -3,6 +3,7 @@ from typing import List, Optional, Set, Tuple
 import libcst as cst
 
 from torchlint.analysis import syntax
+from torchlint.analysis.facts import items_iterated
 from torchlint.analysis.modules import ModuleClasses, self_name
 from torchlint.analysis.values import Values
 from torchlint.engine.scopes import dotted_name, scope_nodes_of
@@ -114,19 +115,24 @@ class ModuleRequiresGradAttribute(Rule):
         return found is not None and type(expr) is cst.Name and expr.value == self_name(found[1])
 
     def _iterates_modules(self, expr: cst.BaseExpression, stack: tuple) -> bool:
-        """`m` in `for m in model.modules():` (`for name, m in model.named_children():`)."""
+        """`m` of `for m in model.modules():` (`for name, m in model.named_children():`, beneath `enumerate(...)` or
+        `tqdm(...)`, or `m = next(modules)` after `modules = iter(model.modules())`): every binding of it reaching here."""
         if type(expr) is not cst.Name:
             return False
-        for node in reversed(stack):
-            if type(node) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+        values = Values.of(self.ctx)
+        place = values.place(stack)
+        found = values.bindings(expr, place)
+        if found is None or not found[1]:
+            return False
+        for binding in found[1]:
+            items = values.items_bound(binding, place.scopes)
+            if items is None:
                 return False
-            if type(node) is cst.For and type(node.iter) is cst.Call and syntax.method_name(node.iter) in _MODULE_ITERATORS:
-                target = node.target
-                if type(target) is cst.Tuple and target.elements:
-                    target = target.elements[-1].value
-                if type(target) is cst.Name and target.value == expr.value:
-                    return True
-        return False
+            iterated, element = items_iterated(items[0], binding.element, items[1].context, items[1].stack)
+            method = syntax.method_name(iterated) if type(iterated) is cst.Call else None
+            if method not in _MODULE_ITERATORS or element != ((1,) if method.startswith("named_") else ()):
+                return False
+        return True
 
     def _is_submodule(self, expr: cst.Attribute, stack: tuple) -> bool:
         """`self.encoder` / `model.encoder` where the class of `self`/`model` assigns `encoder` a module."""

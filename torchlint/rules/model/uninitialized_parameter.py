@@ -4,7 +4,9 @@ from typing import List, Set, Tuple
 import libcst as cst
 
 from torchlint.analysis import syntax
+from torchlint.analysis.facts import items_iterated
 from torchlint.analysis.file_kind import FileKind
+from torchlint.analysis.loops import iteration
 from torchlint.analysis.modules import PARAMETER, ModuleClass, ModuleClasses, is_self_attribute, self_name
 from torchlint.analysis.values import Values
 from torchlint.rules.base import Rule
@@ -154,11 +156,20 @@ class UninitializedParameter(Rule):
             self._note_arguments(node, found)
 
     def visit_For(self, node: cst.For) -> None:
-        """`for param in [module.q, module.k, module.v]: param.data.normal_()` (XLNet's `_init_weights`): the
-        attributes listed are initialised one by one through the loop variable."""
-        if type(node.iter) in (cst.List, cst.Tuple):
+        self._loop(node)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._loop(node)
+
+    def _loop(self, node: cst.CSTNode) -> None:
+        """`for param in [module.q, module.k, module.v]: param.data.normal_()` (XLNet's `_init_weights`; also beneath
+        `enumerate(...)`/`tqdm(...)`, or a `while` stepping `iter([...])`): the attributes listed are initialised one
+        by one through the loop variable."""
+        looped = iteration(self.ctx, node, self.ctx.stack)
+        iterated = items_iterated(looped.iterable, (), self.ctx, looped.evaluated_at)[0] if looped is not None else None
+        if type(iterated) in (cst.List, cst.Tuple):
             found = self.classes.enclosing(self.ctx.stack)
-            for element in node.iter.elements:
+            for element in iterated.elements:
                 initialised = _initialised_attribute(element.value, data_only=False)
                 if initialised is not None:
                     self._note(initialised, found)
