@@ -21,11 +21,6 @@ from metamorphic.rewrites import MARK_COMMENT, Rewrite, all_rewrites
 
 # (rewrite, rule): why the rule's findings do not survive the rewrite yet. Misses and findings no marker explains
 # alike; benchmarks/metamorphic.py --details lists each one.
-_STAR = (
-    "a name bound in a project module read with `from common import *` is not resolved by this rule: what "
-    "`import numpy as np`, `from torch.cuda.amp import autocast`, `DataLoader as DL`, `import torchvision.models as "
-    "models` bind there is unknown in the importer (`torch` and a plain `from torch.utils.data import DataLoader` are)"
-)
 _FUNCTIONAL = "`criterion = F.cross_entropy` (a functional loss as a value): calling `criterion(...)` is not known as that loss"
 _WHILE = "`while True: x = next(iterator)` over `iter(loader)`: not known as a loop over the loader's batches"
 GAPS = {
@@ -34,11 +29,8 @@ GAPS = {
     ("model-file", "TL206"): "`model.init_hidden(...)` of a class imported from another file: method calls through instances are followed for classes of the file only",
     ("model-file", "TL401"): "a notebook's redefined class moved to another file: the later definition is not the imported one",
     ("notebook", "TL106"): "a `test_*` function of a file that imports pytest becomes a notebook cell, which pytest never collects: TL106 rightly reports it",
-    ("star-import", "TL106"): "`import pytest` moved into the star-imported module: the file no longer shows it imports pytest, so its `test_*` function is not taken for a test",
     ("tqdm", "TL208"): "`tqdm(dataloaders[phase])`: batches of a wrapped subscript of a dict of loaders are not loader batches",
     ("while", "TL302"): "`while` over `iter(loaders[phase])`: not known as a loop over the loader",
-    ("alias", "TL110"): "`from torch.nn.utils import clip_grad_value_ as <alias>`: the aliased call is not a clip",
-    ("alias", "TL111"): "`from torch.nn.utils import clip_grad_norm_ as <alias>`: the aliased call is not a clip",
     ("enumerate", "TL107"): "`for step, (i, batch) in enumerate(...)`: the last-batch check on `i` is no longer seen (false alarm)",
     ("enumerate", "TL704"): "an initialisation loop over `enumerate(model.modules())` is not seen (false alarm)",
     ("enumerate", "TL706"): "elements of `enumerate(model.children())` are not known as modules",
@@ -51,20 +43,6 @@ GAPS = {
     ("model-file", "TL701"): "a construction table of layers in a class moved to another file is not seen",
     ("model-file", "TL707"): "a class built under `with torch.device(...)` in the importing file: flagged in its own file",
     ("rename", "TL202"): "a device variable renamed (`train_device` -> `v23`): the rule reads the name, not the value",
-    ("star-import", "TL102"): _STAR,
-    ("star-import", "TL103"): _STAR,
-    ("star-import", "TL112"): _STAR,
-    ("star-import", "TL205"): _STAR + " (a CUDA-only library imported in common.py: false alarms)",
-    ("star-import", "TL302"): _STAR,
-    ("star-import", "TL401"): _STAR,
-    ("star-import", "TL503"): _STAR + " (a save helper of another file, reached through the star import, is not followed)",
-    ("star-import", "TL605"): _STAR,
-    ("star-import", "TL701"): _STAR,
-    ("star-import", "TL702"): _STAR,
-    ("star-import", "TL703"): _STAR,
-    ("star-import", "TL705"): _STAR,
-    ("star-import", "TL706"): _STAR,
-    ("star-import", "TL707"): _STAR,
     ("tqdm", "TL302"): "`for batch in tqdm(loader)` at module level (or in a function called there) is not a loader loop",
     ("tqdm", "TL704"): "an initialisation loop over `tqdm(model.modules())` is not seen (false alarm)",
     ("tqdm", "TL706"): "elements of `tqdm(model.children())` are not known as modules",
