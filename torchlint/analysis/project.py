@@ -33,7 +33,7 @@ import os
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from torchlint import source as sources
 from torchlint.engine import parsing
@@ -113,6 +113,14 @@ class Project:
         self.record(path, digest)
         return data, digest
 
+    def unchanged(self, read: Iterable[Tuple[str, bytes]]) -> bool:
+        """Every (path, digest) of `read` still names the bytes the file has (each recorded as read)."""
+        for path, digest in read:
+            found = self.read(path)
+            if found is None or found[1] != digest:
+                return False
+        return True
+
     def record(self, path: str, digest: bytes) -> None:
         self.consulted[path] = digest
         for recorder in self._recorders:
@@ -178,10 +186,10 @@ class Project:
         return self.parsed(path, read[0], read[1], config) if read is not None else None
 
     def parsed(self, path: str, data: bytes, digest: bytes, config: "Config") -> Optional[ProjectModule]:
-        """The project file `path` with these bytes (`read`), parsed once while they stay the same; None when it does
-        not parse."""
+        """The project file `path` with these bytes (`read`), parsed once while they stay the same, and the files its
+        star imports bound names from too (`FileContext.star_dependencies`); None when it does not parse."""
         cached = self._modules.get(path)
-        if cached is not None and cached.digest == digest:
+        if cached is not None and cached.digest == digest and self.unchanged(cached.context.star_dependencies.items()):
             self._modules.move_to_end(path)
             return cached
         module = _parse(path, data, digest, config)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import marshal
 import os
-from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -105,18 +105,9 @@ def _fact_graph(ctx: "FileContext") -> _FactGraph:
     edit: `--watch`). Checking them records them as read by the current lint and by any summary being built,
     whose answers depend on them however long ago the graph was built."""
     found = ctx.shared(_FactGraph)
-    if not _unchanged(found.read.items()):
+    if not PROJECT.unchanged(found.read.items()):
         found = ctx.renew_shared(_FactGraph)
     return found
-
-
-def _unchanged(read: Iterable[Tuple[str, bytes]]) -> bool:
-    """Every (path, digest) of `read` still names the bytes the file has (each recorded as read)."""
-    for path, digest in read:
-        found = PROJECT.read(path)
-        if found is None or found[1] != digest:
-            return False
-    return True
 
 
 # How far `function_facts` follows a function's calls in its file.
@@ -198,6 +189,7 @@ def _summarise(ctx: "FileContext") -> ModuleSummary:
     indices: Dict[int, int] = {}
     names: Dict[str, tuple] = {}
     with PROJECT.recording() as read:
+        _record_star_dependencies(ctx)
         for name in sorted(scope.imports.keys() | scope.variables):
             if name in scope.imports:  # as `Values._name`: an import hides the name's other bindings
                 names[name] = ("import", scope.imports[name])
@@ -270,7 +262,7 @@ class Summaries:
             return None
         data, digest = read
         known = self._known.get(path)
-        if known is not None and known[0] == digest and (known[1] is None or _unchanged(known[1].dependencies)):
+        if known is not None and known[0] == digest and (known[1] is None or PROJECT.unchanged(known[1].dependencies)):
             return known[1]
         summary = self._load(path, digest)
         if summary is None:
@@ -325,7 +317,7 @@ class Summaries:
             summary = ModuleSummary(*marshal.loads(payload))
         except (EOFError, ValueError, TypeError):  # a damaged summary is built again
             return None
-        return summary if _well_formed(summary) and _unchanged(summary.dependencies) else None
+        return summary if _well_formed(summary) and PROJECT.unchanged(summary.dependencies) else None
 
     def _build(self, path: str, data: bytes, digest: bytes, config: "Config") -> Optional[ModuleSummary]:
         module = PROJECT.parsed(path, data, digest, config)
@@ -480,21 +472,32 @@ def star_bindings(ctx: "FileContext") -> Dict[str, str]:
         return found
     _STAR_IN_PROGRESS.append(own)
     try:
-        for star in ctx.scopes.star_imports():
-            located = PROJECT.locate(ctx.filename, star) if star.strip(".") else None
-            if located is None or located[1]:
-                continue  # an installed package, or a name in a module rather than a module
-            exports = SUMMARIES.section(located[0], ctx.config, "star exports", _star_exports)
-            for name, path in (exports or {}).items():
-                found[name] = _seen_from(ctx.filename, located[0], path) or f"{star}.{name}"
+        with PROJECT.recording() as read:
+            for star in ctx.scopes.star_imports():
+                located = PROJECT.locate(ctx.filename, star) if star.strip(".") else None
+                if located is None or located[1]:
+                    continue  # an installed package, or a name in a module rather than a module
+                exports = SUMMARIES.section(located[0], ctx.config, "star exports", _star_exports)
+                for name, path in (exports or {}).items():
+                    found[name] = _seen_from(ctx.filename, located[0], path) or f"{star}.{name}"
     finally:
         _STAR_IN_PROGRESS.pop()
+    ctx.star_dependencies = {path: digest for path, digest in read.items() if path != ctx.filename}
     return found
+
+
+def _record_star_dependencies(ctx: "FileContext") -> None:
+    """Record, for the summary or section being built, the files `ctx`'s star bindings came from: its scopes may have
+    been scanned before the recording began."""
+    ctx.scopes.scope_of(ctx.module)
+    for path, digest in ctx.star_dependencies.items():
+        PROJECT.record(path, digest)
 
 
 def _star_exports(ctx: "FileContext") -> Dict[str, str]:
     """The names a star import of this module binds, each to the import path it is bound to here ("" for a name the
     module binds otherwise: a definition, an assignment)."""
+    _record_star_dependencies(ctx)
     scope = ctx.scopes.scope_of(ctx.module)
     listed = scope.assignments.get("__all__")
     if listed is None:

@@ -60,6 +60,9 @@ class FileContext:
         self._layout = layout
         self._qualified: Dict[Tuple[int, Optional[int]], Tuple[cst.CSTNode, Optional[str]]] = {}
         self._shared: Dict[type, object] = {}
+        # path -> digest of each project file read to know what the star imports bind (`STAR_IMPORTS`): what the
+        # file's scopes depend on besides its own text.
+        self.star_dependencies: Dict[str, bytes] = {}
 
     # ------------------------------------------------------------ names
 
