@@ -21,36 +21,14 @@ from metamorphic.rewrites import MARK_COMMENT, Rewrite, all_rewrites
 
 # (rewrite, rule): why the rule's findings do not survive the rewrite yet. Misses and findings no marker explains
 # alike; benchmarks/metamorphic.py --details lists each one.
-_STAR = (
-    "a name bound in a project module read with `from common import *` is not resolved by this rule: what "
-    "`import numpy as np`, `from torch.cuda.amp import autocast`, `DataLoader as DL`, `import torchvision.models as "
-    "models` bind there is unknown in the importer (`torch` and a plain `from torch.utils.data import DataLoader` are)"
-)
 GAPS = {
     ("compile", "TL707"): "`torch.compile(model)` of a module made on a device: an instance passed to a call keeps TL707's finding (the trap's premise, a module never moved, no longer holds for the rule)",
     ("data-parallel", "TL707"): "`nn.DataParallel(model)` of a module made on a device: the wrapper may move it (to its first device), so TL707's finding stays",
     ("model-file", "TL206"): "`model.init_hidden(...)` of a class imported from another file: method calls through instances are followed for classes of the file only",
     ("model-file", "TL401"): "a notebook's redefined class moved to another file: the later definition is not the imported one",
     ("notebook", "TL106"): "a `test_*` function of a file that imports pytest becomes a notebook cell, which pytest never collects: TL106 rightly reports it",
-    ("star-import", "TL106"): "`import pytest` moved into the star-imported module: the file no longer shows it imports pytest, so its `test_*` function is not taken for a test",
-    ("alias", "TL110"): "`from torch.nn.utils import clip_grad_value_ as <alias>`: the aliased call is not a clip",
-    ("alias", "TL111"): "`from torch.nn.utils import clip_grad_norm_ as <alias>`: the aliased call is not a clip",
     ("model-file", "TL701"): "a construction table of layers in a class moved to another file is not seen",
     ("model-file", "TL707"): "a class built under `with torch.device(...)` in the importing file: flagged in its own file",
-    ("star-import", "TL102"): _STAR,
-    ("star-import", "TL103"): _STAR,
-    ("star-import", "TL112"): _STAR,
-    ("star-import", "TL205"): _STAR + " (a CUDA-only library imported in common.py: false alarms)",
-    ("star-import", "TL302"): _STAR,
-    ("star-import", "TL401"): _STAR,
-    ("star-import", "TL503"): _STAR + " (a save helper of another file, reached through the star import, is not followed)",
-    ("star-import", "TL605"): _STAR,
-    ("star-import", "TL701"): _STAR,
-    ("star-import", "TL702"): _STAR,
-    ("star-import", "TL703"): _STAR,
-    ("star-import", "TL705"): _STAR,
-    ("star-import", "TL706"): _STAR,
-    ("star-import", "TL707"): _STAR,
 }
 
 REWRITES = {rewrite.name: rewrite for rewrite in all_rewrites()}

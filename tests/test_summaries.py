@@ -191,3 +191,38 @@ def test_a_summary_that_cannot_be_built_leaves_the_question_to_the_tree(tmp_path
     for _ in ("built", "stored"):
         fresh_process(monkeypatch)
         assert actual_findings(lint(tmp_path / "x.py", tmp_path).findings) == expected
+
+
+STARS = {
+    "base.py": "from torch.cuda.amp import autocast\n",
+    "common.py": "import torch\nfrom base import *\n",
+    "train.py": "from common import *\n\nwith autocast():\n    y = torch.ones(2)\n",
+}
+
+
+def test_what_a_star_import_binds_is_read_from_the_stored_summary(tmp_path, monkeypatch):
+    """`autocast` in train.py comes from base.py through two star imports: the names common.py exports are kept in
+    its summary, so a later process parses neither file, and an edit to base.py is seen through the chain."""
+    write(tmp_path, STARS)
+    codes = []
+    for _ in ("built", "stored"):
+        parsed = fresh_process(monkeypatch)
+        codes.append([finding[2] for finding in actual_findings(lint(tmp_path / "train.py", tmp_path).findings)])
+    assert codes == [["TL602"], ["TL602"]]
+    assert parsed == []
+    write(tmp_path, {"base.py": "from contextlib import nullcontext as autocast\n"})
+    fresh_process(monkeypatch)
+    assert actual_findings(lint(tmp_path / "train.py", tmp_path).findings) == []
+
+
+def test_a_cycle_of_star_imports_binds_what_each_file_imports(tmp_path, monkeypatch):
+    write(tmp_path, {
+        "first.py": "from second import *\nimport torch\n\nwith autocast():\n    y = torch.ones(2)\n",
+        "second.py": "from first import *\nfrom torch.cuda.amp import autocast\n",
+    })
+    for cached in (False, True):
+        fresh_process(monkeypatch)
+        found = actual_findings(lint(tmp_path / "first.py", tmp_path, cached).findings)
+        assert [finding[2] for finding in found] == ["TL602"]
+        found = actual_findings(lint(tmp_path / "second.py", tmp_path, cached).findings)
+        assert [finding[2] for finding in found] == ["TL602"]

@@ -16,8 +16,9 @@ not followed. This works the same whether one file or the whole project is given
 the command line, since the files are read from disk when an import names them.
 
 What is not seen: modules found only through `sys.path` edits, `PYTHONPATH` or an
-installed copy of the project, star imports, names assigned in the imported module
-through anything but plain statements, and modules over `_MAX_BYTES`.
+installed copy of the project, names assigned in the imported module through anything
+but plain statements, and modules over `_MAX_BYTES`. (What a star import of a project
+module binds is read through its summary: `analysis/summaries.py`, `star_bindings`.)
 
 Each imported file is read and parsed once per process, kept while its bytes stay the
 same (a content digest), and at most `_MAX_MODULES` are held. The parse is shared with
@@ -32,11 +33,10 @@ import os
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from torchlint import source as sources
-from torchlint.analysis import syntax
-from torchlint.engine import context, parsing
+from torchlint.engine import parsing
 
 if TYPE_CHECKING:
     from torchlint.config import Config
@@ -113,6 +113,14 @@ class Project:
         self.record(path, digest)
         return data, digest
 
+    def unchanged(self, read: Iterable[Tuple[str, bytes]]) -> bool:
+        """Every (path, digest) of `read` still names the bytes the file has (each recorded as read)."""
+        for path, digest in read:
+            found = self.read(path)
+            if found is None or found[1] != digest:
+                return False
+        return True
+
     def record(self, path: str, digest: bytes) -> None:
         self.consulted[path] = digest
         for recorder in self._recorders:
@@ -178,10 +186,10 @@ class Project:
         return self.parsed(path, read[0], read[1], config) if read is not None else None
 
     def parsed(self, path: str, data: bytes, digest: bytes, config: "Config") -> Optional[ProjectModule]:
-        """The project file `path` with these bytes (`read`), parsed once while they stay the same; None when it does
-        not parse."""
+        """The project file `path` with these bytes (`read`), parsed once while they stay the same, and the files its
+        star imports bound names from too (`FileContext.star_dependencies`); None when it does not parse."""
         cached = self._modules.get(path)
-        if cached is not None and cached.digest == digest:
+        if cached is not None and cached.digest == digest and self.unchanged(cached.context.star_dependencies.items()):
             self._modules.move_to_end(path)
             return cached
         module = _parse(path, data, digest, config)
@@ -279,36 +287,3 @@ class _Folders:
 
 # One per process: the pool's workers each keep their own.
 PROJECT = Project()
-
-
-def star_imported(ctx: "FileContext", name: str) -> Optional[str]:
-    """What `name` stands for in `ctx`'s file when only its star imports can bind it: the import path that a
-    star-imported project module binds the name to at its top level (`torch` for `torch` after `from .imports
-    import *`, when imports.py does `import torch`), if that module exports it (listed in a literal `__all__`, or
-    public when there is none). A later star import wins, as in Python; a name the module binds any other way, or
-    one of an installed package, stays unknown."""
-    for path in reversed(ctx.scopes.star_imports()):
-        found = PROJECT.resolve(ctx.filename, path, ctx.config) if path.strip(".") else None
-        if found is None or found[1]:
-            continue
-        there = found[0].context
-        scope = there.scopes.scope_of(there.module)
-        if not _exports(scope, name):
-            continue
-        return scope.imports.get(name)
-    return None
-
-
-def _exports(scope, name: str) -> bool:
-    """A star import of the module binds `name`: it is in the module's literal `__all__`, or public without one."""
-    if name not in scope.imports and name not in scope.variables:
-        return False
-    listed = scope.assignments.get("__all__")
-    if listed is None:
-        return not name.startswith("_") and "__all__" not in scope.variables
-    names = syntax.literal(listed[-1], None)
-    return isinstance(names, (list, tuple)) and name in names and len(listed) == 1
-
-
-# Names a star import binds are read from the project's files: the engine asks this for them.
-context.STAR_IMPORTS = star_imported

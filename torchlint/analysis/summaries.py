@@ -35,13 +35,16 @@ the summary and gain nothing.
 from __future__ import annotations
 
 import marshal
-from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
+import os
+from typing import TYPE_CHECKING, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 import libcst as cst
 
+from torchlint.analysis import syntax
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.values import Values
 from torchlint.cache import SummaryStore
+from torchlint.engine import context
 from torchlint.engine.callgraph import CallGraph
 # Filled by analysis/facts.py and the families' _facts.py, which the rules asking these questions import.
 from torchlint.engine.facts import RECOGNIZERS
@@ -102,18 +105,9 @@ def _fact_graph(ctx: "FileContext") -> _FactGraph:
     edit: `--watch`). Checking them records them as read by the current lint and by any summary being built,
     whose answers depend on them however long ago the graph was built."""
     found = ctx.shared(_FactGraph)
-    if not _unchanged(found.read.items()):
+    if not PROJECT.unchanged(found.read.items()):
         found = ctx.renew_shared(_FactGraph)
     return found
-
-
-def _unchanged(read: Iterable[Tuple[str, bytes]]) -> bool:
-    """Every (path, digest) of `read` still names the bytes the file has (each recorded as read)."""
-    for path, digest in read:
-        found = PROJECT.read(path)
-        if found is None or found[1] != digest:
-            return False
-    return True
 
 
 # How far `function_facts` follows a function's calls in its file.
@@ -195,6 +189,7 @@ def _summarise(ctx: "FileContext") -> ModuleSummary:
     indices: Dict[int, int] = {}
     names: Dict[str, tuple] = {}
     with PROJECT.recording() as read:
+        _record_star_dependencies(ctx)
         for name in sorted(scope.imports.keys() | scope.variables):
             if name in scope.imports:  # as `Values._name`: an import hides the name's other bindings
                 names[name] = ("import", scope.imports[name])
@@ -267,7 +262,7 @@ class Summaries:
             return None
         data, digest = read
         known = self._known.get(path)
-        if known is not None and known[0] == digest and (known[1] is None or _unchanged(known[1].dependencies)):
+        if known is not None and known[0] == digest and (known[1] is None or PROJECT.unchanged(known[1].dependencies)):
             return known[1]
         summary = self._load(path, digest)
         if summary is None:
@@ -322,7 +317,7 @@ class Summaries:
             summary = ModuleSummary(*marshal.loads(payload))
         except (EOFError, ValueError, TypeError):  # a damaged summary is built again
             return None
-        return summary if _well_formed(summary) and _unchanged(summary.dependencies) else None
+        return summary if _well_formed(summary) and PROJECT.unchanged(summary.dependencies) else None
 
     def _build(self, path: str, data: bytes, digest: bytes, config: "Config") -> Optional[ModuleSummary]:
         module = PROJECT.parsed(path, data, digest, config)
@@ -454,3 +449,79 @@ def _named(summary: ModuleSummary, path: str, name: str, config: "Config", visit
     if entry[0] == "value":
         return None
     return [(summary, path, summary.definitions[index]) for index in entry[1]]
+
+
+# ---------------------------------------------------------------- star imports
+
+# How many star-imported modules deep the names a star import binds are followed (common.py doing `from base import *`).
+_MAX_STAR_DEPTH = 4
+# The files whose star imports are being read now: one met again (a cycle of star imports) binds nothing more there.
+_STAR_IN_PROGRESS: List[str] = []
+
+
+def star_bindings(ctx: "FileContext") -> Dict[str, str]:
+    """What the module-level star imports of `ctx`'s file bind, for its scopes (`engine/scopes.py`): each name a
+    star-imported project module exports (listed in a literal `__all__`, or public when there is none), to the import
+    path that module binds it to (`numpy` for `np` after `import numpy as np` there), or to the name in that module
+    (`common.Net`) for one it defines, or whose path means another file from here. A later star import wins, as in
+    Python. Read from the module's summary (`star exports`), kept with the other summaries; an installed package's
+    star import binds nothing known, nor does a chain of them deeper than `_MAX_STAR_DEPTH`, nor a cycle."""
+    found: Dict[str, str] = {}
+    own = os.path.abspath(ctx.filename)
+    if own in _STAR_IN_PROGRESS or len(_STAR_IN_PROGRESS) >= _MAX_STAR_DEPTH:
+        return found
+    _STAR_IN_PROGRESS.append(own)
+    try:
+        with PROJECT.recording() as read:
+            for star in ctx.scopes.star_imports():
+                located = PROJECT.locate(ctx.filename, star) if star.strip(".") else None
+                if located is None or located[1]:
+                    continue  # an installed package, or a name in a module rather than a module
+                exports = SUMMARIES.section(located[0], ctx.config, "star exports", _star_exports)
+                for name, path in (exports or {}).items():
+                    found[name] = _seen_from(ctx.filename, located[0], path) or f"{star}.{name}"
+    finally:
+        _STAR_IN_PROGRESS.pop()
+    ctx.star_dependencies = {path: digest for path, digest in read.items() if path != ctx.filename}
+    return found
+
+
+def _record_star_dependencies(ctx: "FileContext") -> None:
+    """Record, for the summary or section being built, the files `ctx`'s star bindings came from: its scopes may have
+    been scanned before the recording began."""
+    ctx.scopes.scope_of(ctx.module)
+    for path, digest in ctx.star_dependencies.items():
+        PROJECT.record(path, digest)
+
+
+def _star_exports(ctx: "FileContext") -> Dict[str, str]:
+    """The names a star import of this module binds, each to the import path it is bound to here ("" for a name the
+    module binds otherwise: a definition, an assignment)."""
+    _record_star_dependencies(ctx)
+    scope = ctx.scopes.scope_of(ctx.module)
+    listed = scope.assignments.get("__all__")
+    if listed is None:
+        if "__all__" in scope.variables:
+            return {}  # built some other way: what it lists is not known
+        names = [name for name in scope.imports.keys() | scope.variables if not name.startswith("_")]
+    else:
+        value = syntax.literal(listed[-1], None)
+        if len(listed) != 1 or not isinstance(value, (list, tuple)):
+            return {}
+        names = [name for name in value if isinstance(name, str) and (name in scope.imports or name in scope.variables)]
+    return {name: scope.imports.get(name, "") for name in sorted(names)}
+
+
+def _seen_from(importer: str, module: str, path: str) -> Optional[str]:
+    """The import path `path` as written in the project file `module`, when it names the same thing from `importer`
+    (torch's names, a project module both reach alike); else None."""
+    if not path:
+        return None
+    there = PROJECT.locate(module, path)
+    if there != PROJECT.locate(importer, path) or (there is None and path.startswith(".")):
+        return None
+    return path
+
+
+# The engine's scopes ask this for the names a star import binds.
+context.STAR_IMPORTS = star_bindings

@@ -49,9 +49,10 @@ OPTIMIZER_PARTS = frozenset({"optim", "optimizers", "AdamW"})
 
 
 def is_clip_call(call: cst.Call, ctx: "FileContext", stack=None) -> bool:
-    """`torch.nn.utils.clip_grad_norm_(...)` / `clip_grad_value_(...)` under any import (not Accelerate's
-    `accelerator.clip_grad_norm_`, which unscales first)."""
-    return semantics.terminal_name(call.func) in CLIP_NAMES and ctx.qualified_name_in(call.func, CLIP_FUNCTIONS, stack)
+    """`torch.nn.utils.clip_grad_norm_(...)` / `clip_grad_value_(...)` under any import, an alias included
+    (`from torch.nn.utils import clip_grad_norm_ as clip`; not Accelerate's `accelerator.clip_grad_norm_`, which
+    unscales first)."""
+    return ctx.qualified_name_in(call.func, CLIP_FUNCTIONS, stack)
 
 
 def optimizer_class(call: cst.CSTNode, ctx: "FileContext", stack=None) -> Optional[str]:

@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from torchlint.rules.base import Rule
 
 
-# What a name that only a star import binds stands for (`torch` after `from .imports import *`): set by the project
-# index (`analysis/project.py`), which can read the imported module; until then such names name nothing.
-STAR_IMPORTS: Optional[Callable[["FileContext", str], Optional[str]]] = None
+# What the star imports of a file bind (local name -> import path: `torch` for `torch` after `from .imports import *`):
+# set by the project index (`analysis/project.py`), which can read the imported modules; until then they bind nothing.
+STAR_IMPORTS: Optional[Callable[["FileContext"], Dict[str, str]]] = None
 
 
 class FileContext:
@@ -48,7 +48,7 @@ class FileContext:
         self.stack: List[cst.CSTNode] = []
         # The module, functions, lambdas and classes among `stack`, kept by the walker.
         self.scope_nodes: List[cst.CSTNode] = []
-        self.scopes = Scopes(module, has_walrus=":=" in text)
+        self.scopes = Scopes(module, has_walrus=":=" in text, star_bindings=self._star_bindings)
         # Built only when a rule that reads it runs (`Rule.uses_callgraph`); None otherwise, so a rule reading it
         # without saying so fails loudly instead of seeing an empty graph.
         self.callgraph: Optional[CallGraph] = None
@@ -61,9 +61,10 @@ class FileContext:
         # Where the top-level statements lie in the text, when the parse worked it out (engine/reparse.py).
         self._layout = layout
         self._qualified: Dict[Tuple[int, Optional[int]], Tuple[cst.CSTNode, Optional[str]]] = {}
-        # head name -> what the file's star imports bind it to (`_star_imported_name`)
-        self._star_bound: Dict[str, Optional[str]] = {}
         self._shared: Dict[type, object] = {}
+        # path -> digest of each project file read to know what the star imports bind (`STAR_IMPORTS`): what the
+        # file's scopes depend on besides its own text.
+        self.star_dependencies: Dict[str, bytes] = {}
 
     # ------------------------------------------------------------ names
 
@@ -80,7 +81,7 @@ class FileContext:
         if type(head) is not cst.Name:
             return None
         if not self.scopes.is_imported_anywhere(head.value):
-            return self._star_imported_name(node, head.value, stack)
+            return None
         scope_nodes = self._scope_nodes(stack)
         # Several rules ask about the same name in a row; the answer depends only on the node and its scope.
         key = (id(node), id(scope_nodes[-1]) if scope_nodes else None)
@@ -99,25 +100,15 @@ class FileContext:
         self._qualified[key] = (node, qualified)
         return qualified
 
-    def _star_imported_name(self, node: cst.CSTNode, head: str, stack: Optional[Sequence[cst.CSTNode]]) -> Optional[str]:
-        """The qualified name of a chain whose head only a star import can bind (`torch.no_grad` after
-        `from .imports import *`, when imports.py does `import torch`), as `STAR_IMPORTS` finds it; None when the
-        file binds the head itself or no star import is followed."""
-        if STAR_IMPORTS is None or not self.scopes.star_imports():
-            return None
-        if self.scopes.binding_scope(head, self._scope_nodes(stack)) is not None:
-            return None
-        dotted = dotted_name(node)
-        if dotted is None:
-            return None
-        # Asked for every builtin the file calls (`len`, `print`): the imported module is read once per head.
-        if head not in self._star_bound:
-            self._star_bound[head] = STAR_IMPORTS(self, head)
-        base = self._star_bound[head]
-        if base is None:
-            return None
-        rest = dotted.partition(".")[2]
-        return f"{base}.{rest}" if rest else base
+    def _star_bindings(self) -> Dict[str, str]:
+        return STAR_IMPORTS(self) if STAR_IMPORTS is not None else {}
+
+    def imports_module(self, module: str) -> bool:
+        """An import statement of the file names `module` (`FileText.imported_modules`), or one of its star imports
+        binds a name to it or to something in it (`pytest` when common.py does `import pytest`)."""
+        return module in self.file_text.imported_modules or any(
+            path == module or path.startswith(module + ".") for path in self.scopes.star_bound().values()
+        )
 
     def qualified_name_in(self, node: cst.CSTNode, names: FrozenSet[str], stack: Optional[Sequence[cst.CSTNode]] = None) -> bool:
         """`qualified_name(node) in names`, answered without resolving when `node` cannot be any of them.

@@ -237,9 +237,8 @@ class _Walker:
         # When every listening rule says which parts its names hold, a reference is resolved only if its chain holds
         # one, or its head is imported from a path that does.
         parts = [rule.reference_parts for rule, _ in self.references]
-        # Under a star import a name's import path is in another file: every reference is resolved.
-        self.star_bound = bool(ctx.scopes.star_imports())
-        self.reference_parts = frozenset().union(*parts) if parts and None not in parts and not self.star_bound else None
+        # (What a star import of a project module binds is among the file's imports: `Scopes.star_bound`.)
+        self.reference_parts = frozenset().union(*parts) if parts and None not in parts else None
         self.reference_heads = ctx.scopes.names_importing(self.reference_parts) if self.reference_parts else frozenset()
         self.recognizers = RECOGNIZERS if ctx.callgraph is not None else {}
         # A call goes to the rules and recognizers whose `call_parts` its callee holds (to all of them with the
@@ -265,8 +264,6 @@ class _Walker:
         entered = entered_types(visits.keys() | leaves.keys(), enter_leaves=False)
         # A bare name is a reference to an import only if some import binds it: the other names are not entered.
         imported = ctx.scopes.imported_names() if references and cst.Name not in entered else frozenset()
-        if references and self.star_bound:
-            imported = _EVERY_NAME  # any name may be one a star import binds
         # node type -> what its nodes get: (visit handlers, leave handlers, recognizers, the fields to walk, whether it
         # is a scope, whether a reference), worked out on first meeting the type: one lookup a node, not one a question.
         plans: Dict[type, tuple] = {}
@@ -398,16 +395,6 @@ class _Walker:
                 return True
             node = node.value
         return type(node) is cst.Name and (node.value in parts or node.value in self.reference_heads)
-
-
-class _EveryName:
-    """The names a star import may bind: any."""
-
-    def __contains__(self, name: object) -> bool:
-        return True
-
-
-_EVERY_NAME = _EveryName()
 
 
 def callee_names(func: cst.BaseExpression) -> Tuple[str, ...]:

@@ -10,12 +10,18 @@ anything else binds a local value that is never the module (`torch = None`
 after no import is a variable, not torch). One departure, for precision: a `def` or
 `class` with the name of an import of the same scope takes the name everywhere in it,
 also before the definition (a notebook that redefines what an earlier cell imported).
+
+A module-level `from X import *` binds what another file holds. When the file's context can
+read it (`star_bindings`: a module of the project, `analysis/project.py`), each name it binds
+there is an import of the module scope like any other, to the path that file binds it to
+(`numpy` for `np` when common.py does `import numpy as np`), unless the module binds the name
+itself: every question about imports (`resolve`, `imported_names`, the value model) sees it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -31,6 +37,8 @@ class Scope:
     node: cst.CSTNode
     # local name -> dotted path of what an import bound to it ("torch.nn.functional")
     imports: Dict[str, str] = field(default_factory=dict)
+    # for the module: the part of `imports` that its star imports bind (`Scopes`' `star_bindings`)
+    star_bound: Dict[str, str] = field(default_factory=dict)
     # names bound by anything but an import (assignments, parameters, defs, loops, ...)
     variables: set = field(default_factory=set)
     # simple `name = value` assignments, in source order
@@ -224,9 +232,14 @@ def _scan_walk(root: cst.CSTNode, visitor, enter_expressions: bool, enter_defini
 class Scopes:
     """Per-file cache of scanned scopes."""
 
-    def __init__(self, module: cst.Module, has_walrus: bool = True):
+    def __init__(
+        self, module: cst.Module, has_walrus: bool = True, star_bindings: Optional[Callable[[], Dict[str, str]]] = None,
+    ):
         self.module = module
         self.has_walrus = has_walrus
+        # What the module's star imports bind (local name -> import path), asked once, when the module scope is
+        # scanned and it has one; None where nothing can read the files they name.
+        self._star_bindings = star_bindings
         self._scopes: Dict[int, Scope] = {}
         # innermost scope node's id -> the chain seen from it: fixed by the tree, asked for at every name
         self._chains: Dict[int, List[Scope]] = {}
@@ -256,6 +269,11 @@ class Scopes:
                             found.append("." * len(small.relative) + module)
             self._stars = tuple(found)
         return self._stars
+
+    def star_bound(self) -> Dict[str, str]:
+        """What the module-level star imports bind (local name -> import path), as the module scope holds them: {} for
+        a module without one."""
+        return self.scope_of(self.module).star_bound if self._star_bindings is not None and self.star_imports() else {}
 
     def is_imported_anywhere(self, name: str) -> bool:
         """Some import of the module binds `name`, in whatever scope (`imported_names`, without the set)."""
@@ -291,6 +309,8 @@ class Scopes:
         if self._imported is None:
             collector = _ImportedNames()
             walk_visitor(self.module, collector, statement_structure(cst.Module, enter_definitions=True))
+            for local, path in self.star_bound().items():
+                collector.paths.setdefault(local, set()).add(path)
             self._imported = collector.paths
         return self._imported
 
@@ -317,6 +337,11 @@ class Scopes:
         else:
             _scan_walk(node, collector, self.has_walrus)
         collector.finish()
+        if node is self.module and self._star_bindings is not None and self.star_imports():
+            for local, path in self._star_bindings().items():
+                # The module's own binding of a name replaces what a star import bound to it.
+                if local not in scope.imports and local not in scope.variables:
+                    scope.imports[local] = scope.star_bound[local] = path
         return scope
 
     def chain(self, nodes: Sequence[cst.CSTNode]) -> List[Scope]:

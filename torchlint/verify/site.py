@@ -16,7 +16,6 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchlint import semantics
-from torchlint.analysis.project import star_imported
 from torchlint.engine.context import FileContext
 from torchlint.finding import Finding
 # The allow-list itself lives with the fork server, which also judges names on the live objects.
@@ -238,14 +237,14 @@ class Site:
     def _star_bound_imports(self, roots: Sequence[str]) -> List[str]:
         """Imports that give a witness the names the file takes from a star import of a project module (`np` after
         `from common import *`, when common.py does `import numpy as np`), for the packages `roots`."""
-        if not self.ctx.scopes.star_imports():
+        bound = self.ctx.scopes.star_bound()
+        if not bound:
             return []
-        module_scope = self.ctx.scopes.scope_of(self.ctx.module)
         used = {node.value for node in _names(self.ctx.module)}
         lines = []
-        for name in sorted(used - set(module_scope.imports) - set(module_scope.variables)):
-            path = star_imported(self.ctx, name)
-            if path is None or path.split(".")[0] not in roots:
+        for name in sorted(used & bound.keys()):
+            path = bound[name]
+            if path.split(".")[0] not in roots:
                 continue
             parent, _, last = path.rpartition(".")
             line = f"from {parent} import {last} as {name}" if parent else f"import {path} as {name}"

@@ -168,7 +168,7 @@ class EvalWithoutNoGrad(Rule):
         loops = self.loops.enclosing()
         if not loops or self._grad_mode_is_set(self.ctx.stack):
             return
-        if is_test_function(name, self.ctx.file_kind, "pytest" in self.ctx.file_text.imported_modules) or (
+        if is_test_function(name, self.ctx.file_kind, self.ctx.imports_module("pytest")) or (
             definition is not None and id(definition) in self.lightning_hooks
         ):
             return

@@ -328,6 +328,10 @@ class CudaWithoutFallback(Rule):
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         for path in _import_paths(node):
             self._imported(path)
+        if isinstance(node.names, cst.ImportStar):
+            # What it binds is imported here too (`te` from common.py's `import transformer_engine.pytorch as te`).
+            for path in self.ctx.scopes.star_bound().values():
+                self._imported(path)
 
     def _imported(self, path: str) -> None:
         self.imports.append(path)
