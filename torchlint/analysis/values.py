@@ -69,6 +69,7 @@ _WRAPPER_LAST_PARTS = frozenset(name.rpartition(".")[2] for name in IDENTITY_WRA
 _WRAPPED_ATTRIBUTES = frozenset({"module", "_orig_mod"})
 _MAX_DEPTH = 6
 _CONSTANT_NAMES = frozenset({"None", "True", "False"})
+_IMPORTS = (cst.Import, cst.ImportFrom)
 _MISSING = syntax.MISSING
 # What the question being answered (`origins`, `imported`) has followed so far: (expression, statement, scope,
 # file, depth) -> its origins, for the answers no cycle cut short. A question reaches the same expressions by many paths (a registry of models, each built
@@ -303,8 +304,9 @@ class Values:
         scope = self.ctx.scopes.binding_scope(name.value, place.scopes)
         if scope is None:
             return [Origin(name, place, opaque=name.value not in _CONSTANT_NAMES)]
-        if name.value in scope.imports:
-            return self._imported(scope.imports[name.value], name, place, depth, seen)
+        imported = scope.imports.get(name.value)
+        if imported is not None and name.value not in scope.variables:
+            return self._imported(imported, name, place, depth, seen)
         index = place.scopes.index(scope.node) if scope.node in place.scopes else len(place.scopes) - 1
         scopes = place.scopes[: index + 1]
         flow = self.flow(scope.node)
@@ -314,7 +316,10 @@ class Values:
             reaching = _seen_inside(flow, name.value, place.scopes[index + 1] if index + 1 < len(place.scopes) else None)
         found: List[Origin] = []
         for binding in reaching:
-            if binding.definition is not None:
+            if imported is not None and type(binding.definition) in _IMPORTS:
+                # `import model` then `model = model.RNNModel(...)`: the module until the name is rebound.
+                found += self._imported(imported, name, place, depth, seen)
+            elif binding.definition is not None:
                 found.append(Origin(binding.definition, Place(self.ctx, scopes, binding.statement)))
             elif binding.value is None:
                 items = None
@@ -518,7 +523,7 @@ class Values:
 
     def _attribute(self, attribute: cst.Attribute, place: Place, depth: int, seen: frozenset) -> List[Origin]:
         path = self.import_path(attribute, place.scopes)
-        if path is not None:  # `utils.build` after `import utils`
+        if path is not None and self._still_the_module(attribute.value, place):  # `utils.build` after `import utils`
             return self._imported(path, attribute, place, depth, seen)
         receiver = attribute.value
         if attribute.attr.value in _WRAPPED_ATTRIBUTES:
@@ -537,6 +542,22 @@ class Values:
             if method is not None:
                 found += self._follow(value, Place(self.ctx, around + (model_class, method)), depth, seen)
         return found or [Origin(attribute, place)]
+
+    def _still_the_module(self, receiver: cst.BaseExpression, place: Place) -> bool:
+        """The imported name `receiver` holds the module at `place`: every binding of it that reaches there is the
+        import (`model.RNNModel` in `model = model.RNNModel(...)`, not `model.init_hidden` after it)."""
+        if type(receiver) is not cst.Name:
+            return True
+        scope = self.ctx.scopes.binding_scope(receiver.value, place.scopes)
+        if scope is None or receiver.value not in scope.variables:
+            return True
+        flow = self.flow(scope.node)
+        if scope.node is place.scopes[-1]:
+            reaching = flow.reaching(receiver.value, flow.position(place.stack))
+        else:
+            index = place.scopes.index(scope.node) if scope.node in place.scopes else len(place.scopes) - 1
+            reaching = _seen_inside(flow, receiver.value, place.scopes[index + 1] if index + 1 < len(place.scopes) else None)
+        return all(type(binding.definition) in _IMPORTS for binding in reaching)
 
     def _unwrapped(self, wrapper: cst.BaseExpression, place: Place, depth: int, seen: frozenset) -> Optional[List[Origin]]:
         """For `model.module` (`._orig_mod`): the origins of the modules `model` wraps, when every value of `model`
