@@ -360,7 +360,7 @@ class Values:
                 return unknown
             given = syntax.keyword(call, name.value) or (syntax.positional(call, index) if index is not None else None)
             if given is not None:
-                found += self._follow(given.value, site, depth + 1, seen)
+                found += self._at(site)._follow(given.value, site, depth + 1, seen)
             elif param.default is not None:
                 found += self._follow(param.default, Place(self.ctx, scopes[:-1], function), depth + 1, seen)
             else:
@@ -376,8 +376,12 @@ class Values:
             if function.name.value != "__init__":
                 return self._method_calls_of(function, around)
             definition, around = around[-1], around[:-1]
+        elsewhere: List[Tuple[cst.Call, Place]] = []
         if not self._only_called_here(definition, around):
-            return []
+            found = self._calls_elsewhere(definition, around)
+            if found is None:
+                return []
+            elsewhere = found
         name = definition.name.value
         uses = self._name_uses_of_file()
         sites = []
@@ -387,7 +391,24 @@ class Values:
             if scope is None or scope.node is not around[-1]:
                 return []
             sites.append((call, Place(self.ctx, scopes, statement)))
-        return sites
+        return sites + elsewhere
+
+    def _calls_elsewhere(self, definition: cst.CSTNode, around: Tuple[cst.CSTNode, ...]) -> Optional[List[Tuple[cst.Call, Place]]]:
+        """The calls other project files make of the module-level function or class `definition`, when this file only
+        calls it by its name (`_uses_only_as_calls`) and every file that may import it is seen and only calls it
+        (`summaries.calls_from_importers`: `from trainer import train` then `train(model, loader)` in main.py); else
+        None."""
+        if type(around[-1]) is not cst.Module or self.ctx.file_kind in (FileKind.TEST, FileKind.NOTEBOOK):
+            return None
+        if not self._uses_only_as_calls(definition, around):
+            return None
+        # Imported here: the summaries build on the value model.
+        from torchlint.analysis.summaries import calls_from_importers
+
+        found = calls_from_importers(self.ctx, definition.name.value)
+        if found is None:
+            return None
+        return [(call, Place(there, scopes, statement)) for there, call, scopes, statement in found]
 
     def _method_calls_of(self, method: cst.FunctionDef, around: Tuple[cst.CSTNode, ...]) -> List[Tuple[cst.Call, Place]]:
         """Every call of `method`, a plain method of a class at the top of the module, through the class's instances
@@ -429,16 +450,22 @@ class Values:
                 return False
         elif type(around[-1]) is not cst.FunctionDef:
             return False
+        if not self._uses_only_as_calls(definition, around):
+            return False
+        return not at_top or kind is FileKind.NOTEBOOK or not self._imported_by_neighbours()
+
+    def _uses_only_as_calls(self, definition: cst.CSTNode, around: Tuple[cst.CSTNode, ...]) -> bool:
+        """This file binds the name of `definition` once, by it, and reads it only to call it (not passed, wrapped or
+        subclassed), and no decorator but torch's registers it anywhere."""
         for decorator in definition.decorators:
             # A registry's decorator (`@MODELS.register`, `@app.command`) hands the function to callers elsewhere;
             # torch's (`@torch.no_grad()`) only wrap it.
             target = decorator.decorator.func if type(decorator.decorator) is cst.Call else decorator.decorator
             if not (self.ctx.qualified_name(target, around) or "").startswith("torch."):
                 return False
+        name = definition.name.value
         uses = self._name_uses_of_file()
-        if name in uses.other or uses.definitions.get(name, 0) != 1:
-            return False
-        return not at_top or kind is FileKind.NOTEBOOK or not self._imported_by_neighbours()
+        return name not in uses.other and uses.definitions.get(name, 0) == 1
 
     def _runs_itself(self) -> bool:
         if self._program is None:
