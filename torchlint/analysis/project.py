@@ -159,6 +159,11 @@ class Project:
                 return True
         return False
 
+    def followed_into(self, ctx: "FileContext") -> bool:
+        """`ctx` is the context of a project file read for an import (`resolve`), not of a file being linted."""
+        module = self._modules.get(ctx.filename)
+        return module is not None and module.context is ctx
+
     def importers(self, path: str) -> Optional[List[str]]:
         """The other `.py` files of the folder of the project file `path` whose text has an import line naming its
         module (`import trainer`, `from trainer import train`), each read and recorded (`consulted`); None when a file this

@@ -9,7 +9,8 @@ here, have been made?" with a list of `Origin`s, found by following:
   into literal tuples, lists and dicts (and `dict(train=..., val=...)`), and loop
   targets into the items of those (`for phase, loader in loaders.items()`);
 - parameters to what every call of their function passes (`_parameter`), where every
-  call is one this file makes by the function's name (`_only_called_here`);
+  call is one this file makes by the function's name (`_only_called_here`), or one the
+  files of its folder that import it make (`_calls_elsewhere`);
 - identity wrappers (`Variable(x)`, `nn.DataParallel(model)`, DDP,
   `torch.compile(model)`) and the methods that return their module (`.to`,
   `.cuda`, `.train`, `.eval`, `.half`, ...): `model = model.cuda()` is the model;
@@ -396,9 +397,13 @@ class Values:
     def _calls_elsewhere(self, definition: cst.CSTNode, around: Tuple[cst.CSTNode, ...]) -> Optional[List[Tuple[cst.Call, Place]]]:
         """The calls other project files make of the module-level function or class `definition`, when this file only
         calls it by its name (`_uses_only_as_calls`) and every file that may import it is seen and only calls it
-        (`summaries.calls_from_importers`: `from trainer import train` then `train(model, loader)` in main.py); else
-        None."""
+        (`summaries.calls_from_importers`: `from trainer import train` then `train(model, loader)` in main.py), for
+        the file being linted; else None."""
         if type(around[-1]) is not cst.Module or self.ctx.file_kind in (FileKind.TEST, FileKind.NOTEBOOK):
+            return None
+        if PROJECT.followed_into(self.ctx):
+            # Reached from another file (main.py following `train(...)`), through one call whose arguments that file
+            # follows: joining every importer's calls here would mix theirs into that call's answer.
             return None
         if not self._uses_only_as_calls(definition, around):
             return None
