@@ -30,6 +30,7 @@ them: editing `model.py` re-lints `train.py`.
 from __future__ import annotations
 
 import os
+import re
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -166,6 +167,43 @@ class Project:
                 return True
         return False
 
+    def followed_into(self, ctx: "FileContext") -> bool:
+        """`ctx` is the context of a project file read for an import (`resolve`), not of a file being linted."""
+        module = self._modules.get(ctx.filename)
+        return module is not None and module.context is ctx
+
+    def importers(self, path: str) -> Optional[List[str]]:
+        """The other `.py` files of the folder of the project file `path` whose text has an import line naming its
+        module (`import trainer`, `from trainer import train`), each read and recorded (`consulted`); None when a file this
+        does not read could import it, as `locate` finds modules: `path` is in a package (any file above may import
+        it by a dotted path), a folder beside it is a package (its files find this folder's modules too), a notebook
+        is beside it, or the folder holds more than `_MAX_NEIGHBOURS` files."""
+        folder = self._folder_of(path)
+        listing = self._folders.listing(folder)
+        if "__init__.py" in listing or any(name.endswith(".ipynb") for name in listing):
+            return None
+        if any(is_folder and self._folders.listing(os.path.join(folder, name)).get("__init__.py") is False
+               for name, is_folder in listing.items()):
+            return None
+        names = self._folders.python_files(folder)
+        if len(names) > _MAX_NEIGHBOURS:
+            return None
+        stem = os.path.splitext(os.path.basename(path))[0]
+        # Any line of an import naming it (`import os, trainer`, `from trainer import train`): the parse decides.
+        pattern = re.compile(rb"\b(?:import|from)\b[^\n]*\b" + re.escape(stem.encode()) + rb"\b")
+        own = os.path.abspath(path)
+        found = []
+        for name in names:
+            other = os.path.join(folder, name)
+            if other == own:
+                continue
+            read = self.read(other)
+            if read is None:
+                return None  # unreadable or too large: what it calls is not known
+            if pattern.search(read[0]) is not None:
+                found.append(other)
+        return found
+
     def _located(self, importer: str, dotted: str) -> Optional[Tuple[str, str]]:
         key = (self._folder_of(importer), dotted)
         found = self._paths.get(key, _UNKNOWN)
@@ -263,6 +301,10 @@ class _Folders:
 
     def _is_file(self, folder: str, name: str) -> bool:
         return self._listing(folder).get(name) is False
+
+    def listing(self, folder: str) -> Dict[str, bool]:
+        """{entry name: is a folder} of `folder`, listed once; empty for a folder that does not exist."""
+        return self._listing(folder)
 
     def python_files(self, folder: str) -> List[str]:
         """The names of the `.py` files in `folder`, sorted."""

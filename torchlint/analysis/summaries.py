@@ -42,6 +42,7 @@ import libcst as cst
 
 from torchlint.analysis import syntax
 from torchlint.analysis.project import PROJECT
+from torchlint.analysis import values
 from torchlint.analysis.values import Values
 from torchlint.cache import SummaryStore
 from torchlint.engine import context
@@ -49,7 +50,7 @@ from torchlint.engine.callgraph import CallGraph
 # Filled by analysis/facts.py and the families' _facts.py, which the rules asking these questions import.
 from torchlint.engine.facts import RECOGNIZERS
 from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
-from torchlint.engine.walk import walk
+from torchlint.engine.walk import STATEMENT_TYPES, walk
 
 if TYPE_CHECKING:
     from torchlint.analysis.values import Origin
@@ -525,3 +526,114 @@ def _seen_from(importer: str, module: str, path: str) -> Optional[str]:
 
 # The engine's scopes ask this for the names a star import binds.
 context.STAR_IMPORTS = star_bindings
+
+
+# ---------------------------------------------------------------- calls from the files that import a module
+# A function's parameters hold what its calls pass (`Values._parameter`); for a module-level function or class that
+# other files of the project import, those calls are in the importers (`from trainer import train` in main.py). The
+# importers are the files of its folder that name its module in an import (`Project.importers`); each one's section
+# "imported-uses" says how it uses each import path it binds, so a file that only reads the name as a value is known
+# without its tree. The arguments themselves are followed in the importer's tree (`calls_from_importers`), as any
+# imported name is followed, so every question of the value model reads them unchanged.
+
+_IMPORTED_USES = "imported-uses"
+
+
+def calls_from_importers(ctx: "FileContext", name: str) -> Optional[List[Tuple["FileContext", cst.Call, Tuple[cst.CSTNode, ...], Optional[cst.CSTNode]]]]:
+    """Every call of the module-level name `name` of `ctx`'s file made in another project file: (that file's context,
+    the call, the scopes around it, its statement). None when some use there is not a call by the imported name
+    (passed, wrapped, rebound, reached through the module object `trainer` read alone, or a star import), when a
+    file that imports it could itself be imported for it (a module-level import of the name in a file another file
+    imports), or when the files that may import it are not all known (`Project.importers`)."""
+    own = os.path.abspath(ctx.filename)
+    importers = PROJECT.importers(ctx.filename)
+    if importers is None:
+        return None
+    sites = []
+    for path in importers:
+        uses = SUMMARIES.section(path, ctx.config, _IMPORTED_USES, _imported_uses)
+        if not isinstance(uses, dict):
+            return None  # does not parse: what it calls is not known
+        called = set()
+        for dotted, (calls, reads, at_top) in uses.items():
+            located = PROJECT.locate(path, dotted.lstrip("*"))
+            if located is None or located[0] != own or located[1] not in ("", name):
+                continue
+            if reads or dotted.startswith("*"):
+                return None
+            if at_top and PROJECT.importers(path) != []:
+                return None  # `from main import train` elsewhere would call it too
+            if calls:
+                called.add(dotted)
+        if called:
+            read = PROJECT.read(path)
+            module = PROJECT.parsed(path, read[0], read[1], ctx.config) if read is not None else None
+            if module is None:
+                return None
+            uses_there = _ImportUses(module.context)
+            sites += [(module.context, call, scopes, statement) for dotted, call, scopes, statement in uses_there.sites if dotted in called]
+    return sites
+
+
+def _imported_uses(ctx: "FileContext") -> Dict[str, Tuple[int, int, bool]]:
+    """What `ctx`'s file does with each import path it binds, including the attributes it reads of an imported module
+    (`trainer.train`): {path: (calls by it, other reads, bound at module level)}; a star import is `*path`, read."""
+    return _ImportUses(ctx).counts
+
+
+class _ImportUses:
+    """One walk of a file: each read of a name an import binds, counted by the import path it stands for."""
+
+    def __init__(self, ctx: "FileContext"):
+        self.counts: Dict[str, Tuple[int, int, bool]] = {}
+        self.sites: List[Tuple[str, cst.Call, Tuple[cst.CSTNode, ...], Optional[cst.CSTNode]]] = []
+        top = ctx.scopes.scope_of(ctx.module)
+        for path in ctx.scopes.star_imports():
+            self.counts["*" + path] = (0, 1, True)
+        stack: List[cst.CSTNode] = []
+        scope_nodes: List[cst.CSTNode] = []
+
+        def count(path: str, called: bool, local: str) -> None:
+            calls, reads, at_top = self.counts.get(path, (0, 0, False))
+            self.counts[path] = (calls + called, reads + (not called), at_top or top.imports.get(local) is not None)
+
+        def on_visit(node: cst.CSTNode) -> bool:
+            stack.append(node)
+            if type(node) in SCOPE_TYPES:
+                scope_nodes.append(node)
+            if type(node) is not cst.Name or len(stack) < 2 or type(stack[-2]) in _NOT_READ_PARENTS:
+                return type(node) not in (cst.Import, cst.ImportFrom)
+            parent = stack[-2]
+            if (type(parent) is cst.Attribute and parent.attr is node) or (type(parent) is cst.Arg and parent.keyword is node):
+                return True
+            scope = ctx.scopes.binding_scope(node.value, scope_nodes)
+            path = scope.imports.get(node.value) if scope is not None else None
+            if path is None:
+                return True
+            if node.value in scope.variables:  # rebound too (`train = wrap(train)`): not only called
+                count(path, False, node.value)
+                return True
+            used, called_node = path, node
+            if type(parent) is cst.Attribute and parent.value is node:
+                used, called_node = f"{path}.{parent.attr.value}", parent
+            caller = stack[-3] if called_node is parent and len(stack) >= 3 else parent
+            called = type(caller) is cst.Call and caller.func is called_node
+            count(used, called, node.value)
+            if called:
+                statement = next((item for item in reversed(stack) if type(item) in STATEMENT_TYPES), None)
+                self.sites.append((used, caller, tuple(scope_nodes), statement))
+            return True
+
+        def on_leave(node: cst.CSTNode) -> None:
+            stack.pop()
+            if scope_nodes and scope_nodes[-1] is node:
+                scope_nodes.pop()
+
+        walk(ctx.module, on_visit, on_leave)
+
+
+# Parents of a name that defines rather than reads it (an import's own names are not entered).
+_NOT_READ_PARENTS = (cst.FunctionDef, cst.ClassDef, cst.Param, cst.AsName, cst.NameItem)
+
+
+values.CALLS_FROM_IMPORTERS = calls_from_importers

@@ -9,7 +9,8 @@ here, have been made?" with a list of `Origin`s, found by following:
   into literal tuples, lists and dicts (and `dict(train=..., val=...)`), and loop
   targets into the items of those (`for phase, loader in loaders.items()`);
 - parameters to what every call of their function passes (`_parameter`), where every
-  call is one this file makes by the function's name (`_only_called_here`);
+  call is one this file makes by the function's name (`_only_called_here`), or one the
+  files of its folder that import it make (`_calls_elsewhere`);
 - identity wrappers (`Variable(x)`, `nn.DataParallel(model)`, DDP,
   `torch.compile(model)`) and the methods that return their module (`.to`,
   `.cuda`, `.train`, `.eval`, `.half`, ...): `model = model.cuda()` is the model;
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -44,10 +45,14 @@ from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.flow import Binding, Flow, scan
 from torchlint.analysis.project import PROJECT
 from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
-from torchlint.engine.walk import STATEMENT_TYPES, OwnScopeVisitor, child_nodes, statement_structure, walk, walk_visitor
+from torchlint.engine.walk import STATEMENT_TYPES, OwnScopeVisitor, child_nodes, statement_structure, walk_visitor
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
+
+# The calls other project files make of a module-level name of this file (`summaries.calls_from_importers`, which sets
+# this when it is imported): the summaries build on the value model, so the value model cannot import them.
+CALLS_FROM_IMPORTERS: Optional[Callable[["FileContext", str], Optional[List[Tuple["FileContext", cst.Call, Tuple[cst.CSTNode, ...], Optional[cst.CSTNode]]]]]] = None
 
 # Module methods that return the module itself (on tensors: a copy holding the same values, or a cast).
 RETURNING_SELF = frozenset({
@@ -74,6 +79,7 @@ _WRAPPER_LAST_PARTS = frozenset(name.rpartition(".")[2] for name in IDENTITY_WRA
 _WRAPPED_ATTRIBUTES = frozenset({"module", "_orig_mod"})
 _MAX_DEPTH = 6
 _CONSTANT_NAMES = frozenset({"None", "True", "False"})
+_IMPORTS = (cst.Import, cst.ImportFrom)
 _MISSING = syntax.MISSING
 # What the question being answered (`origins`, `imported`) has followed so far: (expression, statement, scope,
 # file, depth) -> its origins, for the answers no cycle cut short. A question reaches the same expressions by many paths (a registry of models, each built
@@ -308,8 +314,9 @@ class Values:
         scope = self.ctx.scopes.binding_scope(name.value, place.scopes)
         if scope is None:
             return [Origin(name, place, opaque=name.value not in _CONSTANT_NAMES)]
-        if name.value in scope.imports:
-            return self._imported(scope.imports[name.value], name, place, depth, seen)
+        imported = scope.imports.get(name.value)
+        if imported is not None and name.value not in scope.variables:
+            return self._imported(imported, name, place, depth, seen)
         index = place.scopes.index(scope.node) if scope.node in place.scopes else len(place.scopes) - 1
         scopes = place.scopes[: index + 1]
         flow = self.flow(scope.node)
@@ -319,7 +326,10 @@ class Values:
             reaching = _seen_inside(flow, name.value, place.scopes[index + 1] if index + 1 < len(place.scopes) else None)
         found: List[Origin] = []
         for binding in reaching:
-            if binding.definition is not None:
+            if imported is not None and type(binding.definition) in _IMPORTS:
+                # `import model` then `model = model.RNNModel(...)`: the module until the name is rebound.
+                found += self._imported(imported, name, place, depth, seen)
+            elif binding.definition is not None:
                 found.append(Origin(binding.definition, Place(self.ctx, scopes, binding.statement)))
             elif binding.value is None:
                 items = None
@@ -366,7 +376,7 @@ class Values:
                 return unknown
             given = syntax.keyword(call, name.value) or (syntax.positional(call, index) if index is not None else None)
             if given is not None:
-                found += self._follow(given.value, site, depth + 1, seen)
+                found += self._at(site)._follow(given.value, site, depth + 1, seen)
             elif param.default is not None:
                 found += self._follow(param.default, Place(self.ctx, scopes[:-1], function), depth + 1, seen)
             else:
@@ -382,8 +392,12 @@ class Values:
             if function.name.value != "__init__":
                 return self._method_calls_of(function, around)
             definition, around = around[-1], around[:-1]
+        elsewhere: List[Tuple[cst.Call, Place]] = []
         if not self._only_called_here(definition, around):
-            return []
+            found = self._calls_elsewhere(definition, around)
+            if found is None:
+                return []
+            elsewhere = found
         name = definition.name.value
         uses = self._name_uses_of_file()
         sites = []
@@ -393,7 +407,27 @@ class Values:
             if scope is None or scope.node is not around[-1]:
                 return []
             sites.append((call, Place(self.ctx, scopes, statement)))
-        return sites
+        return sites + elsewhere
+
+    def _calls_elsewhere(self, definition: cst.CSTNode, around: Tuple[cst.CSTNode, ...]) -> Optional[List[Tuple[cst.Call, Place]]]:
+        """The calls other project files make of the module-level function or class `definition`, when this file only
+        calls it by its name (`_uses_only_as_calls`) and every file that may import it is seen and only calls it
+        (`summaries.calls_from_importers`: `from trainer import train` then `train(model, loader)` in main.py), for
+        the file being linted; else None."""
+        if type(around[-1]) is not cst.Module or self.ctx.file_kind in (FileKind.TEST, FileKind.NOTEBOOK):
+            return None
+        if PROJECT.followed_into(self.ctx):
+            # Reached from another file (main.py following `train(...)`), through one call whose arguments that file
+            # follows: joining every importer's calls here would mix theirs into that call's answer.
+            return None
+        if not self._uses_only_as_calls(definition, around):
+            return None
+        if CALLS_FROM_IMPORTERS is None:
+            return None
+        found = CALLS_FROM_IMPORTERS(self.ctx, definition.name.value)
+        if found is None:
+            return None
+        return [(call, Place(there, scopes, statement)) for there, call, scopes, statement in found]
 
     def _method_calls_of(self, method: cst.FunctionDef, around: Tuple[cst.CSTNode, ...]) -> List[Tuple[cst.Call, Place]]:
         """Every call of `method`, a plain method of a class at the top of the module, through the class's instances
@@ -435,16 +469,22 @@ class Values:
                 return False
         elif type(around[-1]) is not cst.FunctionDef:
             return False
+        if not self._uses_only_as_calls(definition, around):
+            return False
+        return not at_top or kind is FileKind.NOTEBOOK or not self._imported_by_neighbours()
+
+    def _uses_only_as_calls(self, definition: cst.CSTNode, around: Tuple[cst.CSTNode, ...]) -> bool:
+        """This file binds the name of `definition` once, by it, and reads it only to call it (not passed, wrapped or
+        subclassed), and no decorator but torch's registers it anywhere."""
         for decorator in definition.decorators:
             # A registry's decorator (`@MODELS.register`, `@app.command`) hands the function to callers elsewhere;
             # torch's (`@torch.no_grad()`) only wrap it.
             target = decorator.decorator.func if type(decorator.decorator) is cst.Call else decorator.decorator
             if not (self.ctx.qualified_name(target, around) or "").startswith("torch."):
                 return False
+        name = definition.name.value
         uses = self._name_uses_of_file()
-        if name in uses.other or uses.definitions.get(name, 0) != 1:
-            return False
-        return not at_top or kind is FileKind.NOTEBOOK or not self._imported_by_neighbours()
+        return name not in uses.other and uses.definitions.get(name, 0) == 1
 
     def _runs_itself(self) -> bool:
         if self._program is None:
@@ -529,7 +569,7 @@ class Values:
 
     def _attribute(self, attribute: cst.Attribute, place: Place, depth: int, seen: frozenset) -> List[Origin]:
         path = self.import_path(attribute, place.scopes)
-        if path is not None:  # `utils.build` after `import utils`
+        if path is not None and self._still_the_module(attribute.value, place):  # `utils.build` after `import utils`
             return self._imported(path, attribute, place, depth, seen)
         receiver = attribute.value
         if attribute.attr.value in _WRAPPED_ATTRIBUTES:
@@ -548,6 +588,22 @@ class Values:
             if method is not None:
                 found += self._follow(value, Place(self.ctx, around + (model_class, method)), depth, seen)
         return found or [Origin(attribute, place)]
+
+    def _still_the_module(self, receiver: cst.BaseExpression, place: Place) -> bool:
+        """The imported name `receiver` holds the module at `place`: every binding of it that reaches there is the
+        import (`model.RNNModel` in `model = model.RNNModel(...)`, not `model.init_hidden` after it)."""
+        if type(receiver) is not cst.Name:
+            return True
+        scope = self.ctx.scopes.binding_scope(receiver.value, place.scopes)
+        if scope is None or receiver.value not in scope.variables:
+            return True
+        flow = self.flow(scope.node)
+        if scope.node is place.scopes[-1]:
+            reaching = flow.reaching(receiver.value, flow.position(place.stack))
+        else:
+            index = place.scopes.index(scope.node) if scope.node in place.scopes else len(place.scopes) - 1
+            reaching = _seen_inside(flow, receiver.value, place.scopes[index + 1] if index + 1 < len(place.scopes) else None)
+        return all(type(binding.definition) in _IMPORTS for binding in reaching)
 
     def _unwrapped(self, wrapper: cst.BaseExpression, place: Place, depth: int, seen: frozenset) -> Optional[List[Origin]]:
         """For `model.module` (`._orig_mod`): the origins of the modules `model` wraps, when every value of `model`
