@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -129,6 +129,8 @@ class TrainModeNotRestored(Rule):
         # id of a call that switches the mode or trains -> (its function's key, the `if` tests that hold it): whether
         # it runs, where the tests read values known at the loop (`_runs`)
         self.held_by: Dict[int, Tuple[str, Tuple[guards.Arm, ...]]] = {}
+        # id of a loop -> its function's flags (`_flags_at`), found when a test asks
+        self.flags: Dict[int, Dict[str, object]] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
         event = self.loops.observe(node)
@@ -165,12 +167,11 @@ class TrainModeNotRestored(Rule):
         for loop in self.loops.loops.values():
             if not self.loops.trains(loop):
                 continue
-            flags = self._flags_at(loop)
             for event, switches in self.loops.sites(loop, "sets-eval"):
                 if (
                     id(event.node) in reported or id(event.node) in self.shadow_evals or self._restores_train(event)
-                    or not any(self._runs(switch, event, flags) for switch in switches)
-                    or self._restored_before_training(loop, event, flags) or self._only_inferred_in(loop, event)
+                    or not any(self._runs(switch, event, loop) for switch in switches)
+                    or self._restored_before_training(loop, event) or self._only_inferred_in(loop, event)
                 ):
                     continue
                 reported.add(id(event.node))
@@ -179,7 +180,7 @@ class TrainModeNotRestored(Rule):
                 else:
                     self.report(event.node, self._through_call_message(event.node))
 
-    def _restored_before_training(self, loop: Loop, switch: Event, flags: Mapping[str, object]) -> bool:
+    def _restored_before_training(self, loop: Loop, switch: Event) -> bool:
         """Going on from `switch` in the loop body, and round to its top for the next iteration, a switch back to
         train mode comes before the next training step."""
         events = sorted(loop.events, key=lambda event: event.seq)
@@ -194,8 +195,8 @@ class TrainModeNotRestored(Rule):
         for event in following:
             if self._restores_train(event):
                 return True
-            if self._trains(event, flags):
-                return self._picks_own_mode(event, flags)
+            if self._trains(event, loop):
+                return self._picks_own_mode(event, loop)
         # A switch on the loop's last iteration only (`if i == len(loader) - 1:`) has no next step in this loop:
         # the loop around it, if any, is judged on its own.
         return last_iteration
@@ -242,11 +243,11 @@ class TrainModeNotRestored(Rule):
         walk(loop.node.body, on_visit, lambda node: stack.pop())
         return inferred
 
-    def _picks_own_mode(self, event: Event, flags: Mapping[str, object]) -> bool:
+    def _picks_own_mode(self, event: Event, loop: Loop) -> bool:
         """The event calls a training function that switches the mode itself before its first training step (a
         linear probe that trains in eval mode on purpose): the steps run in the mode it chose, whatever came before."""
         for own in self.function_events.get(event.callee, ()) if event.callee is not None else ():
-            if self._trains(own, flags):
+            if self._trains(own, loop):
                 return False
             if not _SWITCHES.isdisjoint(own.facts) and id(own.node) not in self.shadow_evals:
                 return True
@@ -260,23 +261,30 @@ class TrainModeNotRestored(Rule):
             self.ctx.callgraph.facts_of(event.callee, fact, depth=2) for fact in _SETS_TRAIN
         )
 
-    def _trains(self, event: Event, flags: Mapping[str, object]) -> bool:
+    def _trains(self, event: Event, loop: Loop) -> bool:
         """The event trains, itself or in the functions it calls, unless every training step it reaches sits under
         a test known to skip it (`run_epoch(..., mode="eval")` whose steps run `if mode == "train":`)."""
         if not _TRAINING.isdisjoint(event.facts):
-            return self._runs(event.node, event, flags)
+            return self._runs(event.node, event, loop)
         return event.callee is not None and any(
-            self._runs(node, event, flags) for fact in _TRAINING for node in self.ctx.callgraph.facts_of(event.callee, fact)
+            self._runs(node, event, loop) for fact in _TRAINING for node in self.ctx.callgraph.facts_of(event.callee, fact)
         )
 
-    def _runs(self, node: cst.CSTNode, event: Event, flags: Mapping[str, object]) -> bool:
+    def _runs(self, node: cst.CSTNode, event: Event, loop: Loop) -> bool:
         """`node`, reached through the loop's `event`, may run: no `if` holding it in its function is known to take
-        the other arm, given the flags set before the loop and, in the function `event` calls, the literals it
-        passes (a helper's `if self.is_test: self.net.eval()` while training sets `self.is_test = False`)."""
+        the other arm, given the flags set before the loop (in another function, those on `self` only: a plain
+        name there is another variable) and, in the function `event` calls, the literals it passes (a helper's
+        `if self.is_test: self.net.eval()` while training sets `self.is_test = False`)."""
         function, held_by = self.held_by.get(id(node), (None, ()))
         if not held_by:
             return True
-        known = dict(flags)
+        flags = self.flags.get(id(loop.node))
+        if flags is None:
+            flags = self.flags[id(loop.node)] = self._flags_at(loop)
+        if function == self.ctx.callgraph.current(loop.around).key:
+            known = dict(flags)
+        else:
+            known = {name: value for name, value in flags.items() if name.startswith("self.")}
         if function is not None and function == event.callee and type(event.node) is cst.Call:
             callee = self.ctx.callgraph.functions[function].node
             if type(callee) is cst.FunctionDef:
