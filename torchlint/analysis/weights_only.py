@@ -349,11 +349,12 @@ def _passed_for(
     return [(octx, argument, stack) for argument, (_, stack) in zip(given, calls)]
 
 
-def argument_for(call: cst.Call, function: cst.FunctionDef, name: str) -> Optional[cst.BaseExpression]:
+def argument_for(call: cst.Call, function: cst.FunctionDef, name: str, method: bool = False) -> Optional[cst.BaseExpression]:
     """What `call` of `function` passes for its parameter `name`; None for a call with `*args` or `**kwargs` or one
-    that leaves it to its default."""
+    that leaves it to its default. `method`: the call goes through an instance (`self.f(...)`), which fills the
+    first parameter."""
     params = function.params
-    positional = [param.name.value for param in list(params.posonly_params) + list(params.params)]
+    positional = [param.name.value for param in list(params.posonly_params) + list(params.params)][1 if method else 0:]
     if any(argument.star for argument in call.args):
         return None
     given = semantics.keyword(call, name) or (

@@ -39,10 +39,11 @@ Version = Tuple[int, ...]
 class ApiEntry:
     name: str
     kind: str
-    replacement: str
-    replacement_since: Version
     instead: str
     mechanical: bool
+    # Absent only for a removed name torch replaced with nothing of its own (`instead` says what to use).
+    replacement: Optional[str] = None
+    replacement_since: Optional[Version] = None
     deprecated_in: Optional[Version] = None
     removed_in: Optional[Version] = None
     rewrite: Optional[str] = None
@@ -73,8 +74,8 @@ def _entry(raw: dict) -> ApiEntry:
     return ApiEntry(
         name=raw["name"],
         kind=raw["kind"],
-        replacement=raw["replacement"],
-        replacement_since=parse_version(raw["replacement-since"]),
+        replacement=raw.get("replacement"),
+        replacement_since=version("replacement-since"),
         instead=raw["instead"],
         mechanical=raw["mechanical"],
         deprecated_in=version("deprecated-in"),

@@ -37,7 +37,10 @@ class OptimizerRebuiltInLoop(IterationRule):
     device); optimizers over tensors made in the loop (a new latent per sample); a
     construction under an `if` in the loop (rebuilt once, after unfreezing a backbone);
     `param_groups` learning-rate changes; a plain `SGD` without momentum rebuilt when no
-    scheduler is built on it (it keeps no state, so a new one steps the same).
+    scheduler is built on it (it keeps no state, so a new one steps the same); a loop
+    that never computes a gradient (no backward in it, in a function it calls, or in a
+    closure given to `step`): its steps change no parameter, as in a loop that records a
+    learning-rate schedule per setting with a fresh optimizer and scheduler each time.
 
     What it gives up: a function that builds its own optimizer and is called once per epoch
     (the loop is then in its caller), and optimizers built by helper functions
@@ -127,8 +130,23 @@ class OptimizerRebuiltInLoop(IterationRule):
         for construction, name, loop in self.built:
             if id(construction) in self.stateless and name not in self.scheduled:
                 continue  # a new plain SGD loses nothing: it has no state, and no schedule drives it
-            if self._steps(loop, name) and not self._fresh_each_time(construction, loop):
+            if self._steps(loop, name) and self._computes_gradients(loop) and not self._fresh_each_time(construction, loop):
                 self.report(construction)
+
+    def _computes_gradients(self, loop: Loop) -> bool:
+        """The loop runs a backward: in its body, in a same-module function it calls, in a project function, or in
+        the closure an optimizer step is given (LBFGS). Without one no parameter gets a gradient, the steps change
+        nothing, and a new optimizer loses nothing (a loop recording a learning-rate schedule per setting)."""
+        if self.iterations.loops.sites(loop, "backward", depth=2):
+            return True
+        for event in loop.events:
+            if type(event.node) is not cst.Call:
+                continue
+            if "optimizer-step" in event.facts and event.node.args:
+                return True
+            if "calls-project-function" in event.facts and project_call_shows(event.node, self.ctx, "backward"):
+                return True
+        return False
 
     def _steps(self, loop: Loop, name: str) -> bool:
         """The loop steps the optimizer bound to `name`: itself, or through a function it passes it to."""

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis import guards
 from torchlint.analysis.loops import Event, Loop, LoopIndex, is_accumulating_backward
 from torchlint.analysis.modules import MODULE_ROOTS, PARAMETER, STATELESS_LAYERS, ModuleClass, ModuleClasses
 from torchlint.analysis.values import Values
@@ -67,7 +68,14 @@ class TrainModeNotRestored(Rule):
     the project made only of such layers, parameters and numbers, whose code never reads
     `training` (checked on torch 2.13: each gives the same output in both modes). A
     layer the rule does not know (a library's model, a module passed in) keeps the
-    finding.
+    finding. Nor a switch or a training step under an `if` whose test is known to
+    skip it: a helper's `if self.is_test: self.net.eval()` when the training
+    function sets `self.is_test = False` before its loop (and nothing the loop runs
+    sets it again), or a shared train/eval function called in eval mode
+    (`run_epoch(..., mode="eval")` whose steps run only `if mode == "train":`): that
+    call is no training step, so a `model.train()` at the top of the epoch covers it.
+    Only literals are read (the call's arguments, the parameter's default, a flag set
+    to a literal); a test on anything else may run either arm.
 
     ## Why is this bad?
     `eval()` is a switch, not a scope. From the second epoch on, training runs with
@@ -118,6 +126,11 @@ class TrainModeNotRestored(Rule):
         self.shadow_evals: Set[int] = set()
         # function key -> its calls with facts or a same-module callee, in source order (`_picks_own_mode`)
         self.function_events: Dict[str, List[Event]] = {}
+        # id of a call that switches the mode or trains -> (its function's key, the `if` tests that hold it): whether
+        # it runs, where the tests read values known at the loop (`_runs`)
+        self.held_by: Dict[int, Tuple[str, Tuple[guards.Arm, ...]]] = {}
+        # id of a loop -> its function's flags (`_flags_at`), found when a test asks
+        self.flags: Dict[int, Dict[str, object]] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
         event = self.loops.observe(node)
@@ -129,6 +142,8 @@ class TrainModeNotRestored(Rule):
         if event.facts or event.callee:
             function = self.ctx.callgraph.current(self.ctx.scope_nodes, node).key
             self.function_events.setdefault(function, []).append(event)
+            if not event.facts.isdisjoint(_TRAINING | _SWITCHES):
+                self.held_by[id(node)] = (function, guards.arms(self.ctx.stack))
 
     def _is_shadow_copy(self, model: Optional[cst.BaseExpression]) -> bool:
         """A deep copy or an averaged model (EMA, SWA), or what such a wrapper holds (`self.ema.ema_model`): the
@@ -152,9 +167,10 @@ class TrainModeNotRestored(Rule):
         for loop in self.loops.loops.values():
             if not self.loops.trains(loop):
                 continue
-            for event, _ in self.loops.sites(loop, "sets-eval"):
+            for event, switches in self.loops.sites(loop, "sets-eval"):
                 if (
                     id(event.node) in reported or id(event.node) in self.shadow_evals or self._restores_train(event)
+                    or not any(self._runs(switch, event, loop) for switch in switches)
                     or self._restored_before_training(loop, event) or self._only_inferred_in(loop, event)
                 ):
                     continue
@@ -179,8 +195,8 @@ class TrainModeNotRestored(Rule):
         for event in following:
             if self._restores_train(event):
                 return True
-            if self._trains(event):
-                return self._picks_own_mode(event)
+            if self._trains(event, loop):
+                return self._picks_own_mode(event, loop)
         # A switch on the loop's last iteration only (`if i == len(loader) - 1:`) has no next step in this loop:
         # the loop around it, if any, is judged on its own.
         return last_iteration
@@ -227,11 +243,11 @@ class TrainModeNotRestored(Rule):
         walk(loop.node.body, on_visit, lambda node: stack.pop())
         return inferred
 
-    def _picks_own_mode(self, event: Event) -> bool:
+    def _picks_own_mode(self, event: Event, loop: Loop) -> bool:
         """The event calls a training function that switches the mode itself before its first training step (a
         linear probe that trains in eval mode on purpose): the steps run in the mode it chose, whatever came before."""
         for own in self.function_events.get(event.callee, ()) if event.callee is not None else ():
-            if self._trains(own):
+            if self._trains(own, loop):
                 return False
             if not _SWITCHES.isdisjoint(own.facts) and id(own.node) not in self.shadow_evals:
                 return True
@@ -245,10 +261,54 @@ class TrainModeNotRestored(Rule):
             self.ctx.callgraph.facts_of(event.callee, fact, depth=2) for fact in _SETS_TRAIN
         )
 
-    def _trains(self, event: Event) -> bool:
+    def _trains(self, event: Event, loop: Loop) -> bool:
+        """The event trains, itself or in the functions it calls, unless every training step it reaches sits under
+        a test known to skip it (`run_epoch(..., mode="eval")` whose steps run `if mode == "train":`)."""
         if not _TRAINING.isdisjoint(event.facts):
+            return self._runs(event.node, event, loop)
+        return event.callee is not None and any(
+            self._runs(node, event, loop) for fact in _TRAINING for node in self.ctx.callgraph.facts_of(event.callee, fact)
+        )
+
+    def _runs(self, node: cst.CSTNode, event: Event, loop: Loop) -> bool:
+        """`node`, reached through the loop's `event`, may run: no `if` holding it in its function is known to take
+        the other arm, given the flags set before the loop (in another function, those on `self` only: a plain
+        name there is another variable) and, in the function `event` calls, the literals it passes (a helper's
+        `if self.is_test: self.net.eval()` while training sets `self.is_test = False`)."""
+        function, held_by = self.held_by.get(id(node), (None, ()))
+        if not held_by:
             return True
-        return event.callee is not None and any(self.ctx.callgraph.facts_of(event.callee, fact) for fact in _TRAINING)
+        flags = self.flags.get(id(loop.node))
+        if flags is None:
+            flags = self.flags[id(loop.node)] = self._flags_at(loop)
+        if function == self.ctx.callgraph.current(loop.around).key:
+            known = dict(flags)
+        else:
+            known = {name: value for name, value in flags.items() if name.startswith("self.")}
+        if function is not None and function == event.callee and type(event.node) is cst.Call:
+            callee = self.ctx.callgraph.functions[function].node
+            if type(callee) is cst.FunctionDef:
+                method = type(event.node.func) is cst.Attribute
+                known.update(guards.literal_arguments(event.node, callee, method))
+        return not guards.skipped(held_by, known)
+
+    def _flags_at(self, loop: Loop) -> Dict[str, object]:
+        """The names and attributes set to a literal before the loop, in its function (`self.is_test = False`), that
+        neither the loop nor a function it calls sets again."""
+        path = list(loop.around)
+        start = max((index for index, node in enumerate(path) if type(node) is cst.FunctionDef), default=0)
+        flags = guards.literal_flags_before(path[start:])
+        if not flags:
+            return flags
+        callees = {event.callee for event in loop.events if event.callee is not None}
+        bodies = [loop.node] + [
+            function.node for callee in callees for function in self.ctx.callgraph.reachable(callee, depth=2)
+            if function.node is not None
+        ]
+        for body in bodies:
+            for name in guards.assigned_among(body, flags):
+                del flags[name]
+        return flags
 
     def _direct_message(self, call: cst.Call) -> str:
         return self.message.replace("`eval()`", f"`{self.ctx.code(call)}`", 1)

@@ -1,12 +1,13 @@
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.conversions import Conversion, conversion
 from torchlint.analysis.devices import names_device
+from torchlint.analysis.loops import loop_nodes
 from torchlint.analysis.steps import in_a_step_loop, per_step_function
-from torchlint.analysis.values import IDENTITY_WRAPPERS
+from torchlint.analysis.values import IDENTITY_WRAPPERS, Values
 from torchlint.finding import Fix
 from torchlint.fixes.rewrites import code_in_place, with_keywords
 from torchlint.rules.base import Rule
@@ -16,10 +17,8 @@ from torchlint.rules.triggers import attributes, words
 RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm"})
 # Factories whose values do not depend on the dtype they are computed in.
 EXACT_FACTORIES = frozenset({"zeros", "ones", "empty", "eye"})
-FACTORIES = frozenset(
-    f"torch.{name}"
-    for name in RANDOM_FACTORIES | EXACT_FACTORIES | {"full", "arange", "linspace", "logspace"}
-)
+FACTORY_NAMES = RANDOM_FACTORIES | EXACT_FACTORIES | {"full", "arange", "linspace", "logspace"}
+FACTORIES = frozenset(f"torch.{name}" for name in FACTORY_NAMES)
 # The methods that can move a tensor to a device (`.type(torch.cuda.FloatTensor)` too).
 _MOVING_METHODS = frozenset({"cuda", "cpu", "to", "type"})
 
@@ -39,7 +38,10 @@ class FactoryThenMove(Rule):
     Flags a tensor factory (`torch.zeros/ones/empty/full/rand/randn/randint/arange/
     linspace/logspace/eye`) without `device=` whose result goes straight into
     `.to(device)` or `.cuda()`, also through `torch.autograd.Variable(...)`, which
-    returns its argument (`Variable(torch.ones(n)).cuda()`), where it runs every
+    returns its argument (`Variable(torch.ones(n)).cuda()`), or through a variable
+    that nothing else reads, assigned and moved in the same run of the same function
+    (`hidden = torch.zeros(...)` ... `return hidden.to(device)`; reported at the
+    factory, without a fix), where it runs every
     step: in the body of a loop, or in a function run once per step. Those are a
     `forward`, a `*_step` (`training_step`) or a function whose name says step,
     forward or iteration; a function named for training (`train`, `train_batch`)
@@ -64,7 +66,9 @@ class FactoryThenMove(Rule):
     range(k)]` builds a list once); state made on first use under `if len(state) == 0:`,
     `if not state:`, `if x is None:` or `if key not in cache:` (an optimizer's `step()`
     initialising its buffers); loops in test files (`test_*.py`, `tests/`),
-    which repeat a test once per parameter. Factories already given `device=`;
+    which repeat a test once per parameter. A variable holding a factory's result
+    that is read besides its move (the host tensor is used), or made before the loop
+    that moves it (TL310's loop-invariant transfer). Factories already given `device=`;
     `*_like` factories (they inherit the device of their argument); factories with
     `requires_grad=True`, left to TL104 (the move also makes the result a
     non-leaf).
@@ -107,8 +111,8 @@ class FactoryThenMove(Rule):
     name = "factory-then-move"
     # Only a move (`.cuda()`, `.to()`, `.type()`) chained on a torch factory is reported, and the factory's name
     # (the last part of `torch.<factory>`) is written however torch is imported.
-    triggers = words(*(factory.rsplit(".", 1)[-1] for factory in FACTORIES)) & attributes(*_MOVING_METHODS)
-    call_parts = _MOVING_METHODS
+    triggers = words(*FACTORY_NAMES) & attributes(*_MOVING_METHODS)
+    call_parts = _MOVING_METHODS | FACTORY_NAMES  # the factories: where a variable's factory runs (`_named_move`)
     fix_safety = "safe or unsafe"
     uses_callgraph = True
     message = (
@@ -137,10 +141,22 @@ class FactoryThenMove(Rule):
         # Each move of a new factory result, with what its fix needs and the stack at it. The fix is made in `finish`,
         # for the moves reported only: it costs the position of the call in the file.
         self.moves: List[Tuple[cst.Call, _Factory, Conversion, bool, Tuple[cst.CSTNode, ...]]] = []
+        # id of each call that may be a factory -> the stack at it: where a variable's factory runs (`_named_move`)
+        self.factory_stacks: Dict[int, Tuple[cst.CSTNode, ...]] = {}
+        # A factory bound to a variable that only a move reads (`hidden = torch.zeros(...)` ...
+        # `return hidden.to(device)`), with the stacks at the factory and at the move.
+        self.named_moves: List[Tuple[cst.Call, Tuple[cst.CSTNode, ...], Tuple[cst.CSTNode, ...]]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if type(func) is not cst.Attribute or func.attr.value not in _MOVING_METHODS or type(func.value) is not cst.Call:
+        if semantics.terminal_name(func) in FACTORY_NAMES:
+            self.factory_stacks[id(node)] = tuple(self.ctx.stack)
+        if type(func) is not cst.Attribute or func.attr.value not in _MOVING_METHODS:
+            return
+        if type(func.value) is cst.Name:
+            self._named_move(node, func.value)
+            return
+        if type(func.value) is not cst.Call:
             return
         factory, wrappers = self._unwrapped(func.value)
         if factory is None or not self.ctx.qualified_name_in(factory.func, FACTORIES):
@@ -165,6 +181,35 @@ class FactoryThenMove(Rule):
                 continue
             if in_a_step_loop(self.ctx, stack) or per_step_function(self.ctx, stack):
                 self.report(call, fix=self._fix(factory, move, fixable, stack))
+        for factory_call, made_at, stack in self.named_moves:
+            if not _lazily_initialised(made_at) and (in_a_step_loop(self.ctx, stack) or per_step_function(self.ctx, stack)):
+                self.report(factory_call)  # no fix: the factory and the move are two places
+
+    def _named_move(self, node: cst.Call, name: cst.Name) -> None:
+        """`name.to(device)` where `name` holds a factory's result made in the same run of the same function (the
+        same loops around both) and nothing else reads it: the same copy as `torch.zeros(...).to(device)` (an
+        `init_hidden` that builds its states, then returns them moved)."""
+        values = Values.of(self.ctx).assigned_here(name)
+        made_at = self.factory_stacks.get(id(values[0])) if len(values) == 1 else None
+        if made_at is None:
+            return
+        factory = values[0]
+        if (
+            not self.ctx.qualified_name_in(factory.func, FACTORIES, made_at) or semantics.keyword(factory, "device") is not None
+            or semantics.has_star_kwargs(factory) or _requires_grad(factory) is not False
+        ):
+            return
+        move = conversion(node, self.ctx)
+        if move is None or not move.moves or move.to_host:
+            return
+        stack = tuple(self.ctx.stack)
+        function = _innermost_function(stack)
+        if function is not _innermost_function(made_at) or not _same_nodes(loop_nodes(stack), loop_nodes(made_at)):
+            return
+        mentions = _Mentions(name.value)
+        (function or self.ctx.module).visit(mentions)
+        if mentions.count == 2:  # the assignment's target and the move
+            self.named_moves.append((factory, made_at, stack))
 
     def _unwrapped(self, expr: cst.Call) -> Tuple[Optional[cst.Call], Tuple[cst.Call, ...]]:
         """The call inside `Variable(...)` wrappers (they return their argument), and the wrappers, outermost first."""
@@ -254,3 +299,32 @@ def _checks_first_use(test: cst.BaseExpression) -> bool:
         return True
     is_len = type(test.left) is cst.Call and type(test.left.func) is cst.Name and test.left.func.value == "len"
     return is_len and operator is cst.Equal and type(right) is cst.Integer and right.value == "0"
+
+
+def _innermost_function(stack) -> Optional[cst.FunctionDef]:
+    return next((node for node in reversed(stack[:-1]) if type(node) is cst.FunctionDef), None)
+
+
+def _same_nodes(first: List[cst.CSTNode], second: List[cst.CSTNode]) -> bool:
+    return len(first) == len(second) and all(one is other for one, other in zip(first, second))
+
+
+class _Mentions(cst.CSTVisitor):
+    """How many times a variable's name is written in a piece of code (read or bound; not as an attribute's or a
+    keyword's name)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.count = 0
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.name:
+            self.count += 1
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False

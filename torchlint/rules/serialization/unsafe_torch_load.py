@@ -1,5 +1,5 @@
 import re
-from typing import List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -21,6 +21,10 @@ _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 # pytest's fixtures that give a private temporary directory.
 _TEMPORARY_FIXTURES = frozenset({"tmp_path", "tmp_path_factory", "tmpdir", "tmpdir_factory"})
 _DELIBERATE_TEST = re.compile(r"weights_only|trust|safe", re.IGNORECASE)
+_LOOPS = (cst.For, cst.While)
+# Where a `torch.save` sits, innermost first within its function: ("if", id of the `if`, True for its body) for each
+# `if` arm, ("loop", id of the loop, False) for each loop body.
+_Place = Tuple[Tuple[str, int, bool], ...]
 
 
 class UnsafeTorchLoad(Rule):
@@ -44,7 +48,13 @@ class UnsafeTorchLoad(Rule):
       (the same expression: `torch.save(obj, buffer)` ... `torch.load(buffer)`,
       a deep copy or a checkpoint in a private temporary directory), and did not
       assign that variable since, so it reads back only what it wrote; a file
-      another process could swap in between is not considered;
+      another process could swap in between is not considered. The save must
+      run before the load on its path: one in the other arm of an `if`
+      (`if not exists(p): torch.save(x, p)` / `else: x = torch.load(p)`), or
+      under an `if` the load is not under, leaves the load reading a file an
+      earlier run (or anyone) wrote, and the load is reported; a save under an
+      `if` in a loop's body counts for a load after the loop (the best model
+      saved during the epochs);
     - the file is a test's parameter named after a pytest fixture of the same file that
       writes it with `torch.save` into pytest's temporary directory (`tmp_path`,
       `tmp_path_factory`, `tmpdir`): the test reads back its own checkpoint;
@@ -114,8 +124,8 @@ class UnsafeTorchLoad(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        # (function, code of the file argument) for each `torch.save`, in source order
-        self.saved: Set[Tuple[Optional[int], str]] = set()
+        # (function, code of the file argument) -> where each `torch.save` to it sits (`_place`)
+        self.saved: Dict[Tuple[Optional[int], str], List[_Place]] = {}
         # `try` statements whose body loads with `weights_only`
         self.tries_passing_weights_only: Set[int] = set()
         # ids of the functions that call `torch.save`
@@ -130,7 +140,7 @@ class UnsafeTorchLoad(Rule):
             target = semantics.keyword(node, "f") or semantics.positional(node, 1)
             if target is not None:
                 key = self._file_key(target.value)
-                self.saved.add(key)
+                self.saved.setdefault(key, []).append(_place(self.ctx.stack))
                 self.saving_functions.add(key[0])
             return
         if name not in TORCH_LOAD:
@@ -172,15 +182,22 @@ class UnsafeTorchLoad(Rule):
             return
         for target in node.targets:
             if isinstance(target.target, cst.Name):
-                self.saved.discard(self._file_key(target.target))
+                self.saved.pop(self._file_key(target.target), None)
 
     def _file_key(self, file: cst.BaseExpression) -> Tuple[Optional[int], str]:
         function = self.ctx.enclosing(cst.FunctionDef, cst.Lambda)
         return (id(function) if function is not None else None, syntax.expression_key(self.ctx.code(file)))
 
     def _reads_back_own_save(self, node: cst.Call) -> bool:
+        """An earlier save to the same file runs whenever the load does: every `if` arm holding the save holds the
+        load, up to a loop the load is not in (`if acc > best: torch.save(...)` in the epochs, the best model
+        loaded after them). A save in the other arm (`if not exists(p): torch.save(x, p)` / `else: torch.load(p)`)
+        or under an `if` the load is not under leaves the load reading a file written by anyone."""
         source = semantics.keyword(node, "f") or semantics.positional(node, 0)
-        return source is not None and self._file_key(source.value) in self.saved
+        if source is None:
+            return False
+        around = {(kind, node_id, arm) for kind, node_id, arm in _place(self.ctx.stack)}
+        return any(_runs_before(place, around) for place in self.saved.get(self._file_key(source.value), ()))
 
     def _temporary_fixture_read(self, node: cst.Call) -> Optional[cst.FunctionDef]:
         """The pytest fixture of the module, given a temporary-directory fixture, whose value the load reads: the
@@ -240,3 +257,24 @@ class UnsafeTorchLoad(Rule):
             if isinstance(ancestor, (cst.If, cst.IfExp)) and _DELIBERATE_TEST.search(self.ctx.code(ancestor.test)):
                 return True
         return False
+
+
+def _place(stack: Sequence[cst.CSTNode]) -> _Place:
+    found = []
+    for parent, child in zip(reversed(stack[:-1]), reversed(stack)):
+        if isinstance(parent, _SCOPES):
+            break
+        if isinstance(parent, (cst.If, cst.IfExp)) and child is not parent.test:
+            found.append(("if", id(parent), child is parent.body))
+        elif isinstance(parent, _LOOPS) and child is parent.body:
+            found.append(("loop", id(parent), False))
+    return tuple(found)
+
+
+def _runs_before(save: _Place, load: Set[Tuple[str, int, bool]]) -> bool:
+    """Each `if` arm holding the save holds the load, from the function down to a loop that does not hold the load
+    (an iteration has saved by the time the loop is done)."""
+    for entry in reversed(save):
+        if entry not in load:
+            return entry[0] == "loop"
+    return True

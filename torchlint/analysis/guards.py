@@ -1,0 +1,165 @@
+"""Whether code under an `if` runs, when its test reads values known where the code is reached.
+
+Two sources of known values: the literal arguments of the call that runs a function (`run_epoch(...,
+mode="eval")` against its `if mode == "train":`), and the flags a function sets to a literal before its loop
+(`self.is_test = False` against `if self.is_test:` in a helper the loop calls). A test that reads anything else
+is unknown, and code under it may run.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Callable, Collection, Dict, Iterator, Mapping, Optional, Sequence, Set, Tuple
+
+import libcst as cst
+
+from torchlint.analysis import syntax
+from torchlint.analysis.loops import FUNCTION_BOUNDARIES
+from torchlint.analysis.weights_only import argument_for
+from torchlint.engine.scopes import dotted_name
+
+# An `if` test (or an `a if c else b` condition) and the arm that holds the code: True for the body.
+Arm = Tuple[cst.BaseExpression, bool]
+
+_COMPARISONS: Dict[type, Callable[[object, object], bool]] = {
+    cst.Equal: operator.eq, cst.NotEqual: operator.ne, cst.Is: operator.is_, cst.IsNot: operator.is_not,
+    cst.In: lambda left, right: left in right, cst.NotIn: lambda left, right: left not in right,
+}
+_UNKNOWN = syntax.MISSING
+
+
+def arms(stack: Sequence[cst.CSTNode]) -> Tuple[Arm, ...]:
+    """The tests that hold the innermost point of `stack` within its function, innermost first, each with its arm."""
+    found = []
+    for index in range(len(stack) - 2, -1, -1):
+        node = stack[index]
+        if type(node) in FUNCTION_BOUNDARIES:
+            break
+        if type(node) is cst.If or type(node) is cst.IfExp:
+            inner = stack[index + 1]
+            if inner is node.test:
+                continue  # the test itself runs whichever arm follows
+            found.append((node.test, inner is node.body))
+    return tuple(found)
+
+
+def skipped(held_by: Sequence[Arm], known: Mapping[str, object]) -> bool:
+    """Some test holding the code is known to pick the other arm."""
+    for test, arm in held_by:
+        value = truth(test, known)
+        if value is not None and value is not arm:
+            return True
+    return False
+
+
+def truth(test: cst.BaseExpression, known: Mapping[str, object]) -> Optional[bool]:
+    """The truth of `test` when the dotted names in `known` hold their values; None when it reads anything else."""
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        inner = truth(test.expression, known)
+        return None if inner is None else not inner
+    if type(test) is cst.BooleanOperation:
+        left, right = truth(test.left, known), truth(test.right, known)
+        if type(test.operator) is cst.And:
+            return False if False in (left, right) else (True if left and right else None)
+        return True if True in (left, right) else (False if left is False and right is False else None)
+    if type(test) is cst.Comparison:
+        left = _value(test.left, known)
+        for comparison in test.comparisons:
+            right = _value(comparison.comparator, known)
+            compare = _COMPARISONS.get(type(comparison.operator))
+            if left is _UNKNOWN or right is _UNKNOWN or compare is None:
+                return None
+            try:
+                if not compare(left, right):
+                    return False
+            except TypeError:  # `"a" in 3`: the program would raise; nothing is known
+                return None
+            left = right
+        return True
+    value = _value(test, known)
+    return None if value is _UNKNOWN else bool(value)
+
+
+def _value(expr: cst.BaseExpression, known: Mapping[str, object]):
+    name = dotted_name(expr) if type(expr) in (cst.Name, cst.Attribute) else None
+    if name is not None and name in known:
+        return known[name]
+    return syntax.literal(expr, _UNKNOWN)
+
+
+def literal_arguments(call: cst.Call, function: cst.FunctionDef, method: bool) -> Dict[str, object]:
+    """Parameter name -> the literal `call` passes for it, or the parameter's literal default when it passes
+    nothing. `method`: the call goes through an instance (`self.f(...)`), which fills the first parameter."""
+    if any(argument.star for argument in call.args):
+        return {}
+    params = function.params
+    found = {}
+    for param in (list(params.posonly_params) + list(params.params))[1 if method else 0:] + list(params.kwonly_params):
+        given = argument_for(call, function, param.name.value, method)
+        value = syntax.literal(given if given is not None else param.default, _UNKNOWN)
+        if value is not _UNKNOWN:
+            found[param.name.value] = value
+    return found
+
+
+def literal_flags_before(statement_path: Sequence[cst.CSTNode]) -> Dict[str, object]:
+    """Dotted name -> the literal it is set to by the plain assignments (`self.is_test = False`) that run before
+    the last of `statement_path` in the same blocks: `statement_path` holds the nodes from a function down to a
+    statement in it, outermost first. The last assignment of a name wins."""
+    found: Dict[str, object] = {}
+    for block, inner in zip(statement_path, statement_path[1:]):
+        body = getattr(block, "body", None)
+        if type(block) not in (cst.IndentedBlock, cst.Module) or not isinstance(body, (list, tuple)):
+            continue
+        for statement in body:
+            if statement is inner:
+                break
+            for target, value in _plain_assignments(statement):
+                found[target] = value
+    return found
+
+
+def _plain_assignments(statement: cst.CSTNode) -> Iterator[Tuple[str, object]]:
+    if type(statement) is not cst.SimpleStatementLine:
+        return
+    for small in statement.body:
+        if type(small) is cst.Assign:
+            value = syntax.literal(small.value, _UNKNOWN)
+            for target in small.targets:
+                name = dotted_name(target.target) if type(target.target) in (cst.Name, cst.Attribute) else None
+                if name is not None and value is not _UNKNOWN:
+                    yield name, value
+
+
+def assigned_among(node: cst.CSTNode, names: Collection[str]) -> Set[str]:
+    """Those of the dotted `names` that something in `node` binds (an assignment, augmented or annotated, a loop or
+    `with` target)."""
+    found: Set[str] = set()
+
+    class _Targets(cst.CSTVisitor):
+        def _note(self, target: cst.BaseExpression) -> None:
+            if type(target) in (cst.Name, cst.Attribute):
+                name = dotted_name(target)
+                if name in names:
+                    found.add(name)
+            elif type(target) in (cst.Tuple, cst.List):
+                for element in target.elements:
+                    self._note(element.value)
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            self._note(node.target)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            self._note(node.target)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            self._note(node.target)
+
+        def visit_For(self, node: cst.For) -> None:
+            self._note(node.target)
+
+        def visit_AsName(self, node: cst.AsName) -> None:
+            self._note(node.name)
+
+    node.visit(_Targets())
+    return found
