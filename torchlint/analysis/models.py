@@ -81,7 +81,11 @@ class Models:
         qualified = self.ctx.qualified_name(value.func, stack)
         if qualified in IDENTITY_WRAPPERS:  # `nn.DataParallel(model)`, `torch.compile(Net())`: the model it wraps
             wrapped = semantics.positional(value, 0) or semantics.keyword(value, "module")
-            return self._built_as_model(wrapped.value, stack) if wrapped is not None else None
+            verdict = self._built_as_model(wrapped.value, stack) if wrapped is not None else None
+            # A `DataParallel` of something unknown is a module still (of a loss, not a model).
+            return True if verdict is None and qualified in MODULE_WRAPPERS else verdict
+        if picked_from_model_package(value, self.ctx, stack) is not None:
+            return True
         if qualified is not None:
             if is_loss_module(qualified):
                 return False

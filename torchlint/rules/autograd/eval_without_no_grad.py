@@ -51,8 +51,9 @@ class EvalWithoutNoGrad(Rule):
     module calls the function under one.
 
     A forward is a call of a model: a value built from an `nn.Module` subclass of the
-    module, `nn.Sequential` or a model builder, or a name on which `.eval()`, `.train()`
-    or `.parameters()` is called. Not flagged: loops that call `.backward()` anywhere in
+    module, `nn.Sequential`, a model builder, a model picked by name from a package of
+    models (`models.__dict__[args.arch]()`) or an `nn.DataParallel` wrapper, or a name
+    on which `.eval()`, `.train()` or `.parameters()` is called. Not flagged: loops that call `.backward()` anywhere in
     their body (frozen feature extractors in training, attacks that need input
     gradients), loops whose body ends in an unconditional `break` (one batch, for a
     plot or a shape check), a loop over another model than the one put in eval mode
