@@ -40,8 +40,8 @@ class _Dynamic:
         return "DYNAMIC"
 
 
-DYNAMIC = _Dynamic()
-GradMode = Union[bool, _Dynamic, None]
+_DYNAMIC = _Dynamic()
+_GradMode = Union[bool, _Dynamic, None]
 
 
 def grad_mode_of(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> Optional[bool]:
@@ -70,7 +70,7 @@ def grad_enabled_at(stack: Sequence[cst.CSTNode], ctx: "FileContext") -> Optiona
     return mode if mode is True or mode is False else None
 
 
-def _reaching_grad_mode(stack: Sequence[cst.CSTNode], ctx: "FileContext") -> GradMode:
+def _reaching_grad_mode(stack: Sequence[cst.CSTNode], ctx: "FileContext") -> _GradMode:
     """What sets the grad mode at the innermost point of `stack`, read outward: in each block, the last
     `set_grad_enabled` statement before the point; at each `with`, its items; at the function, its decorators.
     A function body is not inside the regions around its definition, so the search stops there (None: nothing in
@@ -87,14 +87,14 @@ def _reaching_grad_mode(stack: Sequence[cst.CSTNode], ctx: "FileContext") -> Gra
                     return mode
             elif _repeats(node, inner) and switches.holds_one(node.body, stack[: index + 1]):
                 # A switch later in the loop's body: the next iteration starts in the mode it leaves.
-                return DYNAMIC
+                return _DYNAMIC
         if node_type is cst.With and inner is node.body:
             for item in reversed(node.items):
                 mode = grad_mode_of(item.item, ctx, stack[: index + 1])
                 if mode is not None:
                     return mode
                 if _is_dynamic_grad_mode(item.item, ctx, stack[: index + 1]):
-                    return DYNAMIC
+                    return _DYNAMIC
         elif node_type in FUNCTION_BOUNDARIES:
             if node_type is cst.FunctionDef and inner is node.body:
                 for decorator in node.decorators:
@@ -123,10 +123,10 @@ class _GradSwitches:
     def __init__(self, ctx: "FileContext"):
         self.ctx = ctx
         self.present = "set_grad_enabled" in ctx.text
-        self._blocks: Dict[int, Tuple[Dict[int, int], List[Tuple[int, GradMode]]]] = {}
+        self._blocks: Dict[int, Tuple[Dict[int, int], List[Tuple[int, _GradMode]]]] = {}
         self._holds: Dict[int, bool] = {}
 
-    def before(self, block: cst.CSTNode, inner: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> GradMode:
+    def before(self, block: cst.CSTNode, inner: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> _GradMode:
         """The mode left by the last statement of `block` before `inner` that sets one (None: none does)."""
         if id(block) not in self._blocks:
             positions = {id(statement): position for position, statement in enumerate(block.body)}
@@ -155,7 +155,7 @@ class _GradSwitches:
             self._holds[id(statements)] = bool(found)
         return self._holds[id(statements)]
 
-    def _mode_after(self, statement: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> GradMode:
+    def _mode_after(self, statement: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> _GradMode:
         statement_type = type(statement)
         if statement_type is cst.Expr:
             return self._switch(statement, stack)
@@ -165,14 +165,14 @@ class _GradSwitches:
         if statement_type in FUNCTION_BOUNDARIES or not isinstance(statement, cst.BaseCompoundStatement):
             return None
         # A switch in a branch, loop or `try`: whether it ran is known only at runtime.
-        return DYNAMIC if self.holds_one(statement, stack) else None
+        return _DYNAMIC if self.holds_one(statement, stack) else None
 
-    def _switch(self, statement: cst.Expr, stack: Sequence[cst.CSTNode]) -> GradMode:
+    def _switch(self, statement: cst.Expr, stack: Sequence[cst.CSTNode]) -> _GradMode:
         call = statement.value
         if type(call) is not cst.Call or not self.ctx.qualified_name_in(call.func, SET_GRAD_ENABLED, stack):
             return None
         mode = grad_mode_of(call, self.ctx, stack)
-        return DYNAMIC if mode is None else mode
+        return _DYNAMIC if mode is None else mode
 
 
 def _is_dynamic_grad_mode(expr: cst.BaseExpression, ctx: "FileContext", stack) -> bool:
@@ -251,7 +251,7 @@ def grad_disabled_by_a_caller(function_key: str, ctx: "FileContext") -> Optional
 def under_dynamic_grad_mode(stack: Sequence[cst.CSTNode], ctx: "FileContext") -> bool:
     """Inside `with torch.set_grad_enabled(<not a literal>)` (or such a decorator) in the same function, or after a
     `set_grad_enabled` statement whose flag, or whether it ran, is known only at runtime."""
-    if _reaching_grad_mode(stack, ctx) is DYNAMIC:
+    if _reaching_grad_mode(stack, ctx) is _DYNAMIC:
         return True
     for index in range(len(stack) - 2, -1, -1):
         node = stack[index]
