@@ -8,13 +8,17 @@ imports (`import torch as T`, `from torch.utils.data import DataLoader as DL`).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, FrozenSet, Optional, Sequence
+from typing import TYPE_CHECKING, FrozenSet, Optional
 
 import libcst as cst
 
 from torchlint.analysis.values import Values
 from torchlint.engine.scopes import parameters, scope_nodes_of
-from torchlint.engine.walk import walk
+
+# Grad mode (what disables or sets it, and its value at a point) is analysis/grad_mode.py's; kept importable here.
+from torchlint.analysis.grad_mode import (  # noqa: F401
+    GRAD_DISABLING, GRAD_ENABLING, SET_GRAD_ENABLED, grad_enabled_at, grad_mode_of,
+)
 
 # The syntax helpers every rule uses, kept importable from here with the torch vocabulary.
 from torchlint.analysis.syntax import (  # noqa: F401
@@ -25,13 +29,6 @@ if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
 
 
-GRAD_DISABLING = frozenset({
-    "torch.no_grad", "torch.inference_mode",
-    "torch.autograd.no_grad", "torch.autograd.inference_mode",
-    "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode",
-})
-GRAD_ENABLING = frozenset({"torch.enable_grad", "torch.autograd.enable_grad", "torch.autograd.grad_mode.enable_grad"})
-SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled", "torch.autograd.grad_mode.set_grad_enabled"})
 DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 CLASS_INDEX_LOSS_MODULES = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.NLLLoss", "torch.nn.modules.loss.CrossEntropyLoss", "torch.nn.modules.loss.NLLLoss"})
 CLASS_INDEX_LOSS_FUNCTIONS = frozenset({"torch.nn.functional.cross_entropy", "torch.nn.functional.nll_loss"})
@@ -39,99 +36,6 @@ CLASS_INDEX_LOSSES = CLASS_INDEX_LOSS_MODULES | CLASS_INDEX_LOSS_FUNCTIONS
 FLOAT_DTYPES = frozenset({
     "torch.float", "torch.float32", "torch.double", "torch.float64", "torch.half", "torch.float16", "torch.bfloat16",
 })
-
-
-# ------------------------------------------------------------------ grad mode
-
-
-def grad_mode_of(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> Optional[bool]:
-    """False for a grad-disabling context/decorator expression, True for a grad-enabling one, else None."""
-    target = expr.func if isinstance(expr, cst.Call) else expr
-    name = ctx.qualified_name(target, stack)
-    if name in GRAD_DISABLING:
-        if name.endswith("inference_mode") and isinstance(expr, cst.Call):
-            mode = positional(expr, 0) or keyword(expr, "mode")
-            if mode is not None and literal(mode.value) is False:
-                return None
-        return False
-    if name in GRAD_ENABLING:
-        return True
-    if name in SET_GRAD_ENABLED and isinstance(expr, cst.Call):
-        mode = positional(expr, 0) or keyword(expr, "mode")
-        value = literal(mode.value) if mode is not None else MISSING
-        if value is True or value is False:
-            return value
-    return None
-
-
-def _is_dynamic_grad_mode(expr: cst.BaseExpression, ctx: "FileContext", stack) -> bool:
-    """`set_grad_enabled(flag)` with a flag only known at runtime: the mode below it is unknown."""
-    return isinstance(expr, cst.Call) and ctx.qualified_name_in(expr.func, SET_GRAD_ENABLED, stack)
-
-
-def _project_decorator_grad_mode(expr: cst.BaseExpression, ctx: "FileContext", stack) -> Optional[bool]:
-    """False for a decorator the project defines (in the file or a project file) around torch's grad-disabling ones
-    (yolov5's `@smart_inference_mode()`: `torch.inference_mode()(fn)`, or `torch.no_grad()` on older torch), when
-    nothing in it names a grad-enabling one or `set_grad_enabled`; else None."""
-    target = expr.func if type(expr) is cst.Call else expr
-    if type(target) not in (cst.Name, cst.Attribute):
-        return None
-    for origin in Values.of(ctx).origins(target, stack):
-        if type(origin.node) is cst.FunctionDef and not origin.opaque:
-            return origin.place.context.shared(_GradDecorators).mode(origin.node, origin.place.stack)
-    return None
-
-
-class _GradDecorators:
-    """Per file (`ctx.shared`): the grad mode each of its functions applies as a decorator, read once."""
-
-    def __init__(self, ctx: "FileContext"):
-        self.ctx = ctx
-        self._modes = {}
-
-    def mode(self, function: cst.FunctionDef, around: Sequence[cst.CSTNode]) -> Optional[bool]:
-        if id(function) not in self._modes:
-            stack = tuple(around) + (function,)
-            named = []
-
-            def on_visit(node: cst.CSTNode) -> bool:
-                if type(node) is cst.Name or type(node) is cst.Attribute:
-                    named.append(node)
-                return True
-
-            walk(function.body, on_visit, lambda node: None)
-            disabling = any(self.ctx.qualified_name_in(node, GRAD_DISABLING, stack) for node in named)
-            enabling = any(self.ctx.qualified_name_in(node, GRAD_ENABLING | SET_GRAD_ENABLED, stack) for node in named)
-            self._modes[id(function)] = False if disabling and not enabling else None
-        return self._modes[id(function)]
-
-
-def grad_enabled_at(stack: Sequence[cst.CSTNode], ctx: "FileContext") -> Optional[bool]:
-    """Grad mode at the innermost point of `stack` as far as the code shows: False, True, or None if unknown.
-
-    The innermost `with` region or decorated function decides; a function body is
-    not inside the regions around its definition, so the search stops there.
-    """
-    for index in range(len(stack) - 1, -1, -1):
-        node = stack[index]
-        node_type = type(node)
-        if node_type is cst.With and index + 1 < len(stack) and stack[index + 1] is node.body:
-            for item in reversed(node.items):
-                mode = grad_mode_of(item.item, ctx, stack[: index + 1])
-                if mode is not None:
-                    return mode
-                if _is_dynamic_grad_mode(item.item, ctx, stack[: index + 1]):
-                    return None
-        elif node_type is cst.FunctionDef or node_type is cst.Lambda or node_type is cst.ClassDef:
-            if node_type is cst.FunctionDef and index + 1 < len(stack) and stack[index + 1] is node.body:
-                for decorator in node.decorators:
-                    mode = grad_mode_of(decorator.decorator, ctx, stack[:index])
-                    if mode is None:
-                        mode = _project_decorator_grad_mode(decorator.decorator, ctx, stack[:index])
-                    if mode is not None:
-                        return mode
-            return None
-    return None
 
 
 # ------------------------------------------------------------------ data loading

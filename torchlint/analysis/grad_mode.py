@@ -1,20 +1,225 @@
-"""Where gradients are off or may be, and code that evaluates: a same-module caller under `no_grad`, a
-`set_grad_enabled` whose flag is known only at runtime, another library's context manager that sets the grad mode,
-a function named like an evaluation or switching a model to eval mode.
+"""Where gradients are off or may be, and code that evaluates.
+
+The grad mode at a point (`grad_enabled_at`): the innermost `no_grad`/`enable_grad`/`set_grad_enabled` region or
+decorator around it in its function, or a `torch.set_grad_enabled(flag)` statement before it in the same function,
+which switches the mode for the rest of the function (deeplab's `test()` starts with one). Also where the mode is
+set but known only at runtime, a same-module caller under `no_grad`, another library's context manager that sets
+the grad mode, a function named like an evaluation or switching a model to eval mode.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
 import libcst as cst
 
-from torchlint import semantics
 from torchlint.analysis.loops import FUNCTION_BOUNDARIES
+from torchlint.analysis.syntax import MISSING, keyword, literal, positional, terminal_name
+from torchlint.analysis.values import Values
+from torchlint.engine.walk import statement_structure, walk
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
+
+
+GRAD_DISABLING = frozenset({
+    "torch.no_grad", "torch.inference_mode",
+    "torch.autograd.no_grad", "torch.autograd.inference_mode",
+    "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode",
+})
+GRAD_ENABLING = frozenset({"torch.enable_grad", "torch.autograd.enable_grad", "torch.autograd.grad_mode.enable_grad"})
+SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled", "torch.autograd.grad_mode.set_grad_enabled"})
+
+
+class _Dynamic:
+    """The grad mode is set there, but to a value known only at runtime: `set_grad_enabled(phase == "train")`, or
+    a `set_grad_enabled` statement in a branch or loop before the point."""
+
+    def __repr__(self) -> str:
+        return "DYNAMIC"
+
+
+_DYNAMIC = _Dynamic()
+_GradMode = Union[bool, _Dynamic, None]
+
+
+def grad_mode_of(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> Optional[bool]:
+    """False for a grad-disabling context/decorator expression, True for a grad-enabling one, else None."""
+    target = expr.func if isinstance(expr, cst.Call) else expr
+    name = ctx.qualified_name(target, stack)
+    if name in GRAD_DISABLING:
+        if name.endswith("inference_mode") and isinstance(expr, cst.Call):
+            mode = positional(expr, 0) or keyword(expr, "mode")
+            if mode is not None and literal(mode.value) is False:
+                return None
+        return False
+    if name in GRAD_ENABLING:
+        return True
+    if name in SET_GRAD_ENABLED and isinstance(expr, cst.Call):
+        mode = positional(expr, 0) or keyword(expr, "mode")
+        value = literal(mode.value) if mode is not None else MISSING
+        if value is True or value is False:
+            return value
+    return None
+
+
+def grad_enabled_at(stack: Sequence[cst.CSTNode], ctx: "FileContext") -> Optional[bool]:
+    """Grad mode at the innermost point of `stack` as far as the code shows: False, True, or None if unknown."""
+    mode = _reaching_grad_mode(stack, ctx)
+    return mode if mode is True or mode is False else None
+
+
+def _reaching_grad_mode(stack: Sequence[cst.CSTNode], ctx: "FileContext") -> _GradMode:
+    """What sets the grad mode at the innermost point of `stack`, read outward: in each block, the last
+    `set_grad_enabled` statement before the point; at each `with`, its items; at the function, its decorators.
+    A function body is not inside the regions around its definition, so the search stops there (None: nothing in
+    the function sets the mode)."""
+    switches = ctx.shared(_GradSwitches)
+    for index in range(len(stack) - 1, -1, -1):
+        node = stack[index]
+        node_type = type(node)
+        inner = stack[index + 1] if index + 1 < len(stack) else None
+        if switches.present and inner is not None:
+            if node_type in _BLOCKS:
+                mode = switches.before(node, inner, stack[: index + 1])
+                if mode is not None:
+                    return mode
+            elif _repeats(node, inner) and switches.holds_one(node.body, stack[: index + 1]):
+                # A switch later in the loop's body: the next iteration starts in the mode it leaves.
+                return _DYNAMIC
+        if node_type is cst.With and inner is node.body:
+            for item in reversed(node.items):
+                mode = grad_mode_of(item.item, ctx, stack[: index + 1])
+                if mode is not None:
+                    return mode
+                if _is_dynamic_grad_mode(item.item, ctx, stack[: index + 1]):
+                    return _DYNAMIC
+        elif node_type in FUNCTION_BOUNDARIES:
+            if node_type is cst.FunctionDef and inner is node.body:
+                for decorator in node.decorators:
+                    mode = grad_mode_of(decorator.decorator, ctx, stack[:index])
+                    if mode is None:
+                        mode = _project_decorator_grad_mode(decorator.decorator, ctx, stack[:index])
+                    if mode is not None:
+                        return mode
+            return None
+    return None
+
+
+def _repeats(node: cst.CSTNode, inner: cst.CSTNode) -> bool:
+    """`inner` runs once per iteration of the loop `node`."""
+    return (type(node) is cst.For and inner is node.body) or (type(node) is cst.While and (inner is node.body or inner is node.test))
+
+
+# The nodes whose `body` is a sequence of statements run in order.
+_BLOCKS = frozenset({cst.Module, cst.IndentedBlock, cst.SimpleStatementLine, cst.SimpleStatementSuite})
+
+
+class _GradSwitches:
+    """Per file (`ctx.shared`): the statements of each block that set the grad mode for what follows them, read
+    once: `torch.set_grad_enabled(flag)` called on its own, or a compound statement with one inside."""
+
+    def __init__(self, ctx: "FileContext"):
+        self.ctx = ctx
+        self.present = "set_grad_enabled" in ctx.text
+        self._blocks: Dict[int, Tuple[Dict[int, int], List[Tuple[int, _GradMode]]]] = {}
+        self._holds: Dict[int, bool] = {}
+
+    def before(self, block: cst.CSTNode, inner: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> _GradMode:
+        """The mode left by the last statement of `block` before `inner` that sets one (None: none does)."""
+        if id(block) not in self._blocks:
+            positions = {id(statement): position for position, statement in enumerate(block.body)}
+            modes = [(position, self._mode_after(statement, stack)) for position, statement in enumerate(block.body)]
+            self._blocks[id(block)] = positions, [(position, mode) for position, mode in modes if mode is not None]
+        positions, modes = self._blocks[id(block)]
+        position = positions.get(id(inner))
+        if position is None:
+            return None
+        for earlier, mode in reversed(modes):
+            if earlier < position:
+                return mode
+        return None
+
+    def holds_one(self, statements: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> bool:
+        """A `set_grad_enabled` statement anywhere in `statements`, outside nested functions and classes."""
+        if id(statements) not in self._holds:
+            found = []
+
+            def on_visit(node: cst.CSTNode) -> bool:
+                if type(node) is cst.Expr and self._switch(node, stack) is not None:
+                    found.append(node)
+                return not found
+
+            walk(statements, on_visit, lambda node: None, descend=statement_structure(type(statements)))
+            self._holds[id(statements)] = bool(found)
+        return self._holds[id(statements)]
+
+    def _mode_after(self, statement: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> _GradMode:
+        statement_type = type(statement)
+        if statement_type is cst.Expr:
+            return self._switch(statement, stack)
+        if statement_type is cst.SimpleStatementLine:
+            modes = [self._switch(small, stack) for small in statement.body if type(small) is cst.Expr]
+            return next((mode for mode in reversed(modes) if mode is not None), None)
+        if statement_type in FUNCTION_BOUNDARIES or not isinstance(statement, cst.BaseCompoundStatement):
+            return None
+        # A switch in a branch, loop or `try`: whether it ran is known only at runtime.
+        return _DYNAMIC if self.holds_one(statement, stack) else None
+
+    def _switch(self, statement: cst.Expr, stack: Sequence[cst.CSTNode]) -> _GradMode:
+        call = statement.value
+        if type(call) is not cst.Call or not self.ctx.qualified_name_in(call.func, SET_GRAD_ENABLED, stack):
+            return None
+        mode = grad_mode_of(call, self.ctx, stack)
+        return _DYNAMIC if mode is None else mode
+
+
+def _is_dynamic_grad_mode(expr: cst.BaseExpression, ctx: "FileContext", stack) -> bool:
+    """`set_grad_enabled(flag)` with a flag only known at runtime: the mode below it is unknown."""
+    return (
+        isinstance(expr, cst.Call)
+        and ctx.qualified_name_in(expr.func, SET_GRAD_ENABLED, stack)
+        and grad_mode_of(expr, ctx, stack) is None
+    )
+
+
+def _project_decorator_grad_mode(expr: cst.BaseExpression, ctx: "FileContext", stack) -> Optional[bool]:
+    """False for a decorator the project defines (in the file or a project file) around torch's grad-disabling ones
+    (yolov5's `@smart_inference_mode()`: `torch.inference_mode()(fn)`, or `torch.no_grad()` on older torch), when
+    nothing in it names a grad-enabling one or `set_grad_enabled`; else None."""
+    target = expr.func if type(expr) is cst.Call else expr
+    if type(target) not in (cst.Name, cst.Attribute):
+        return None
+    for origin in Values.of(ctx).origins(target, stack):
+        if type(origin.node) is cst.FunctionDef and not origin.opaque:
+            return origin.place.context.shared(_GradDecorators).mode(origin.node, origin.place.stack)
+    return None
+
+
+class _GradDecorators:
+    """Per file (`ctx.shared`): the grad mode each of its functions applies as a decorator, read once."""
+
+    def __init__(self, ctx: "FileContext"):
+        self.ctx = ctx
+        self._modes = {}
+
+    def mode(self, function: cst.FunctionDef, around: Sequence[cst.CSTNode]) -> Optional[bool]:
+        if id(function) not in self._modes:
+            stack = tuple(around) + (function,)
+            named = []
+
+            def on_visit(node: cst.CSTNode) -> bool:
+                if type(node) is cst.Name or type(node) is cst.Attribute:
+                    named.append(node)
+                return True
+
+            walk(function.body, on_visit, lambda node: None)
+            disabling = any(self.ctx.qualified_name_in(node, GRAD_DISABLING, stack) for node in named)
+            enabling = any(self.ctx.qualified_name_in(node, GRAD_ENABLING | SET_GRAD_ENABLED, stack) for node in named)
+            self._modes[id(function)] = False if disabling and not enabling else None
+        return self._modes[id(function)]
+
 
 # Function names that say "this evaluates": evaluate, run_validation, test, predict_batch, inference_loop, ...
 _EVALUATION_WORDS = frozenset({
@@ -38,13 +243,16 @@ def evaluates(function_key: str, ctx: "FileContext") -> bool:
 def grad_disabled_by_a_caller(function_key: str, ctx: "FileContext") -> Optional[cst.Call]:
     """A same-module call of `function_key` made with gradients disabled, if there is one."""
     for site in ctx.callgraph.call_sites(function_key):
-        if semantics.grad_enabled_at(site.stack, ctx) is False:
+        if grad_enabled_at(site.stack, ctx) is False:
             return site.node
     return None
 
 
 def under_dynamic_grad_mode(stack: Sequence[cst.CSTNode], ctx: "FileContext") -> bool:
-    """Inside `with torch.set_grad_enabled(<not a literal>)` (or such a decorator) in the same function."""
+    """Inside `with torch.set_grad_enabled(<not a literal>)` (or such a decorator) in the same function, or after a
+    `set_grad_enabled` statement whose flag, or whether it ran, is known only at runtime."""
+    if _reaching_grad_mode(stack, ctx) is _DYNAMIC:
+        return True
     for index in range(len(stack) - 2, -1, -1):
         node = stack[index]
         if type(node) is cst.With and stack[index + 1] is node.body:
@@ -68,7 +276,7 @@ def under_grad_mode_context(stack: Sequence[cst.CSTNode], ctx: "FileContext") ->
             for item in node.items:
                 manager = item.item.func if isinstance(item.item, cst.Call) else item.item
                 qualified = ctx.qualified_name(manager, stack[: index + 1]) or ""
-                if not qualified.startswith("torch.") and _names_a_grad_mode(semantics.terminal_name(manager) or ""):
+                if not qualified.startswith("torch.") and _names_a_grad_mode(terminal_name(manager) or ""):
                     return True
     return False
 
@@ -76,11 +284,3 @@ def under_grad_mode_context(stack: Sequence[cst.CSTNode], ctx: "FileContext") ->
 def _names_a_grad_mode(name: str) -> bool:
     words = [word for word in name.lower().split("_") if word]
     return names_an_evaluation(name) or any(word in ("grad", "grads", "nograd") for word in words)
-
-
-def _is_dynamic_grad_mode(expr: cst.BaseExpression, ctx: "FileContext", stack) -> bool:
-    return (
-        isinstance(expr, cst.Call)
-        and ctx.qualified_name(expr.func, stack) in semantics.SET_GRAD_ENABLED
-        and semantics.grad_mode_of(expr, ctx, stack) is None
-    )

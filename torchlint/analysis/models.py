@@ -1,5 +1,7 @@
 """Models as the rules mean them: values built from a user `nn.Module` subclass, `nn.Sequential` or a model builder,
-or names on which `.eval()`, `.train()` or `.parameters()` is called (`Models`)."""
+or names on which `.eval()`, `.train()` or `.parameters()` is called (`Models`); a model picked by name from a
+package of models (`models.__dict__[args.model]()`), and a name a torch wrapper module is assigned to
+(`net = nn.DataParallel(net)`), which hold a whole module whatever the value model can say of what they wrap."""
 
 from __future__ import annotations
 
@@ -10,14 +12,23 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.analysis.losses import CRITERION_NAME, is_loss_module
 from torchlint.analysis.modules import ModuleClasses, is_loss_class
+from torchlint.analysis.project import PROJECT
 from torchlint.analysis.values import IDENTITY_WRAPPERS, SEQUENTIAL, Values
-from torchlint.engine.scopes import dotted_name
+from torchlint.engine.scopes import dotted_name, scope_nodes_of
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
 
 _MODEL_BUILDERS = ("torchvision.models.", "timm.create_model", "torch.hub.load")
 _MODULE_BASES = ("LightningModule", "PreTrainedModel")
+# torch's wrappers that are Modules themselves (an `nn.DataParallel` holds the module it wraps as `.module`), unlike
+# `torch.compile`, which returns a function when given one.
+MODULE_WRAPPERS = frozenset({
+    "torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel",
+    "torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel",
+})
+# How many `from .x import *` steps `_holds_module_classes` follows from a package into its modules.
+_STAR_DEPTH = 2
 
 
 class Models:
@@ -72,7 +83,11 @@ class Models:
         qualified = self.ctx.qualified_name(value.func, stack)
         if qualified in IDENTITY_WRAPPERS:  # `nn.DataParallel(model)`, `torch.compile(Net())`: the model it wraps
             wrapped = semantics.positional(value, 0) or semantics.keyword(value, "module")
-            return self._built_as_model(wrapped.value, stack) if wrapped is not None else None
+            verdict = self._built_as_model(wrapped.value, stack) if wrapped is not None else None
+            # A `DataParallel` of something unknown is a module still (of a loss, not a model).
+            return True if verdict is None and qualified in MODULE_WRAPPERS else verdict
+        if picked_from_model_package(value, self.ctx, stack) is not None:
+            return True
         if qualified is not None:
             if is_loss_module(qualified):
                 return False
@@ -95,3 +110,72 @@ def built_as_model(expr: cst.BaseExpression, ctx: "FileContext", stack) -> bool:
             if built is not None and not is_loss_class(built) and (not built.startswith("torch.nn.") or built in SEQUENTIAL):
                 return True
     return False
+
+
+def picked_from_model_package(call: cst.Call, ctx: "FileContext", stack) -> Optional[str]:
+    """The import path of the package of models `call` picks a model from by name and builds, or None:
+    `models.__dict__[args.model]()` (and `vars(models)[name]()`), where `models` is `torchvision.models` or a project
+    package or module of Module classes (defined in it, or in the modules it star-imports: mixup-cifar10's
+    `models/__init__.py` is `from .resnet import *` lines). The name is the program's choice among the package's
+    models; any other call of an unknown callable is not taken for a model."""
+    func = call.func
+    if type(func) is not cst.Subscript or len(func.slice) != 1 or not isinstance(func.slice[0].slice, cst.Index):
+        return None
+    namespace = func.value
+    if type(namespace) is cst.Attribute and namespace.attr.value == "__dict__":
+        package = namespace.value
+    elif (
+        type(namespace) is cst.Call and type(namespace.func) is cst.Name and namespace.func.value == "vars"
+        and len(namespace.args) == 1 and not namespace.args[0].keyword and not namespace.args[0].star
+    ):
+        package = namespace.args[0].value
+    else:
+        return None
+    if type(package) not in (cst.Name, cst.Attribute):
+        return None
+    path = Values.of(ctx).import_path(package, scope_nodes_of(stack) or [ctx.module])
+    if path is None:
+        return None
+    if path == "torchvision.models" or path.startswith("torchvision.models."):
+        return path
+    found = PROJECT.resolve(ctx.filename, path, ctx.config)
+    if found is None or found[1]:
+        return None  # not a project module, or a name inside one
+    return path if _holds_module_classes(found[0].context, _STAR_DEPTH) else None
+
+
+def _holds_module_classes(package: "FileContext", depth: int) -> bool:
+    """The module defines a Module class at its top level, or star-imports a project module that does."""
+    classes = ModuleClasses.of(package)
+    if any(
+        type(statement) is cst.ClassDef and classes.module_class(statement, (package.module,)) is not None
+        for statement in package.module.body
+    ):
+        return True
+    if depth == 0:
+        return False
+    for imported in package.scopes.star_imports():
+        found = PROJECT.resolve(package.filename, imported, package.config)
+        if found is not None and not found[1] and _holds_module_classes(found[0].context, depth - 1):
+            return True
+    return False
+
+
+def assigned_a_module_wrapper(name: cst.BaseExpression, ctx: "FileContext", stack) -> Optional[str]:
+    """The torch wrapper module (`DataParallel`) an assignment of `name` that reaches `stack` builds, or None: after
+    `net = nn.DataParallel(net)` the name holds a Module whatever it wraps. The value model sees through such
+    wrappers to the module they wrap, so the assignments are read as written."""
+    if type(name) is not cst.Name:
+        return None
+    values = Values.of(ctx)
+    place = values.place(stack)
+    found = values.bindings(name, place)
+    if found is None:
+        return None
+    scope, bindings = found
+    scopes = place.scopes[: place.scopes.index(scope) + 1] if scope in place.scopes else (ctx.module,)
+    for binding in bindings:
+        value = binding.value
+        if type(value) is cst.Call and not binding.element and ctx.qualified_name_in(value.func, MODULE_WRAPPERS, scopes):
+            return semantics.terminal_name(value.func)
+    return None

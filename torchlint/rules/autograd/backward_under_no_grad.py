@@ -37,8 +37,10 @@ class BackwardUnderNoGrad(Rule):
     ## What it does
     Flags `.backward()`, `torch.autograd.backward(...)` and `torch.autograd.grad(...)` on a
     tensor that was computed with gradients disabled: inside `with torch.no_grad()`,
-    `with torch.inference_mode()` or `with torch.set_grad_enabled(False)`, or in a function
-    decorated with `torch.no_grad` / `torch.inference_mode`. It follows plain assignments
+    `with torch.inference_mode()` or `with torch.set_grad_enabled(False)`, after a
+    `torch.set_grad_enabled(False)` statement in the same function (it switches the mode for
+    the rest of the function), or in a function decorated with `torch.no_grad` /
+    `torch.inference_mode`. It follows plain assignments
     in the function (`out` computed under `no_grad`, then `loss = criterion(out, y)`
     outside, then `loss.backward()`), and one call level in the module: a helper that runs
     the forward and the backward, called under `no_grad` or from a `no_grad` function.

@@ -47,19 +47,23 @@ class EvalWithoutNoGrad(Rule):
     `model.eval()` then `main()`, which calls `train(model)` or `Trainer(model).fit()`),
     or in a function named like `evaluate` / `validate` / `test` / `predict` /
     `infer*`, when the loop never calls `.backward()` and is not under `torch.no_grad()` /
-    `torch.inference_mode()`: no region, no decorator, and no caller one level up in the
+    `torch.inference_mode()`: no region, no decorator, no `torch.set_grad_enabled(False)`
+    statement before it in the function (called on its own, it switches the mode for the rest
+    of the function; the last such statement decides), and no caller one level up in the
     module calls the function under one.
 
     A forward is a call of a model: a value built from an `nn.Module` subclass of the
-    module, `nn.Sequential` or a model builder, or a name on which `.eval()`, `.train()`
-    or `.parameters()` is called. Not flagged: loops that call `.backward()` anywhere in
+    module, `nn.Sequential`, a model builder, a model picked by name from a package of
+    models (`models.__dict__[args.arch]()`) or an `nn.DataParallel` wrapper, or a name
+    on which `.eval()`, `.train()` or `.parameters()` is called. Not flagged: loops that call `.backward()` anywhere in
     their body (frozen feature extractors in training, attacks that need input
     gradients), loops whose body ends in an unconditional `break` (one batch, for a
     plot or a shape check), a loop over another model than the one put in eval mode
     (each a variable the file builds with a constructor: in a notebook, `encdec.eval()`
     cells before a demo of an untrained `decoder`), functions that use
     `torch.autograd.grad`, code under
-    `set_grad_enabled(<not a literal>)` or under another library's context manager named
+    `set_grad_enabled(<not a literal>)` (a region, a statement before the loop, or one in a
+    branch or loop before it, whose effect is known only at runtime) or under another library's context manager named
     for evaluation or gradients (monai's `with eval_mode(model):` enters `no_grad`
     itself), pytest's `test_*` functions (in a test file or one that imports pytest: a
     notebook's `test_env(...)` is an evaluation) and Lightning's `validation_step` /

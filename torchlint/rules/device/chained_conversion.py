@@ -4,7 +4,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.conversions import CONVERSION_METHODS, Conversion, TORCH_FROM_ARRAY, conversion, peel_moves, stays_on_its_device
-from torchlint.analysis.dtypes import dtype_of
+from torchlint.analysis.dtypes import made_dtype
 from torchlint.analysis.modules import builds_module
 from torchlint.analysis.syntax import call_argument
 from torchlint.analysis.values import Values
@@ -45,8 +45,11 @@ class ChainedConversion(Rule):
 
     Nor a cast to the dtype the source shows the tensor has already: float32 of what a
     factory made in float32 (`torch.zeros(n).float().to(device)`,
-    `torch.randn(n).type(torch.FloatTensor).cuda()`; not in a file that changes the
-    default dtype), int64 of `torch.randint`/`torch.randperm` or of a numpy array of
+    `torch.randn(n).type(torch.FloatTensor).cuda()`, and the legacy constructors, which
+    convert their data: `torch.Tensor(data).float().to(device)`, unless the source shows
+    `data` is a tensor (which `torch.Tensor` returns in its own dtype), and
+    `torch.FloatTensor(data)`; not in a file that changes the default dtype), the type a legacy typed constructor made
+    (`torch.LongTensor(ids).long()`), int64 of `torch.randint`/`torch.randperm` or of a numpy array of
     indices or default integers (`torch.from_numpy(np.argmax(p, 1)).long().to(device)`:
     `np.argmax`, `np.argsort`, `np.random.randint` and the like give int64 on Linux,
     numpy 2.4), the dtype a factory was given (`dtype=torch.int64`), directly or through
@@ -247,9 +250,6 @@ class ChainedConversion(Rule):
         return Fix.safe(description, edit) if safe else Fix.unsafe(description, edit)
 
 
-# Factories whose result has the default dtype, float32, when not given `dtype=`.
-_FLOAT32_FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "empty", "rand", "randn", "eye", "linspace", "logspace"))
-_INT64_FACTORIES = frozenset({"torch.randint", "torch.randperm"})
 # numpy producers of int64 arrays: indices (`intp`, 64 bits on a 64-bit platform) and numpy's default integer,
 # int64 on Linux and macOS (and, since numpy 2, on Windows too): observed with numpy 2.4 on Linux.
 _NUMPY_INT64 = frozenset(
@@ -266,16 +266,13 @@ _NARROW_DTYPES = frozenset({"float16", "bfloat16", "int16", "int8", "uint8", "bo
 
 
 def _made_as(ctx, call: cst.Call, stack) -> Optional[str]:
-    """The dtype `call` makes, when the source shows it: a torch factory (its `dtype=`, or its default), or a
-    conversion of a numpy array (`torch.from_numpy`, `torch.tensor`, `torch.as_tensor`) that is int64."""
+    """The dtype `call` makes, when the source shows it: a torch factory (`made_dtype`: its `dtype=`, its default,
+    a legacy constructor's type), or a conversion of a numpy array (`torch.from_numpy`, `torch.tensor`,
+    `torch.as_tensor`) that is int64."""
+    made = made_dtype(call, ctx, stack)
+    if made is not None or semantics.keyword(call, "dtype") is not None:
+        return made
     name = ctx.qualified_name(call.func, stack)
-    given = semantics.keyword(call, "dtype")
-    if given is not None:
-        return dtype_of(given.value, ctx, stack) if name is not None and name.startswith("torch.") else None
-    if name in _FLOAT32_FACTORIES:
-        return "float32"
-    if name in _INT64_FACTORIES:
-        return "int64"
     if name in TORCH_FROM_ARRAY:
         array = call_argument(call, 0, "data" if name != "torch.from_numpy" else "ndarray")
         origins = Values.of(ctx).origins(array, stack) if array is not None else []

@@ -17,7 +17,7 @@ from torchlint.analysis.values import Values
 from torchlint.engine.context import last_parts
 from torchlint.engine.facts import recognizes
 from torchlint.engine.scopes import dotted_name
-from torchlint.engine.walk import walk_visitor
+from torchlint.engine.walk import walk, walk_visitor
 from torchlint import semantics
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
@@ -107,7 +107,11 @@ class CudaWithoutFallback(Rule):
     a device setting for another module: a module-level `device = "cuda"` (or
     `= torch.device("cuda")`, or in a module that is not a script or notebook, a
     settings object's `config.device = "cuda"`) that nothing in the file reads, as in
-    a config module the training script imports. And files written for CUDA machines only:
+    a config module the training script imports; a module-level `device = "cuda"` that no
+    read sees, because the file sets the name again first (a notebook's later
+    `device = torch.device("cpu")`, with functions in between that take `device` as a
+    parameter; a read inside a function may run at any time, so it sees every
+    module-level value of the name). And files written for CUDA machines only:
     `torch.cuda.set_device(...)`, `init_process_group(backend="nccl")`; two or more
     GPUs named by index (`.cuda(0)` and `"cuda:1"`, `torch.cuda.device(1)`,
     `DataParallel(model, device_ids=[0, 1])`: a model split over devices or replicated
@@ -412,8 +416,11 @@ class CudaWithoutFallback(Rule):
         read = _names_read(self.ctx.module) if any(map(self._is_module_setting, self.sites)) else frozenset()
         for site in self.sites:
             # `device = "cuda"` at module level that nothing in the file reads: a setting another module imports
-            # (a config file), like an `add_argument(..., default="cuda")`; its reader takes a variable.
-            if self._is_module_setting(site) and read.isdisjoint(self.module_values[id(site)][1]):
+            # (a config file), like an `add_argument(..., default="cuda")`; its reader takes a variable. Or one that
+            # no read sees, set again first (a notebook's `device = torch.device("cpu")` cells later).
+            if self._is_module_setting(site) and (
+                read.isdisjoint(self.module_values[id(site)][1]) or self._replaced_before_any_read(site)
+            ):
                 continue
             self.report(site, (self.generator_message if id(site) in self.generator_devices else self.message) + cited)
 
@@ -439,6 +446,20 @@ class CudaWithoutFallback(Rule):
         is the whole value of a module-level assignment to plain names."""
         assigned = self.module_values.get(id(site))
         return assigned is not None and assigned[0] is site and id(site) in self.device_values
+
+    def _replaced_before_any_read(self, site: cst.CSTNode) -> bool:
+        """No read of the names a module setting assigns sees it: at each read in the module's own code, the
+        bindings that reach it (flow) are others (`device = torch.device("cpu")` set after it, or a function's
+        parameter); a read in a function may run at any time, so it sees every module-level binding."""
+        names = self.module_values[id(site)][1]
+        if any("." in name for name in names):
+            return False
+        values = Values.of(self.ctx)
+        for name, stack in _reads_of(self.ctx.module, frozenset(names)):
+            found = values.bindings(name, values.place(stack))
+            if found is not None and any(binding.value is site for binding in found[1]):
+                return False
+        return True
 
     def _imports_project_cuda_extension(self) -> bool:
         """The file imports a module its project builds as a `CUDAExtension` (the `setup.py` next to it, or at the
@@ -742,6 +763,32 @@ def _same_module(built: str, imported: str) -> bool:
         return False
     parts, ends = imported.lstrip(".").split("."), built.split(".")
     return any(parts[:count] == ends[-count:] for count in range(1, min(len(parts), len(ends)) + 1))
+
+
+# Where a `Name` child binds or names something rather than reads a value: (parent type, its field).
+_NOT_READ = frozenset({
+    (cst.AssignTarget, "target"), (cst.AnnAssign, "target"), (cst.For, "target"), (cst.CompFor, "target"),
+    (cst.AsName, "name"), (cst.NamedExpr, "target"), (cst.Attribute, "attr"), (cst.Arg, "keyword"),
+    (cst.Param, "name"), (cst.FunctionDef, "name"), (cst.ClassDef, "name"), (cst.NameItem, "name"),
+})
+
+
+def _reads_of(module: cst.Module, names: FrozenSet[str]) -> List[Tuple[cst.Name, Tuple[cst.CSTNode, ...]]]:
+    """Each `Name` of `names` the module reads as a value (an augmented assignment reads it too), with the nodes
+    around it, outermost first."""
+    stack: List[cst.CSTNode] = []
+    found = []
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        if type(node) is cst.Name and node.value in names and stack and not any(
+            type(stack[-1]) is parent and getattr(stack[-1], field) is node for parent, field in _NOT_READ
+        ):
+            found.append((node, tuple(stack) + (node,)))
+        stack.append(node)
+        return type(node) not in (cst.Import, cst.ImportFrom)
+
+    walk(module, on_visit, lambda node: stack.pop())
+    return found
 
 
 def _names_read(module: cst.Module) -> FrozenSet[str]:

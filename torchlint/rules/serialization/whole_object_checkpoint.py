@@ -4,6 +4,7 @@ from typing import AbstractSet, Dict, FrozenSet, Hashable, List, Optional, Seque
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.models import assigned_a_module_wrapper, picked_from_model_package
 from torchlint.analysis.modules import builds_module
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.values import Values
@@ -35,7 +36,12 @@ class WholeObjectCheckpoint(Rule):
     Flags:
 
     - `torch.save(obj, f)` where `obj` is a whole `nn.Module` (a torch layer or container, a
-      `torchvision.models` builder's result, a class of the file with a `forward`), an
+      `torchvision.models` builder's result, a class of the file with a `forward`, a model
+      picked by name from a package of models, `models.__dict__[args.model]()`, where
+      `models` is `torchvision.models` or a project package that defines or star-imports
+      Module classes, or a name assigned an `nn.DataParallel` / `DistributedDataParallel`
+      wrapper, whatever it wraps; not the result of an unknown call, nor a checkpoint's
+      entry such as `checkpoint["net"]`), an
       optimizer or scheduler of `torch.optim`, or a dictionary, list or tuple holding one
       (`{"model": model, "epoch": epoch}`, `[encoder, decoder]`), followed through the file's
       assignments;
@@ -198,12 +204,14 @@ class WholeObjectCheckpoint(Rule):
     def _whole_objects(self, expr: cst.BaseExpression, stack: Sequence[cst.CSTNode], nesting: int) -> List[str]:
         """The classes, by the names the code builds them with (`Net`, `Sequential`, `Adam`), of the whole modules and
         optimizers `expr` may be or hold; [] when it is none."""
-        found: List[str] = []
+        # `net = nn.DataParallel(net)`: a module whatever it wraps (the origins are what it wraps).
+        wrapper = assigned_a_module_wrapper(expr, self.ctx, stack)
+        found: List[str] = [wrapper] if wrapper is not None else []
         for origin in Values.of(self.ctx).origins(expr, stack):
             node, there = origin.node, origin.place.stack
             if origin.opaque or origin.applied:
                 continue
-            if type(node) is cst.Call and (builds_module(self.ctx, node, there) or _builds_optimizer(self.ctx, node, there)):
+            if type(node) is cst.Call and _builds_whole_object(self.ctx, node, there):
                 found.append(semantics.terminal_name(node.func) or "?")
             elif type(node) is cst.Dict and nesting < _MAX_NESTING:
                 for element in node.elements:
@@ -254,8 +262,17 @@ def _all_whole_objects(rule: WholeObjectCheckpoint, value: cst.BaseExpression) -
     origins = Values.of(rule.ctx).origins(value)
     return bool(origins) and all(
         not (origin.opaque or origin.applied) and type(origin.node) is cst.Call
-        and (builds_module(rule.ctx, origin.node, origin.place.stack) or _builds_optimizer(rule.ctx, origin.node, origin.place.stack))
+        and _builds_whole_object(rule.ctx, origin.node, origin.place.stack)
         for origin in origins
+    )
+
+
+def _builds_whole_object(ctx, call: cst.Call, stack) -> bool:
+    """`call` builds a module (a torch layer, a model builder, a Module class of the project, a model picked by name
+    from a package of models) or an optimizer."""
+    return (
+        builds_module(ctx, call, stack) or _builds_optimizer(ctx, call, stack)
+        or picked_from_model_package(call, ctx, stack) is not None
     )
 
 
