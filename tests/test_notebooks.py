@@ -101,6 +101,19 @@ def test_a_cell_with_a_syntax_error_hides_nothing_in_the_others():
     assert placed(data, ignore=["TL000"]) == [(3, 1, COLUMN, "TL303")]
 
 
+def test_a_cell_indented_only_on_its_first_line_is_an_error_that_says_which_ipython_ran_it():
+    # IPython before 9.0.2 took the first line's indent off the lines that have it and ran this cell; 9.0.2 and
+    # later take off only the indent all lines share (none here), as torchlint does, and raise IndentationError.
+    [error] = findings(notebook(" def f(a):\n    return a\n\nprint(f(1))"), select=["TL000"])
+    assert (error.cell, error.location.row) == (1, 1)
+    assert "IPython before 9.0.2 ran such a cell" in error.message
+    # A syntax error with no leading indent says nothing of IPython.
+    [plain] = findings(notebook("def broken(:\n    pass"), select=["TL000"])
+    assert "IPython" not in plain.message
+    # Every line sharing the first line's indent: both IPythons run it, and so does torchlint.
+    assert findings(notebook("  import torch\n  x = torch.zeros(1)"), select=["TL000"]) == []
+
+
 def test_noqa_works_per_cell_line():
     data = notebook("import torch\n" + BAD_LOADER + "  # noqa: TL303", "# noqa\n" + BAD_LOADER, BAD_LOADER + "  # noqa: TL101")
     # The last `# noqa: TL101` silences nothing: TL001 reports it in its cell, where its comment starts.

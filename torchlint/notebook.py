@@ -28,9 +28,10 @@ file: linted only if it parses on its own (else skipped, not reported), and
 without fixes, which may assume they see the whole file (an import added at its
 top). Any other target (`%%writefile config.yaml`) is not Python and not linted. Before that, a cell whose code lines all
 start with the indent of its first one loses that indent, as IPython's
-`leading_indent` runs it (older IPython takes the first line's indent off the
-lines that have it, newer the indent common to all lines: the two agree on
-such a cell); a cell whose lines do not all share it stays as written. Rows of the
+`leading_indent` runs it (IPython before 9.0.2 takes the first line's indent off
+the lines that have it, 9.0.2 and later the indent common to all lines: the two
+agree on such a cell); a cell whose lines do not all share it stays as written, and
+its TL000, if it does not parse, says that an older IPython ran it. Rows of the
 script map back to a cell (numbered from 1 over all cells, markdown included,
 as editors count them) and a row within it, columns to the cell as written; a
 `# noqa` works on its cell line as in a file.
@@ -397,10 +398,24 @@ def lint_notebook_bytes(data: bytes, filename: str, config: "Config", use_prefil
             if cell.python and not cell.compiles:
                 only_parse_errors = lint_text(cell.script, filename, config, codes=frozenset({ParseError.code}))
                 findings += [
-                    replace(error, location=cell.place(error.location), end_location=cell.place(error.end_location), cell=cell.number)
+                    replace(
+                        error, message=error.message + _indent_note(cell), location=cell.place(error.location),
+                        end_location=cell.place(error.end_location), cell=cell.number,
+                    )
                     for error in only_parse_errors
                 ]
     return FileResult(filename, sorted(findings, key=Finding.sort_key))
+
+
+def _indent_note(cell: _Cell) -> str:
+    """Why a cell whose first line is indented, and whose lines do not all share that indent, may have run once."""
+    first = next((line for line in _lines(cell.source) if not line.isspace()), "")
+    if cell.indent or not first[:1].isspace():
+        return ""
+    return (
+        " (IPython before 9.0.2 ran such a cell: it took the first line's indent off every line that has it; 9.0.2 and"
+        " later take off only the indent all lines share, and raise this error too)"
+    )
 
 
 def cell_sources(text: str) -> Dict[int, str]:
