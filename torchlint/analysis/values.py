@@ -44,7 +44,7 @@ from torchlint.analysis import syntax
 from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.flow import Binding, Flow, scan
 from torchlint.analysis.project import PROJECT
-from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
+from torchlint.engine.scopes import SCOPE_TYPES, cell_returns, scope_nodes_of
 from torchlint.engine.walk import STATEMENT_TYPES, OwnScopeVisitor, child_nodes, statement_structure, walk_visitor
 
 if TYPE_CHECKING:
@@ -360,6 +360,11 @@ class Values:
         of the function passes for it, or its default where a call passes nothing, when every call of the function
         is one this file makes by its name (`_calls_of`); else nothing is known of it."""
         unknown = [Origin(name, place, opaque=True)]
+        defining = self.ctx.scopes.cell_definition(name.value, function)
+        if defining is not None:  # a marimo cell's parameter: what the one cell that defines the name binds it to
+            returned, names = cell_returns(defining)
+            written = next(written for written in names if written.value == name.value)
+            return self._follow(written, Place(self.ctx, scopes[:-1] + (defining,), returned), depth, seen)
         sites = self._calls_of(function, scopes[:-1])
         if not sites:
             return unknown
