@@ -78,13 +78,14 @@ CELL = "\n@app.cell\ndef _({}):\n    {}\n    return ({})\n"
         # ... not when that cell binds it to something else, or its own body rebinds it, or two cells return it,
         (MARIMO + CELL.format("", "import torch\n    torch = None", "torch") + CELL.format("torch", "torch.norm", ""), "torch.norm", None),
         (MARIMO + CELL.format("", "import torch", "torch") + CELL.format("torch", "torch = make()\n    torch.norm", ""), "torch.norm", None),
-        (MARIMO + CELL.format("", "import torch", "torch") + CELL.format("", "torch = make()", "torch") + CELL.format("torch", "torch.norm", ""),
+        (MARIMO + CELL.format("", "torch = make()", "torch") + CELL.format("", "import torch", "torch") + CELL.format("torch", "torch.norm", ""),
          "torch.norm", None),
         # ... or the function is no cell of an app (a plain function, `@app.function`, a file without `marimo.App`).
         ("import torch\n\n" + CELL.format("", "import torch", "torch").replace("@app.cell\n", "") + CELL.format("torch", "torch.norm", "").replace("@app.cell\n", ""),
          "torch.norm", None),
         (MARIMO + CELL.format("", "import torch", "torch") + CELL.format("torch", "torch.norm", "").replace("app.cell", "app.function"), "torch.norm", None),
         ("import marimo\napp = other.App()\n" + CELL.format("", "import torch", "torch") + CELL.format("torch", "torch.norm", ""), "torch.norm", None),
+        (MARIMO + (CELL.format("", "import torch", "torch") + CELL.format("torch", "torch.norm", "")).replace("app.cell", "other.cell"), "torch.norm", None),
         # Names a `with app.setup:` block binds are the module's.
         (MARIMO + "with app.setup:\n    import torch\n" + CELL.format("", "torch.norm", ""), "torch.norm", "torch.norm"),
     ],
