@@ -233,27 +233,8 @@ class _AttributeCollector(cst.CSTVisitor):
                 self.scope.attribute_methods[id(node.value)] = self.method
 
 
-def marimo_apps(module: cst.Module) -> FrozenSet[str]:
-    """The names module-level `app = marimo.App(...)` statements bind, after a module-level `import marimo` (under
-    any alias): what a marimo notebook's cells are decorated with (`@app.cell`). Empty for any other module."""
-    marimo = set()
-    apps = set()
-    for statement in module.body:
-        if type(statement) is not cst.SimpleStatementLine:
-            continue
-        for small in statement.body:
-            if type(small) is cst.Import:
-                marimo.update(local for local, path in import_bindings(small) if path == "marimo")
-            elif (
-                type(small) is cst.Assign and type(small.value) is cst.Call and len(small.targets) == 1
-                and type(small.targets[0].target) is cst.Name and dotted_name(small.value.func) in {f"{name}.App" for name in marimo}
-            ):
-                apps.add(small.targets[0].target.value)
-    return frozenset(apps)
-
-
 def _is_cell(statement: cst.CSTNode, apps: FrozenSet[str]) -> bool:
-    """`statement` is a module-level `def` decorated `@app.cell` or `@app.cell(...)` (`apps`: `marimo_apps`)."""
+    """`statement` is a module-level `def` decorated `@app.cell` or `@app.cell(...)` (`apps`: `Scopes._marimo_apps`)."""
     if type(statement) is not cst.FunctionDef:
         return False
     for decorator in statement.decorators:
@@ -372,13 +353,27 @@ class Scopes:
     def _marimo(self) -> Dict[str, Optional[cst.FunctionDef]]:
         if self._cell_of is None:
             self._cell_of = {}
-            apps = marimo_apps(self.module)
+            apps = self._marimo_apps()
             cells = [statement for statement in self.module.body if apps and _is_cell(statement, apps)]
             self._cells = frozenset(map(id, cells))
             for cell in cells:
                 for name in {name.value for name in cell_returns(cell)[1]}:
                     self._cell_of[name] = None if name in self._cell_of else cell
         return self._cell_of
+
+    def _marimo_apps(self) -> FrozenSet[str]:
+        """The module-level names bound to a `marimo.App(...)` (under any import of it): what a marimo notebook's cells
+        are decorated with (`@app.cell`). Empty for any other module."""
+        if not self.names_imported_from(lambda path: path == "marimo" or path == "marimo.App"):
+            return frozenset()
+        module = self.scope_of(self.module)
+        apps = set()
+        for name, values in module.assignments.items():
+            for value in values:
+                head, _, rest = (dotted_name(value.func) or "").partition(".") if type(value) is cst.Call else ("", "", "")
+                if head in module.imports and f"{module.imports[head]}.{rest}".rstrip(".") == "marimo.App":
+                    apps.add(name)
+        return frozenset(apps)
 
     def is_cell(self, function: cst.CSTNode) -> bool:
         """`function` is a cell of a marimo notebook (`@app.cell`)."""
