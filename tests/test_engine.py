@@ -40,6 +40,11 @@ def context_at(code: str, marker: str):
     return ctx, finder.found[-1]
 
 
+MARIMO = "import marimo\napp = marimo.App(width='full')\n"
+# A marimo cell: its parameters, its body, what it returns.
+CELL = "\n@app.cell\ndef _({}):\n    {}\n    return ({})\n"
+
+
 @pytest.mark.parametrize(
     "code, marker, expected",
     [
@@ -66,6 +71,23 @@ def context_at(code: str, marker: str):
             "torch.optim.lr_scheduler.LRScheduler.step",
         ),
         ("try:\n    import missing\nexcept ImportError:\n    import torch as missing\nmissing.no_grad", "missing.no_grad", "missing.no_grad"),
+        # A marimo cell's parameter is what the one cell that returns the name binds it to.
+        (MARIMO + CELL.format("", "import torch.nn as nn", "nn") + CELL.format("nn", "nn.Linear", ""), "nn.Linear", "torch.nn.Linear"),
+        (MARIMO.replace("marimo.App", "mo.App").replace("import marimo", "import marimo as mo") + CELL.format("", "import torch", "torch")
+         + CELL.format("torch", "torch.norm", ""), "torch.norm", "torch.norm"),
+        # ... not when that cell binds it to something else, or its own body rebinds it, or two cells return it,
+        (MARIMO + CELL.format("", "import torch\n    torch = None", "torch") + CELL.format("torch", "torch.norm", ""), "torch.norm", None),
+        (MARIMO + CELL.format("", "import torch", "torch") + CELL.format("torch", "torch = make()\n    torch.norm", ""), "torch.norm", None),
+        (MARIMO + CELL.format("", "torch = make()", "torch") + CELL.format("", "import torch", "torch") + CELL.format("torch", "torch.norm", ""),
+         "torch.norm", None),
+        # ... or the function is no cell of an app (a plain function, `@app.function`, a file without `marimo.App`).
+        ("import torch\n\n" + CELL.format("", "import torch", "torch").replace("@app.cell\n", "") + CELL.format("torch", "torch.norm", "").replace("@app.cell\n", ""),
+         "torch.norm", None),
+        (MARIMO + CELL.format("", "import torch", "torch") + CELL.format("torch", "torch.norm", "").replace("app.cell", "app.function"), "torch.norm", None),
+        ("import marimo\napp = other.App()\n" + CELL.format("", "import torch", "torch") + CELL.format("torch", "torch.norm", ""), "torch.norm", None),
+        (MARIMO + (CELL.format("", "import torch", "torch") + CELL.format("torch", "torch.norm", "")).replace("app.cell", "other.cell"), "torch.norm", None),
+        # Names a `with app.setup:` block binds are the module's.
+        (MARIMO + "with app.setup:\n    import torch\n" + CELL.format("", "torch.norm", ""), "torch.norm", "torch.norm"),
     ],
 )
 def test_qualified_names_follow_imports_and_scopes(code, marker, expected):

@@ -33,6 +33,9 @@ def test_a_test_with_a_main_guard_is_still_a_test():
     ("pkg/__main__.py", PLAIN),
     ("train-resnet.py", PLAIN),
     ("scripts/01_prepare.py", PLAIN),
+    # A marimo notebook: its cells are functions that `app.run()` calls under the guard marimo writes, so its
+    # module-level code is what runs when it is imported (a spawn worker's re-import, `from nb import fn`).
+    ("nb.py", 'import marimo\napp = marimo.App()\n\n\n@app.cell\ndef _():\n    return\n\n\nif __name__ == "__main__":\n    app.run()\n'),
 ])
 def test_scripts_are_files_that_are_run_rather_than_imported(filename, text):
     assert kind(filename, text) is FileKind.SCRIPT

@@ -378,6 +378,49 @@ CASES = {
         y = x.foo()
         print(y)  # <-
         """, "y", ["x.foo()"]),
+    "a marimo cell's parameter is what the one cell that returns the name binds it to": ("""
+        import marimo
+        app = marimo.App()
+
+        @app.cell
+        def _(nn):
+            model = nn.Linear(4, 2)
+            model = model.cuda()
+            return (model,)
+
+        @app.cell
+        def _(model):
+            print(model)  # <-
+            return
+        """, "model", ["nn.Linear(4, 2)"]),
+    "a name two marimo cells return stays unknown": ("""
+        import marimo
+        app = marimo.App()
+
+        @app.cell
+        def _():
+            model = 1
+            return (model,)
+
+        @app.cell
+        def _():
+            model = 2
+            return (model,)
+
+        @app.cell
+        def _(model):
+            print(model)  # <-
+            return
+        """, "model", ["?model"]),
+    "a function's parameter outside a marimo notebook is not another function's return": ("""
+        def _():
+            model = 1
+            return (model,)
+
+        def _(model):
+            print(model)  # <-
+            return
+        """, "model", ["?model"]),
 }
 
 

@@ -25,6 +25,7 @@ import libcst as cst
 from libcst.metadata import ClassScope, GlobalScope, MetadataWrapper, QualifiedNameProvider, ScopeProvider
 
 from torchlint.engine.expectations import EXPECT_COMMENT
+from torchlint.engine.scopes import Scopes, cell_returns
 
 MARK = "# metamorphic-mark: {}"
 MARK_COMMENT = re.compile(r"#\s*metamorphic-mark:\s*(\d+)")
@@ -589,7 +590,8 @@ class Rename(Rewrite):
 
     The names the configuration gives a meaning to (`device-name`, `label-names`) keep theirs: renaming them
     would change what the rules are told, not how the code is written. So do the module variables a tool reads by
-    name (`pytestmark`, `__all__`): renaming them changes what the program means.
+    name (`pytestmark`, `__all__`), and the names a marimo notebook's cells return (marimo passes them to the other
+    cells by name): renaming them changes what the program means.
     """
 
     name = "rename"
@@ -603,12 +605,14 @@ class Rename(Rewrite):
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         scopes = set(wrapper.resolve(ScopeProvider).values())
         taken = _identifiers(source)
+        cells = Scopes(module)
+        returned = {name.value for cell in module.body if cells.is_cell(cell) for name in cell_returns(cell)[1]}
         renamed: Dict[int, str] = {}
         for scope in scopes:
             if scope is None or isinstance(scope, ClassScope):
                 continue
             for name in sorted({assignment.name for assignment in scope.assignments}):
-                if name.startswith("__") or name in _READ_BY_NAME or any(fnmatch.fnmatchcase(name, pattern) for pattern in meaningful):
+                if name.startswith("__") or name in _READ_BY_NAME or name in returned or any(fnmatch.fnmatchcase(name, pattern) for pattern in meaningful):
                     continue
                 assignments = list(scope.assignments[name])
                 if not assignments or not all(

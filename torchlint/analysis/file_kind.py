@@ -19,7 +19,10 @@ statements only (never a walk), in this order:
 - SCRIPT: a file that is run rather than imported: it has a module-level
   `if __name__ == "__main__":`, starts with a `#!` line, is a package's
   `__main__.py`, or has a name `import` cannot spell (`train-resnet.py`,
-  `01_prepare.py`).
+  `01_prepare.py`). A marimo notebook (`app = marimo.App()`, each cell an `@app.cell`
+  function) is one by the guard marimo writes, not a NOTEBOOK: its cells are functions
+  that `app.run()` calls under the guard, so what runs on import (a spawn worker's
+  re-import, `from nb import fn` of an `@app.function`) is its module-level code.
 - LIBRARY: anything else.
 
 Code that runs at import (a module-level training loop) does not make a file a

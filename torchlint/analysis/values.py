@@ -10,7 +10,8 @@ here, have been made?" with a list of `Origin`s, found by following:
   targets into the items of those (`for phase, loader in loaders.items()`);
 - parameters to what every call of their function passes (`_parameter`), where every
   call is one this file makes by the function's name (`_only_called_here`), or one the
-  files of its folder that import it make (`_calls_elsewhere`);
+  files of its folder that import it make (`_calls_elsewhere`); a marimo cell's parameter
+  to what the one cell that returns the name binds it to (`Scopes.cell_definition`);
 - identity wrappers (`Variable(x)`, `nn.DataParallel(model)`, DDP,
   `torch.compile(model)`) and the methods that return their module (`.to`,
   `.cuda`, `.train`, `.eval`, `.half`, ...): `model = model.cuda()` is the model;
@@ -44,7 +45,7 @@ from torchlint.analysis import syntax
 from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.flow import Binding, Flow, scan
 from torchlint.analysis.project import PROJECT
-from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
+from torchlint.engine.scopes import SCOPE_TYPES, cell_returns, scope_nodes_of
 from torchlint.engine.walk import STATEMENT_TYPES, OwnScopeVisitor, child_nodes, statement_structure, walk_visitor
 
 if TYPE_CHECKING:
@@ -358,8 +359,14 @@ class Values:
     ) -> List[Origin]:
         """The values a parameter of `function` (whose scopes, ending with it, are `scopes`) may hold: what each call
         of the function passes for it, or its default where a call passes nothing, when every call of the function
-        is one this file makes by its name (`_calls_of`); else nothing is known of it."""
+        is one this file makes by its name (`_calls_of`); else nothing is known of it. A marimo cell is called by
+        marimo, with the names other cells return: its parameter is what the one cell returning it binds."""
         unknown = [Origin(name, place, opaque=True)]
+        defining = self.ctx.scopes.cell_definition(name.value, function)
+        if defining is not None:  # a marimo cell's parameter: what the one cell that defines the name binds it to
+            returned, names = cell_returns(defining)
+            written = next(written for written in names if written.value == name.value)
+            return self._follow(written, Place(self.ctx, scopes[:-1] + (defining,), returned), depth, seen)
         sites = self._calls_of(function, scopes[:-1])
         if not sites:
             return unknown

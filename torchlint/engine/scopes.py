@@ -16,6 +16,14 @@ read it (`star_bindings`: a module of the project, `analysis/project.py`), each 
 there is an import of the module scope like any other, to the path that file binds it to
 (`numpy` for `np` when common.py does `import numpy as np`), unless the module binds the name
 itself: every question about imports (`resolve`, `imported_names`, the value model) sees it.
+
+A marimo notebook (`import marimo`, `app = marimo.App(...)`) keeps each cell in a function decorated
+`@app.cell`: the names a cell defines are the ones it returns, and they reach every other cell as
+that cell's parameters (`def _(torch, nn):`). marimo lets one cell only define a name, so such a
+parameter is the name the defining cell binds, as a module global would be: an import there is
+an import of the parameter's cell too (`torch.norm` in any cell is `torch.norm`), and the value
+model follows any other binding into the defining cell (`cell_definition`). A name two cells
+return stays a parameter of unknown value. A `with app.setup:` block is module code already.
 """
 
 from __future__ import annotations
@@ -225,6 +233,30 @@ class _AttributeCollector(cst.CSTVisitor):
                 self.scope.attribute_methods[id(node.value)] = self.method
 
 
+def _is_cell(statement: cst.CSTNode, apps: FrozenSet[str]) -> bool:
+    """`statement` is a module-level `def` decorated `@app.cell` or `@app.cell(...)` (`apps`: `Scopes._marimo_apps`)."""
+    if type(statement) is not cst.FunctionDef:
+        return False
+    for decorator in statement.decorators:
+        written = decorator.decorator
+        written = written.func if type(written) is cst.Call else written
+        if type(written) is cst.Attribute and written.attr.value == "cell" and type(written.value) is cst.Name and written.value.value in apps:
+            return True
+    return False
+
+
+def cell_returns(cell: cst.FunctionDef) -> Tuple[Optional[cst.Return], Tuple[cst.Name, ...]]:
+    """The closing `return a, b` (`return (a,)`) of a marimo cell and the names it lists: those the cell defines."""
+    body = cell.body.body if type(cell.body) is cst.IndentedBlock else ()
+    last = body[-1] if body else None
+    if type(last) is not cst.SimpleStatementLine or type(last.body[-1]) is not cst.Return:
+        return None, ()
+    returned = last.body[-1]
+    value = returned.value
+    elements = (element.value for element in value.elements) if type(value) is cst.Tuple else (() if value is None else (value,))
+    return returned, tuple(element for element in elements if type(element) is cst.Name)
+
+
 def _scan_walk(root: cst.CSTNode, visitor, enter_expressions: bool, enter_definitions: bool = False) -> None:
     walk_visitor(root, visitor, None if enter_expressions else statement_structure(type(root), enter_definitions))
 
@@ -247,6 +279,10 @@ class Scopes:
         self._importing: Optional[Dict[str, Set[str]]] = None
         self._parts_of: Dict[str, FrozenSet[str]] = {}
         self._stars: Optional[Tuple[str, ...]] = None
+        # marimo: name -> the one cell that returns it (None where several do); the cells (`_marimo`)
+        self._cell_of: Optional[Dict[str, Optional[cst.FunctionDef]]] = None
+        self._cells: FrozenSet[int] = frozenset()
+        self._cell_bodies: Dict[int, Dict[str, str]] = {}
 
     def imported_names(self) -> FrozenSet[str]:
         """The names any import of the module binds, in whatever scope.
@@ -314,6 +350,42 @@ class Scopes:
             self._imported = collector.paths
         return self._imported
 
+    def _marimo(self) -> Dict[str, Optional[cst.FunctionDef]]:
+        if self._cell_of is None:
+            self._cell_of = {}
+            apps = self._marimo_apps()
+            cells = [statement for statement in self.module.body if apps and _is_cell(statement, apps)]
+            self._cells = frozenset(map(id, cells))
+            for cell in cells:
+                for name in {name.value for name in cell_returns(cell)[1]}:
+                    self._cell_of[name] = None if name in self._cell_of else cell
+        return self._cell_of
+
+    def _marimo_apps(self) -> FrozenSet[str]:
+        """The module-level names bound to a `marimo.App(...)` (under any import of it): what a marimo notebook's cells
+        are decorated with (`@app.cell`). Empty for any other module."""
+        if not self.names_imported_from(lambda path: path == "marimo" or path == "marimo.App"):
+            return frozenset()
+        module = self.scope_of(self.module)
+        apps = set()
+        for name, values in module.assignments.items():
+            for value in values:
+                head, _, rest = (dotted_name(value.func) or "").partition(".") if type(value) is cst.Call else ("", "", "")
+                if head in module.imports and f"{module.imports[head]}.{rest}".rstrip(".") == "marimo.App":
+                    apps.add(name)
+        return frozenset(apps)
+
+    def is_cell(self, function: cst.CSTNode) -> bool:
+        """`function` is a cell of a marimo notebook (`@app.cell`)."""
+        self._marimo()
+        return id(function) in self._cells
+
+    def cell_definition(self, name: str, cell: cst.CSTNode) -> Optional[cst.FunctionDef]:
+        """The cell of a marimo notebook that defines the parameter `name` of the cell `cell`: the one cell that returns
+        it; None when `cell` is no cell, or no other cell or several return `name`."""
+        defining = self._marimo().get(name) if self.is_cell(cell) else None
+        return defining if defining is not cell else None
+
     def scope_of(self, node: cst.CSTNode) -> Scope:
         scope = self._scopes.get(id(node))
         if scope is None:
@@ -324,9 +396,14 @@ class Scopes:
         scope = Scope(node)
         collector = _BindingCollector(scope)
         if isinstance(node, (cst.FunctionDef, cst.Lambda)):
-            for param in parameters(node.params):
-                scope.variables.add(param.name.value)
             _scan_walk(node.body, collector, self.has_walrus)
+            cell_imports = self._cell_imports(node, scope) if type(node) is cst.FunctionDef and self.is_cell(node) else {}
+            for param in parameters(node.params):
+                name = param.name.value
+                if name in cell_imports:
+                    scope.imports[name] = cell_imports[name]
+                else:
+                    scope.variables.add(name)
         elif isinstance(node, cst.ClassDef):
             _scan_walk(node.body, collector, self.has_walrus)
             for statement in node.body.body:
@@ -343,6 +420,32 @@ class Scopes:
                 if local not in scope.imports and local not in scope.variables:
                     scope.imports[local] = scope.star_bound[local] = path
         return scope
+
+    def _cell_imports(self, cell: cst.FunctionDef, scope: Scope) -> Dict[str, str]:
+        """The parameters of a marimo cell that the cell defining each binds to an import, with the import's path;
+        not those the cell's own body binds (`scope`, scanned without its parameters)."""
+        found = {}
+        for param in parameters(cell.params):
+            name = param.name.value
+            defining = self.cell_definition(name, cell)
+            if defining is None or name in scope.imports or name in scope.variables:
+                continue
+            path = self._imports_of_body(defining).get(name)
+            if path is not None:
+                found[name] = path
+        return found
+
+    def _imports_of_body(self, cell: cst.FunctionDef) -> Dict[str, str]:
+        """The names the body of a marimo cell binds to an import and to nothing else. The body alone: the cell's own
+        parameters are another cell's names, and cells that take each other's names would scan each other for ever."""
+        found = self._cell_bodies.get(id(cell))
+        if found is None:
+            body = Scope(cell)
+            collector = _BindingCollector(body)
+            _scan_walk(cell.body, collector, self.has_walrus)
+            collector.finish()
+            found = self._cell_bodies[id(cell)] = {name: path for name, path in body.imports.items() if name not in body.variables}
+        return found
 
     def chain(self, nodes: Sequence[cst.CSTNode]) -> List[Scope]:
         """Scopes visible at the innermost of `nodes` (enclosing nodes, outermost first), innermost first.
