@@ -123,3 +123,67 @@ def test_edits_that_depend_on_context_give_the_full_parse(before, after, tmp_pat
     name = str(tmp_path / "edited.py")
     trees.parse(name, before)
     assert_same_tree(trees, name, after)
+
+
+# ------------------------------------------------------------ lints after edits
+
+def findings_of(text, name, config, trees, monkeypatch, walks=None, whole=None):
+    from torchlint.engine import positions
+    from torchlint.engine.runner import lint_text
+    from torchlint.engine.walk import walk as real_walk
+
+    monkeypatch.setattr(parsing, "TREES", trees)
+    # The walks of statements for their parent maps (reports made after the walk), counted when asked.
+    counted = lambda root, *args: (walks.append(root) if walks is not None else None) or real_walk(root, *args)  # noqa: E731
+    monkeypatch.setattr(positions, "walk", counted)
+    real_module = positions.Positions._module
+    # The whole-module position passes, which a wrong map of parents would bring (a stack that is not the tree's).
+    module_pass = lambda self: (whole.append(self.module) if whole is not None and not self._whole else None) or real_module(self)  # noqa: E731
+    monkeypatch.setattr(positions.Positions, "_module", module_pass)
+    return [
+        (finding.code, finding.message, finding.location, finding.end_location, finding.fix)
+        for finding in lint_text(text, name, config)
+    ]
+
+
+def assert_lints_agree_after_edits(text, name, rng, edits, monkeypatch):
+    """Each edit linted as the server lints it (the kept tree reparsed, the position pass's maps handed on) gives
+    exactly the findings, fixes included, of a lint of the whole text from nothing; returns how many statements
+    the position pass walked for its maps in the edits' lints and in the same lints from nothing, and how many
+    whole-module position passes each made."""
+    from conftest import make_config
+
+    config = make_config(select=["ALL"])
+    kept = parsing.ParsedTrees()
+    assert findings_of(text, name, config, kept, monkeypatch) == findings_of(text, name, config, parsing.ParsedTrees(), monkeypatch)
+    incremental_walks, full_walks, incremental_whole, full_whole = [], [], [], []
+    for _ in range(edits):
+        changed = edited(text, rng)
+        incremental = findings_of(changed, name, config, kept, monkeypatch, incremental_walks, incremental_whole)
+        assert incremental == findings_of(changed, name, config, parsing.ParsedTrees(), monkeypatch, full_walks, full_whole)
+        if full_parse(changed) is not None:
+            text = changed
+    return len(incremental_walks), len(full_walks), len(incremental_whole), len(full_whole)
+
+
+# Every seventh fixture with findings: a sample of every rule directory that keeps the run short.
+LINTED_FIXTURES = [path for path in FIXTURE_FILES if "# expect:" in path.read_text(encoding="utf-8")][::7]
+
+
+@pytest.mark.parametrize("path", LINTED_FIXTURES, ids=lambda path: str(path.relative_to(FIXTURES)))
+def test_lints_after_edits_of_fixtures_equal_whole_file_lints(path, tmp_path, monkeypatch):
+    rng = random.Random("lint " + str(path.relative_to(FIXTURES)))
+    assert_lints_agree_after_edits(path.read_text(encoding="utf-8"), str(tmp_path / path.name), rng, 6, monkeypatch)
+
+
+def test_lints_after_edits_of_a_long_file_equal_whole_file_lints(tmp_path, monkeypatch):
+    # Fixtures one after another: a long module of many top-level statements and findings, several reported after
+    # the walk with fixes (positions found through the parent maps an edit hands on).
+    text = "\n\n".join(path.read_text(encoding="utf-8") for path in LINTED_FIXTURES[:40])
+    incremental, full, incremental_whole, full_whole = assert_lints_agree_after_edits(
+        text, str(tmp_path / "long.py"), random.Random(1), 25, monkeypatch,
+    )
+    # Without this, the test could pass with every map made again: most come from an earlier edit's lint.
+    assert full >= 25 and incremental < full / 2
+    # And with maps that are not the tree's, whose wrong stacks the position pass survives by doing the whole module.
+    assert incremental_whole <= full_whole

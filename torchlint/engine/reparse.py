@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import libcst as cst
 
@@ -38,6 +38,9 @@ import libcst as cst
 # where each ends (where the next starts, with its leading comments and blank lines).
 Layout = Tuple[int, List[int]]
 # The statement kinds whose body may be an indented block: the first such block sets the module's indentation.
+# id of a top-level statement -> (the statement, id of each node in it -> its parent node, None for the statement): the
+# position pass's map for reports made after the walk (engine/positions.py), kept with the tree for the next edit.
+StatementParents = Dict[int, Tuple[cst.CSTNode, Dict[int, Optional[cst.CSTNode]]]]
 _BLOCK_HOLDERS = (cst.FunctionDef, cst.ClassDef, cst.If, cst.For, cst.While, cst.With, cst.Try, cst.TryStar, cst.Match)
 
 
@@ -51,6 +54,8 @@ class Parsed:
     # statements' code does not add up to the text (no newline at its end): then every edit is parsed in full.
     _layout: Optional[Layout] = field(default=None, repr=False)
     _laid_out: bool = field(default=False, repr=False)
+    # Filled by the position pass of a lint of this tree; an edit's reparse hands on the untouched statements' maps.
+    statement_parents: StatementParents = field(default_factory=dict, repr=False)
 
     def layout(self) -> Optional[Layout]:
         """The layout, worked out on first need (it costs a code generation of every statement)."""
@@ -98,8 +103,12 @@ def reparsed(old: Parsed, text: str, parse: Callable[[str], cst.Module]) -> Opti
     ):
         return None
     touched = statements[1:-1]
-    lengths = [len(alone.code_for_node(statement)) for statement in touched]
-    if sum(lengths) != len(region):
+    # libcst gives back the text it parsed, and the first and last statements' code is the text around the region:
+    # the touched statements' code is the region, and the last one's length is what the others leave of it (the
+    # common edit touches one statement, often a whole class, whose code generation would cost a third of the parse).
+    lengths = [len(alone.code_for_node(statement)) for statement in touched[:-1]]
+    lengths.append(len(region) - sum(lengths))
+    if lengths[-1] <= 0:
         return None
     new_ends = ends[:first]
     offset = region_start
@@ -108,7 +117,9 @@ def reparsed(old: Parsed, text: str, parse: Callable[[str], cst.Module]) -> Opti
         new_ends.append(offset)
     new_ends += [end + delta for end in ends[last + 1:]]
     spliced = module.with_changes(body=(*body[:first], *touched, *body[last + 1:]))
-    return Parsed(text, spliced, (first_start, new_ends), True)
+    kept = old.statement_parents
+    parents = {id(statement): kept[id(statement)] for statement in (*body[:first], *body[last + 1:]) if id(statement) in kept}
+    return Parsed(text, spliced, (first_start, new_ends), True, parents)
 
 
 def _layout(text: str, module: cst.Module) -> Optional[Layout]:
