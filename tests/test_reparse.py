@@ -102,6 +102,9 @@ def test_most_edits_inside_a_long_file_are_reparsed_alone(monkeypatch, tmp_path)
     ("import a\nif a:\n    b = 1\nc = 2\nd = 3\n", "import a\nif a:\n    b = 1\nelse:\n    c = 2\nd = 3\n"),
     # An indented comment after a block goes to that block.
     ("import a\ndef f():\n    pass\nc = 2\nd = 3\n", "import a\ndef f():\n    pass\n    # more\nc = 2\nd = 3\n"),
+    # A block indented less than the module's first one takes a comment at its indentation: a `def` before the
+    # edit, indented as the module is, would not.
+    ("import a\ndef f():\n    pass\ndef g():\n  pass\nc = 2\nd = 3\n", "import a\ndef f():\n    pass\ndef g():\n  pass\n  # c\nc = 2\nd = 3\n"),
     # A block the edit ends with takes the indented comment before the next statement.
     ("import a\nb = 1\nc = 2\n    # note\nd = 3\ne = 4\n", "import a\nb = 1\ndef c():\n    pass\n    # note\nd = 3\ne = 4\n"),
     # Windows line endings and tab indentation are the module's, kept.
@@ -119,6 +122,78 @@ def test_most_edits_inside_a_long_file_are_reparsed_alone(monkeypatch, tmp_path)
     ("import a\ndef f():\n    pass\nb = 1\nd = 3\n", "import a\ndef f():\n    pass\nb = 1\nx = 1\ny = 2\n\n\nd = 3\n"),
 ])
 def test_edits_that_depend_on_context_give_the_full_parse(before, after, tmp_path):
+    trees = parsing.ParsedTrees()
+    name = str(tmp_path / "edited.py")
+    trees.parse(name, before)
+    assert_same_tree(trees, name, after)
+
+
+def test_most_edits_inside_a_long_class_are_reparsed_as_the_method_alone(monkeypatch, tmp_path):
+    # A long script's edits fall in the methods of one class: the method is parsed, not the class.
+    parsed = []
+    real = parsing.parse_module
+    monkeypatch.setattr(parsing, "parse_module", lambda text: parsed.append(len(text)) or real(text))
+    methods = "".join(f"\n    def helper_{index}(self, values):\n        return sum(values) / {index + 1}\n" for index in range(30))
+    text = (FIXTURES / "examples" / "train.py").read_text(encoding="utf-8") + f"\n\nclass Helpers:{methods}\n\nDONE = True\n"
+    trees = parsing.ParsedTrees()
+    name = str(tmp_path / "train.py")
+    trees.parse(name, text)
+    rng = random.Random(0)
+    start = text.splitlines().index("class Helpers:")
+    edits = 0
+    for _ in range(30):
+        lines = text.splitlines(keepends=True)
+        row = rng.randrange(start + 4, start + 88)
+        changed = "".join(lines[:row] + [lines[row].replace("values", "items")] + lines[row + 1:])
+        if changed == text:
+            continue
+        edits += 1
+        assert_same_tree(trees, name, changed)
+        text = changed
+    assert edits >= 10
+    small = [length for length in parsed[1:] if length < 200]
+    assert len(small) >= edits * 0.8
+
+
+def in_class(body: str) -> str:
+    """`body` (lines at the class body's indentation, or less) as the body of a class between two statements."""
+    return f"import a\n\n\nclass A:\n    first = 0\n{body}    last = 9\n\n\nb = 1\n"
+
+
+@pytest.mark.parametrize("before, after", [
+    # An edit inside one method.
+    (in_class("    def f(self):\n        return 1\n    x = 2\n"), in_class("    def f(self):\n        return 12\n    x = 2\n")),
+    # A clause at the start of the edit belongs to the statement before it.
+    (in_class("    if a:\n        b = 1\n    c = 2\n    d = 3\n"), in_class("    if a:\n        b = 1\n    else:\n        c = 2\n    d = 3\n")),
+    # An indented comment after a method goes to that method's block; one at the class's indentation, or less, not.
+    (in_class("    def f(self):\n        pass\n    c = 2\n    d = 3\n"), in_class("    def f(self):\n        pass\n        # more\n    c = 2\n    d = 3\n")),
+    (in_class("    def f(self):\n        pass\n    c = 2\n    d = 3\n"), in_class("    def f(self):\n        pass\n# left\n    c = 2\n    d = 3\n")),
+    (in_class("    def f(self):\n        pass\n    c = 2\n    d = 3\n"), in_class("    def f(self):\n        pass\n  # between\n    c = 2\n    d = 3\n")),
+    # A block indented less than a method's takes a comment at its indentation (here the module's first block
+    # sets the indentation to eight spaces, and a method's body is indented by four more).
+    ("def f():\n        pass\nclass A:\n        def g(self):\n            x()\n        c = 1\n        d = 2\nb = 1\n",
+     "def f():\n        pass\nclass A:\n        def g(self):\n            x()\n            # c\n        c = 1\n        d = 2\nb = 1\n"),
+    # A block the edit ends with takes the indented comment before the next statement.
+    (in_class("    b = 1\n    c = 2\n        # note\n    d = 3\n"), in_class("    b = 1\n    def c(self):\n        pass\n        # note\n    d = 3\n")),
+    # A line at column 0 ends the class.
+    (in_class("    b = 1\n    c = 2\n    d = 3\n"), in_class("    b = 1\nc = 2\n    d = 3\n")),
+    (in_class("    b = 1\n    c = 2\n    d = 3\n"), in_class("    b = 1\nc = 2\nd = 3\n")),
+    # Decorators, and a method added with its comment.
+    (in_class("    @property\n    def f(self):\n        return 1\n    x = 2\n"), in_class("    @property\n    @cached\n    def f(self):\n        return 1\n    x = 2\n")),
+    (in_class("    x = 2\n    y = 3\n"), in_class("    x = 2\n\n    # g\n    def g(self):\n        return 2\n    y = 3\n")),
+    # A string opened by the edit runs into the statements after it.
+    (in_class("    b = 1\n    c = '''x'''\n    d = 1\n"), in_class("    b = '''1\n    c = '''x'''\n    d = 1\n")),
+    # Statements deleted, and a nested class.
+    (in_class("    b = 1\n    c = 2\n    d = 3\n"), in_class("    d = 3\n")),
+    (in_class("    class B:\n        x = 1\n    y = 2\n"), in_class("    class B:\n        x = 1\n        z = 3\n    y = 2\n")),
+    # Windows line endings, tab indentation, and a class indented otherwise than the module's first block.
+    (in_class("    def f(self):\n        return 1\n    x = 2\n").replace("\n", "\r\n"),
+     in_class("    def f(self):\n        return 2\n    x = 2\n").replace("\n", "\r\n")),
+    (in_class("    def f(self):\n        return 1\n    x = 2\n").replace("    ", "\t"),
+     in_class("    def f(self):\n        return 2\n    x = 2\n").replace("    ", "\t")),
+    ("def f():\n  pass\n" + in_class("    x = 1\n    y = 2\n"), "def f():\n  pass\n" + in_class("    x = 1\n    y = 3\n")),
+])
+def test_edits_inside_a_class_that_depend_on_context_give_the_full_parse(before, after, tmp_path):
     trees = parsing.ParsedTrees()
     name = str(tmp_path / "edited.py")
     trees.parse(name, before)
