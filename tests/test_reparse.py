@@ -97,6 +97,13 @@ def test_most_edits_inside_a_long_file_are_reparsed_alone(monkeypatch, tmp_path)
     assert len(small) >= edits * 0.8
 
 
+BACKSLASH_AFTER_BLOCK = (
+    "class Block(nn.Module):\n    def f(self, dim):\n            b = 2\n    def forward(self, x):  # t  '''# t\n"
+    "        return  self.fc(x)\n    b = 2\n\\\n1\n    def forward(self, \nx):\n        return x * x.sigmoid()\n  # t\n"
+    "class Net(nn.Module):\n        retur# qn:\n    \\\n    self.dim = dim\nclass C:\n        y = 1\n    # c\n"
+)
+
+
 @pytest.mark.parametrize("before, after", [
     # A clause at the start of the edit belongs to the statement before it.
     ("import a\nif a:\n    b = 1\nc = 2\nd = 3\n", "import a\nif a:\n    b = 1\nelse:\n    c = 2\nd = 3\n"),
@@ -117,6 +124,9 @@ def test_most_edits_inside_a_long_file_are_reparsed_alone(monkeypatch, tmp_path)
     ("import a\ndef f():\n    pass\nb = 1\nc = 2", "import a\ndef f():\n    pass\nb = 3\nc = 2"),
     # A string opened by the edit runs into the statements after it.
     ("import a\ndef f():\n    pass\nb = 1\nc = '''x'''\nd = 1\n", "import a\ndef f():\n    pass\nb = '''1\nc = '''x'''\nd = 1\n"),
+    # libcst gives back a backslash alone on a line after a block as indentation: the statements' code, which adds
+    # up to the text's length, is not their text, and the edit's region would be cut where their lengths say.
+    (BACKSLASH_AFTER_BLOCK, BACKSLASH_AFTER_BLOCK.replace("class Net(nn.Module):\n", "class Net(nn.Module):\n    # c\n")),
     # Statements deleted, and statements added.
     ("import a\ndef f():\n    pass\nb = 1\nc = 2\nd = 3\n", "import a\ndef f():\n    pass\nd = 3\n"),
     ("import a\ndef f():\n    pass\nb = 1\nd = 3\n", "import a\ndef f():\n    pass\nb = 1\nx = 1\ny = 2\n\n\nd = 3\n"),

@@ -126,12 +126,13 @@ def reparsed(old: Parsed, text: str, parse: Callable[[str], cst.Module]) -> Opti
     touched = statements[1:-1]
     if touched and _may_belong_before(region, touched[0], ""):
         return None
-    # libcst gives back the text it parsed, and the first and last statements' code is the text around the region:
-    # the touched statements' code is the region, and the last one's length is what the others leave of it (the
-    # common edit touches one statement, often a whole class, whose code generation would cost a third of the parse).
-    lengths = [len(alone.code_for_node(statement)) for statement in touched[:-1]]
-    lengths.append(len(region) - sum(lengths))
-    if lengths[-1] <= 0:
+    # The first and last statements own the text around the region: the touched statements own the region. Where
+    # all but the last end is where their code, as generated, is the region's text (libcst gives back most text it
+    # parsed, not all: a backslash alone on a line after a block comes back as indentation); the last one ends with the
+    # region, and its code is not generated (the common edit touches one statement, often a whole class, whose code
+    # generation would cost a third of the parse).
+    lengths = _leading_lengths(region, [alone.code_for_node(statement) for statement in touched[:-1]])
+    if lengths is None:
         return None
     new_ends = ends[:first]
     offset = region_start
@@ -208,9 +209,8 @@ def _reparsed_inside(old: Parsed, text: str, index: int, start: int, old_end: in
     touched = statements[1:-1]
     if _may_belong_before(region, touched[0], indent):
         return None
-    lengths = [len(_code_in_block(statement, module)) for statement in touched[:-1]]
-    lengths.append(len(region) - sum(lengths))
-    if lengths[-1] <= 0:
+    lengths = _leading_lengths(region, [_code_in_block(statement, module) for statement in touched[:-1]])
+    if lengths is None:
         return None
     new_inner_ends = inner_ends[:first]
     offset = inner_ends[first - 1]
@@ -270,14 +270,31 @@ def _code_in_block(node: cst.CSTNode, module: cst.Module) -> str:
     return "".join(state.tokens)
 
 
+def _leading_lengths(region: str, codes: List[str]) -> Optional[List[int]]:
+    """The lengths of the statements that fill `region`: those of `codes` (all but the last statement's), and what
+    they leave of it; None when their code is not the region's text or leaves nothing for the last."""
+    lengths = [len(code) for code in codes]
+    used = sum(lengths)
+    if used >= len(region) or (codes and region[:used] != "".join(codes)):
+        return None
+    return lengths + [len(region) - used]
+
+
 def _layout(text: str, module: cst.Module) -> Optional[Layout]:
-    first_start = offset = sum(len(module.code_for_node(line)) for line in module.header)
+    # Each statement's code must be its text, not only add up to its length: libcst gives back most text it parsed,
+    # not all (a backslash alone on a line after a block comes back as indentation), and a region cut where the code's
+    # lengths say would not be the statements' text.
+    header = "".join(module.code_for_node(line) for line in module.header)
+    codes = [module.code_for_node(statement) for statement in module.body]
+    footer = "".join(module.code_for_node(line) for line in module.footer)
+    if header + "".join(codes) + footer != text:
+        return None
     ends = []
-    for statement in module.body:
-        offset += len(module.code_for_node(statement))
+    offset = len(header)
+    for code in codes:
+        offset += len(code)
         ends.append(offset)
-    footer = sum(len(module.code_for_node(line)) for line in module.footer)
-    return (first_start, ends) if offset + footer == len(text) else None
+    return len(header), ends
 
 
 def _first_block(module: cst.Module) -> int:
