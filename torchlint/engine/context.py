@@ -11,7 +11,7 @@ from torchlint.analysis.file_kind import FileKind, source_file_kind
 from torchlint.engine.callgraph import CallGraph
 from torchlint.engine.file_text import FileText
 from torchlint.engine.positions import Positions
-from torchlint.engine.reparse import Layout
+from torchlint.engine.reparse import Layout, StatementParents
 from torchlint.engine.scopes import Scopes, dotted_name, scope_nodes_of
 from torchlint.finding import Edit, Finding, Fix, Location
 
@@ -29,7 +29,8 @@ class FileContext:
     def __init__(
         self, filename: str, text: str, module: cst.Module, config: "Config", with_callgraph: bool = True,
         file_text: Optional[FileText] = None, use_prefilter: bool = True, file_kind: Optional[FileKind] = None,
-        layout: Optional[Layout] = None, kind_name: Optional[str] = None,
+        layout: Optional[Layout] = None, statement_parents: Optional[StatementParents] = None,
+        kind_name: Optional[str] = None,
     ):
         self.filename = filename
         self.text = text
@@ -60,6 +61,8 @@ class FileContext:
         self._positions = None
         # Where the top-level statements lie in the text, when the parse worked it out (engine/reparse.py).
         self._layout = layout
+        # The position pass's parent maps kept with the file's tree (engine/parsing.TREES), filled and reused there.
+        self._statement_parents = statement_parents
         self._qualified: Dict[Tuple[int, Optional[int]], Tuple[cst.CSTNode, Optional[str]]] = {}
         self._shared: Dict[type, object] = {}
         # path -> digest of each project file read to know what the star imports bind (`STAR_IMPORTS`): what the
@@ -188,7 +191,7 @@ class FileContext:
     def _range(self, node: cst.CSTNode):
         # Positions cost code generation: paid only by files that report something, statement by statement.
         if self._positions is None:
-            self._positions = Positions(self.module, self.text, self._layout)
+            self._positions = Positions(self.module, self.text, self._layout, self._statement_parents)
         return self._positions.range_of(node, self.stack)
 
     def location(self, node: cst.CSTNode):

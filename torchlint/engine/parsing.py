@@ -44,7 +44,7 @@ import libcst as cst
 from libcst._nodes.base import CSTNode
 
 from torchlint.engine.walk import NODE_TYPES
-from torchlint.engine.reparse import Layout, Parsed, reparsed
+from torchlint.engine.reparse import Parsed, reparsed
 
 _VALIDATING_INIT = CSTNode.__dict__.get("__post_init__")
 
@@ -356,11 +356,12 @@ class ParsedTrees:
         self._keep(key, parsed)
         return parsed.module
 
-    def layout(self, path: Optional[str], module: cst.Module) -> Optional[Layout]:
-        """Where the top-level statements of `module`, the kept tree of the file at `path`, lie in its text, when a
-        reparse has worked it out (positions then need Python's parser on one statement, not the file)."""
+    def kept(self, path: Optional[str], module: cst.Module) -> Optional[Parsed]:
+        """The kept parse of the file at `path` when `module` is its tree: where its top-level statements lie, when a
+        reparse has worked it out (positions then need Python's parser on one statement, not the file), and the
+        position pass's maps, which a later edit's reparse hands on."""
         found = self._trees.get(os.path.abspath(path)) if path is not None else None
-        return found.known_layout() if found is not None and found.module is module else None
+        return found if found is not None and found.module is module else None
 
     def _keep(self, key: str, parsed: Parsed) -> None:
         replaced = self._trees.pop(key, None)

@@ -21,14 +21,16 @@ import libcst as cst
 from libcst.metadata import CodeRange, PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
-from torchlint.engine.reparse import Layout
+from torchlint.engine.reparse import Layout, StatementParents
 from torchlint.engine.walk import walk
 from torchlint.source import split_lines
 
 
 
 class Positions:
-    def __init__(self, module: cst.Module, text: str, layout: Optional[Layout] = None):
+    def __init__(
+        self, module: cst.Module, text: str, layout: Optional[Layout] = None, kept_parents: Optional[StatementParents] = None,
+    ):
         self.module = module
         self.text = text
         self._ranges: Dict[cst.CSTNode, CodeRange] = {}
@@ -42,8 +44,10 @@ class Positions:
         # engine/reparse.py): Python's parser then reads only the top-level statement that holds a reported node.
         self._layout = layout
         self._read_statements: Set[int] = set()
-        # id of a node -> its parent (None for the module), for positions asked after the walk (`_stack_to`).
-        self._parents: Optional[Dict[int, Optional[cst.CSTNode]]] = None
+        # id of a top-level statement -> (the statement, id of each node in it -> its parent, None for the statement),
+        # for positions asked after the walk (`_stack_to`). Kept with the file's tree when the parse keeps one
+        # (engine/parsing.TREES): an edit's reparse hands on the maps of the statements it did not touch.
+        self._statement_parents: StatementParents = {} if kept_parents is None else kept_parents
 
     def range_of(self, node: cst.CSTNode, stack: Sequence[cst.CSTNode] = ()) -> CodeRange:
         """`node`'s range; `stack` holds the nodes being visited (outermost first), which probably enclose it."""
@@ -67,30 +71,43 @@ class Positions:
     def _stack_to(self, node: cst.CSTNode) -> List[cst.CSTNode]:
         """The nodes from the module down to `node`, outermost first; empty when `node` is not in the module.
 
-        From each node's parent, found by one walk the first time a file asks: a file with n findings reported after
-        the walk would otherwise walk itself n times (a thousand `.cuda()` lines for TL205)."""
-        if self._parents is None:
-            parents: Dict[int, Optional[cst.CSTNode]] = {}
-            around: List[cst.CSTNode] = []
+        From each node's parent in its top-level statement, found by one walk of the statement the first time it is
+        asked about and kept with it: a file with n findings reported after the walk would otherwise walk itself n
+        times (a thousand `.cuda()` lines for TL205), and after an edit only the touched statements are walked again.
+        The statements are searched in order, so a node met in two places gets the place a walk of the module meets
+        first, as a walk looking for it would stop there."""
+        if node is self.module:
+            return [node]
+        for statement in self.module.body:
+            parents = self._parents_in(statement)
+            if id(node) in parents:
+                stack: List[cst.CSTNode] = []
+                current: Optional[cst.CSTNode] = node
+                while current is not None:
+                    stack.append(current)
+                    current = parents[id(current)]
+                stack.append(self.module)
+                stack.reverse()
+                return stack
+        return []
 
-            def on_visit(visited: cst.CSTNode) -> bool:
-                # The first place a node is met, as a walk looking for it would stop there (libcst may share a node).
-                if id(visited) not in parents:
-                    parents[id(visited)] = around[-1] if around else None
-                around.append(visited)
-                return True
+    def _parents_in(self, statement: cst.CSTNode) -> Dict[int, Optional[cst.CSTNode]]:
+        kept = self._statement_parents.get(id(statement))
+        if kept is not None and kept[0] is statement:
+            return kept[1]
+        parents: Dict[int, Optional[cst.CSTNode]] = {}
+        around: List[cst.CSTNode] = []
 
-            walk(self.module, on_visit, lambda visited: around.pop())
-            self._parents = parents
-        if id(node) not in self._parents:
-            return []
-        stack: List[cst.CSTNode] = []
-        current: Optional[cst.CSTNode] = node
-        while current is not None:
-            stack.append(current)
-            current = self._parents[id(current)]
-        stack.reverse()
-        return stack
+        def on_visit(visited: cst.CSTNode) -> bool:
+            if id(visited) not in parents:  # the first place a node is met (libcst may share a node)
+                parents[id(visited)] = around[-1] if around else None
+            around.append(visited)
+            return True
+
+        walk(statement, on_visit, lambda visited: around.pop())
+        # The statement is kept with its map: its id names no other node while the map is kept.
+        self._statement_parents[id(statement)] = (statement, parents)
+        return parents
 
     def _units(self, node: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> Iterator[Tuple[cst.CSTNode, List[str]]]:
         """The statements on `stack` that stand in a module body or an indented block, innermost first, with

@@ -169,8 +169,12 @@ def _lint_parsed(
     except RecursionError:
         return [parse_error(filename, "the file is nested too deeply to parse")] if ParseError.code in codes else []
     with_callgraph = any(rule.uses_callgraph for rule in rule_classes)
-    layout = parsing.TREES.layout(path, module)
-    ctx = FileContext(filename, text, module, config, with_callgraph, file_text, use_prefilter, file_kind, layout, kind_name)
+    kept = parsing.TREES.kept(path, module)
+    ctx = FileContext(
+        filename, text, module, config, with_callgraph, file_text, use_prefilter, file_kind,
+        kept.known_layout() if kept is not None else None, kept.statement_parents if kept is not None else None,
+        kind_name,
+    )
     rules = [rule_class(ctx) for rule_class in rule_classes]
     walker = _Walker(ctx, rules)
     try:
