@@ -104,6 +104,20 @@ def receiver(call: cst.Call) -> Optional[cst.BaseExpression]:
     return call.func.value if type(call.func) is cst.Attribute else None
 
 
+def called_module(call: cst.Call) -> cst.BaseExpression:
+    """What `call` applies, read as a module call: `model` for `model.forward(x)` as for `model(x)`, `self.block` for
+    `self.block.forward(x)`; `call.func` for any other call. An explicit `forward` runs the same code on the same
+    arguments as calling the module; it only skips the module's hooks, which no rule reads. `super().forward(x)` is
+    the parent class's method run on this module, not a call of the module `super()` gives."""
+    func = call.func
+    if type(func) is not cst.Attribute or func.attr.value != "forward":
+        return func
+    owner = func.value
+    if type(owner) is cst.Call and type(owner.func) is cst.Name and owner.func.value == "super":
+        return func
+    return owner
+
+
 def terminal_name(expr: cst.BaseExpression) -> Optional[str]:
     """`opt` for `opt`, `self.opt`, `trainer.opt`."""
     if type(expr) is cst.Name:

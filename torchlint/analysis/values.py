@@ -772,7 +772,11 @@ class Values:
         return found
 
     def _call(self, call: cst.Call, place: Place, depth: int, seen: frozenset) -> List[Origin]:
-        func = call.func
+        # `model.forward(x)` returns what `model(x)` does (`syntax.called_module`); `self.forward(x)` is followed as the
+        # method it names, whatever the method's first parameter is called.
+        func = syntax.called_module(call)
+        if func is not call.func and _is_self(func, place.scopes[-1]):
+            func = call.func
         method = syntax.method_name(call)
         if method in RETURNING_SELF and (self._through_casts or method not in CASTS):
             return self._follow(func.value, place, depth, seen)

@@ -10,6 +10,7 @@ from torchlint.analysis.facts import uses_autograd_grad
 from torchlint.analysis.file_kind import is_test_function
 from torchlint.analysis.grad_mode import names_an_evaluation, under_dynamic_grad_mode, under_grad_mode_context
 from torchlint.analysis.models import Models
+from torchlint.analysis.syntax import called_module
 from torchlint.analysis.values import Values
 from torchlint.analysis.loops import Loop, LoopIndex, is_accumulating_backward, loop_nodes
 from torchlint.rules.base import Rule
@@ -22,6 +23,8 @@ _LIGHTNING_HOOKS = frozenset({"validation_step", "test_step", "predict_step"})
 @dataclass
 class _Forward:
     node: cst.Call
+    # What the call applies: `model` of `model(x)` and of `model.forward(x)` (`called_module`).
+    model: cst.BaseExpression
     function: str
     function_name: str
     # A method of a model class: part of the model's own forward unless it calls `eval()`.
@@ -52,7 +55,8 @@ class EvalWithoutNoGrad(Rule):
     of the function; the last such statement decides), and no caller one level up in the
     module calls the function under one.
 
-    A forward is a call of a model: a value built from an `nn.Module` subclass of the
+    A forward is a call of a model (`model(x)`, or `model.forward(x)`, which runs the same
+    code without the hooks): a value built from an `nn.Module` subclass of the
     module, `nn.Sequential`, a model builder, a model picked by name from a package of
     models (`models.__dict__[args.arch]()`) or an `nn.DataParallel` wrapper, or a name
     on which `.eval()`, `.train()` or `.parameters()` is called. Not flagged: loops that call `.backward()` anywhere in
@@ -177,7 +181,7 @@ class EvalWithoutNoGrad(Rule):
         ):
             return
         in_model_method = definition is not None and self._is_model_method(definition)
-        self.forwards.append(_Forward(node, function, name, in_model_method, event.seq, loops, tuple(self.ctx.stack)))
+        self.forwards.append(_Forward(node, called_module(node), function, name, in_model_method, event.seq, loops, tuple(self.ctx.stack)))
 
     def _function_of(self, call: cst.Call) -> Tuple[str, Optional[cst.FunctionDef]]:
         """The call-graph key and the def of the function whose code holds the visited `call`: the same for every
@@ -206,11 +210,11 @@ class EvalWithoutNoGrad(Rule):
 
     def finish(self) -> None:
         for forward in self.forwards:
-            if not self.models.is_model(forward.node.func, forward.stack) or _runs_once(forward.loops[0].node):
+            if not self.models.is_model(forward.model, forward.stack) or _runs_once(forward.loops[0].node):
                 continue
             evaluation = self._eval_before(forward)
             if evaluation is None and (forward.in_model_method or not names_an_evaluation(forward.function_name)) and (
-                forward.in_model_method or not self._evaluated_by_callers(forward.function, self._built_by(forward.node.func, forward.stack))
+                forward.in_model_method or not self._evaluated_by_callers(forward.function, self._built_by(forward.model, forward.stack))
             ):
                 continue
             if self._backpropagates(forward, evaluation) or uses_autograd_grad(forward.function, self.ctx):
@@ -223,7 +227,7 @@ class EvalWithoutNoGrad(Rule):
     def _eval_before(self, forward: _Forward) -> Optional[_Eval]:
         """The last `eval()` of the forward's function before it, on a model that may be the one called: one put
         in eval mode cells earlier in a notebook does not make a demo of another model an evaluation."""
-        called = self._built_by(forward.node.func, forward.stack)
+        called = self._built_by(forward.model, forward.stack)
         earlier = [
             evaluation for evaluation in self.evals.get(forward.function, ())
             if evaluation.seq < forward.seq and (called is None or evaluation.models is None or not called.isdisjoint(evaluation.models))

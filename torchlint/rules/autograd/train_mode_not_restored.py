@@ -8,6 +8,7 @@ from torchlint import semantics
 from torchlint.analysis import guards
 from torchlint.analysis.loops import Event, Loop, LoopIndex, is_accumulating_backward
 from torchlint.analysis.modules import MODULE_ROOTS, PARAMETER, STATELESS_LAYERS, ModuleClass, ModuleClasses
+from torchlint.analysis.syntax import called_module
 from torchlint.analysis.values import Values
 from torchlint.engine.scopes import dotted_name
 from torchlint.engine.walk import walk, walk_visitor
@@ -225,7 +226,7 @@ class TrainModeNotRestored(Rule):
             if type(node) is not cst.Call or not inferred:
                 return inferred
             func = node.func
-            if names_model(func) or (type(func) is cst.Attribute and func.attr.value == "forward" and names_model(func.value)):
+            if names_model(called_module(node)):  # `model(x)` or `model.forward(x)`
                 inferred = semantics.grad_enabled_at(stack, self.ctx) is False
             elif any(names_model(arg.value) for arg in node.args):
                 callee = self.ctx.callgraph.callee_key(node, stack)

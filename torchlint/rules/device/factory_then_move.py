@@ -41,7 +41,9 @@ class FactoryThenMove(Rule):
     returns its argument (`Variable(torch.ones(n)).cuda()`), or through a variable
     that nothing else reads, assigned and moved in the same run of the same function
     (`hidden = torch.zeros(...)` ... `return hidden.to(device)`; reported at the
-    factory, without a fix), where it runs every
+    factory, without a fix), or that the move rebinds and that is read only after it
+    (`eps = torch.randn(n)`, then `eps = eps.cuda()`, also under an `if mu.is_cuda:`,
+    then `mu + std * eps`), where it runs every
     step: in the body of a loop, or in a function run once per step. Those are a
     `forward`, a `*_step` (`training_step`) or a function whose name says step,
     forward or iteration; a function named for training (`train`, `train_batch`)
@@ -190,10 +192,14 @@ class FactoryThenMove(Rule):
         same loops around both) and nothing else reads it: the same copy as `torch.zeros(...).to(device)` (an
         `init_hidden` that builds its states, then returns them moved)."""
         values = Values.of(self.ctx).assigned_here(name)
-        made_at = self.factory_stacks.get(id(values[0])) if len(values) == 1 else None
-        if made_at is None:
+        if len(values) != 1 or type(values[0]) is not cst.Call:
             return
-        factory = values[0]
+        # `Variable(torch.randn(n), requires_grad=False)` returns the factory's tensor (wrappers are read from the file's
+        # imports, at the move: they are module-level names).
+        factory, wrappers = self._unwrapped(values[0])
+        made_at = self.factory_stacks.get(id(factory)) if factory is not None else None
+        if made_at is None or any(_requires_grad(wrapper) is not False for wrapper in wrappers):
+            return
         if (
             not self.ctx.qualified_name_in(factory.func, FACTORIES, made_at) or semantics.keyword(factory, "device") is not None
             or semantics.has_star_kwargs(factory) or _requires_grad(factory) is not False
@@ -208,7 +214,7 @@ class FactoryThenMove(Rule):
             return
         mentions = _Mentions(name.value)
         (function or self.ctx.module).visit(mentions)
-        if mentions.count == 2:  # the assignment's target and the move
+        if _only_moved(mentions.found, values[0], node, name, stack):
             self.named_moves.append((factory, made_at, stack))
 
     def _unwrapped(self, expr: cst.Call) -> Tuple[Optional[cst.Call], Tuple[cst.Call, ...]]:
@@ -309,17 +315,56 @@ def _same_nodes(first: List[cst.CSTNode], second: List[cst.CSTNode]) -> bool:
     return len(first) == len(second) and all(one is other for one, other in zip(first, second))
 
 
+def _only_moved(
+    mentions: List[Tuple[cst.Name, Optional[cst.BaseExpression]]], made: cst.BaseExpression, move: cst.Call,
+    receiver: cst.Name, stack: Tuple[cst.CSTNode, ...],
+) -> bool:
+    """The variable's mentions in its function (`_Mentions.found`) read the factory's host tensor only in `move`: they
+    are the factory's assignment and the move (`return hidden.to(device)`), or those two first, with the move rebinding
+    the variable (`eps = eps.cuda()`, perhaps under an `if`), and then only reads of what the move bound or of later
+    bindings. A read between them, or a binding before the factory's (a parameter), uses the host tensor or another;
+    so does a read in the `else` of an `if` the move is under, or after a `try` the move is in fails."""
+    if len(mentions) < 2 or mentions[0][1] is not made:
+        return False
+    if len(mentions) == 2:
+        return mentions[1][0] is receiver
+    # `eps = eps.cuda()`: an assignment's targets are visited before its value.
+    if mentions[1][1] is not move or mentions[2][0] is not receiver:
+        return False
+    start = max((index for index, node in enumerate(stack[:-1]) if type(node) is cst.FunctionDef), default=0)
+    for index in range(start, len(stack) - 1):
+        node = stack[index]
+        if type(node) in (cst.Try, cst.TryStar):
+            return False
+        if type(node) is cst.If and node.orelse is not None and stack[index + 1] is node.body:
+            others = _Mentions(receiver.value)
+            node.orelse.visit(others)
+            if others.found:
+                return False
+    return True
+
+
 class _Mentions(cst.CSTVisitor):
-    """How many times a variable's name is written in a piece of code (read or bound; not as an attribute's or a
-    keyword's name)."""
+    """Where a variable's name is written in a piece of code, in source order (read or bound; not as an attribute's or
+    a keyword's name): each mention, with the value assigned when it is the only target of an `=` statement."""
 
     def __init__(self, name: str):
         self.name = name
-        self.count = 0
+        self.found: List[Tuple[cst.Name, Optional[cst.BaseExpression]]] = []
+        # id of the target `Name` of each `name = value` statement visited -> its value
+        self.assigned: Dict[int, cst.BaseExpression] = {}
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) == 1 and type(node.targets[0].target) is cst.Name:
+            self.assigned[id(node.targets[0].target)] = node.value
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None and type(node.target) is cst.Name:
+            self.assigned[id(node.target)] = node.value
 
     def visit_Name(self, node: cst.Name) -> None:
         if node.value == self.name:
-            self.count += 1
+            self.found.append((node, self.assigned.get(id(node))))
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         node.value.visit(self)
