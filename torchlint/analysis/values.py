@@ -777,11 +777,16 @@ class Values:
                 return self._parts(found, element, depth, seen)
         containers = self._follow(iterable, place, depth, seen)
         if not containers or not all(
-            not origin.applied and type(origin.node) in (cst.Tuple, cst.List, cst.Set) for origin in containers
+            not origin.applied and (type(origin.node) in (cst.Tuple, cst.List, cst.Set) or _repeated_item(origin) is not None)
+            for origin in containers
         ):
             return None
         items: List[Origin] = []
         for container in containers:
+            repeated = _repeated_item(container)
+            if repeated is not None:  # `[F.softmax(torch.randn(5, 5), dim=1) for _ in range(10)]`
+                items += self._at(container.place)._follow(repeated, container.place, depth, seen)
+                continue
             if any(type(item) is cst.StarredElement for item in container.node.elements):
                 return None
             there = self._at(container.place)
@@ -882,6 +887,32 @@ class Values:
                     found += self._module_outputs(layer, depth + 1, seen) if type(layer.node) is cst.Call else [layer]
                 return found
         return [Origin(built, place, applied=True)]
+
+
+def _repeated_item(origin: Origin) -> Optional[cst.BaseExpression]:
+    """For a list comprehension or generator whose item reads none of the names its `for` clauses bind (`[make() for
+    _ in range(n)]`), outside a class body: the item, which means the same evaluated where the comprehension is;
+    else None."""
+    node = origin.node
+    if type(node) not in (cst.ListComp, cst.GeneratorExp) or type(origin.place.scopes[-1]) is cst.ClassDef:
+        return None
+    bound: set = set()
+    clause = node.for_in
+    while clause is not None:
+        bound.update(name.value for name in _names_of(clause.target))
+        clause = clause.inner_for_in
+    return None if bound & {name.value for name in _names_of(node.elt)} else node.elt
+
+
+def _names_of(node: cst.CSTNode) -> List[cst.Name]:
+    found: List[cst.Name] = []
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if type(current) is cst.Name:
+            found.append(current)
+        pending.extend(child_nodes(current))
+    return found
 
 
 def _is_none(node: cst.CSTNode) -> bool:
