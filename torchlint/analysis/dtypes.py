@@ -12,6 +12,8 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.analysis.facts import holds_tensor
 from torchlint.analysis.syntax import call_argument
+from torchlint.analysis.values import Values
+from torchlint.engine.scopes import scope_nodes_of
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
@@ -43,6 +45,10 @@ DEFAULT_FLOAT_FACTORIES = frozenset(
     f"torch.{name}" for name in ("zeros", "ones", "empty", "rand", "randn", "eye", "linspace", "logspace")
 )
 INT64_FACTORIES = frozenset({"torch.randint", "torch.randperm"})
+# Methods of a tensor or array that return a Python int.
+_INT_METHODS = frozenset({"size", "numel", "dim", "nelement", "ndimension"})
+# Operators that keep two Python ints an int (`/` makes a float, `**` does for a negative exponent).
+_INT_OPERATORS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
 
 
 def dtype_of(expr: Optional[cst.CSTNode], ctx: "FileContext", stack=None) -> Optional[str]:
@@ -78,7 +84,10 @@ def made_dtype(call: cst.Call, ctx: "FileContext", stack=None) -> Optional[str]:
     """The dtype a torch factory call makes, as the source shows: its `dtype=`; the default dtype, float32, of
     `torch.zeros(n)`-style factories and of the legacy constructor `torch.Tensor(data)`; int64 of `torch.randint`
     and `torch.randperm`; the type of a legacy typed constructor (`torch.FloatTensor(data)`,
-    `torch.cuda.LongTensor(n)`: it converts its data, or raises for a tensor of another dtype). Observed on torch
+    `torch.cuda.LongTensor(n)`: it converts its data, or raises for a tensor of another dtype); int64 of
+    `torch.arange` whose bounds are all Python ints as the source shows them (literals, `len(...)`, `x.shape[0]`,
+    `x.size(0)`, sums and products of those, names only ever bound to them), and float32 of one with a float
+    literal among its bounds; int64 of `torch.tensor` of a literal of ints (`[0, 2, 5]`). Observed on torch
     2.13: `torch.Tensor(t)` of a tensor returns `t` in its own dtype, so that one is read only when its data is not
     known to be a tensor."""
     name = ctx.qualified_name(call.func, stack)
@@ -91,8 +100,74 @@ def made_dtype(call: cst.Call, ctx: "FileContext", stack=None) -> Optional[str]:
         return "float32"
     if name in INT64_FACTORIES:
         return "int64"
+    if name == "torch.arange" and semantics.keyword(call, "out") is None:
+        # torch 2.13: int64 when every bound is an int, the default float dtype when one is a float.
+        bounds = [arg.value for arg in call.args if arg.keyword is None or arg.keyword.value in ("start", "end", "step")]
+        if not bounds or any(arg.star for arg in call.args):
+            return None
+        floats = [type(bound) is cst.Float for bound in bounds]
+        if not all(is_float or _python_int(bound, ctx, stack, 0) for bound, is_float in zip(bounds, floats)):
+            return None
+        return "float32" if any(floats) else "int64"
+    if name == "torch.tensor":
+        # `torch.tensor([0, 2, 5])`: a literal of ints (no bools, no floats) makes int64.
+        data = semantics.literal(call_argument(call, 0, "data"), None)
+        return "int64" if _int_literal(data) else None
     if name == "torch.Tensor":
         data = call_argument(call, 0, "data")
         alone = data is not None and len(call.args) == 1
         return None if alone and holds_tensor(data, ctx, stack) else "float32"
     return tensor_type_of(call.func, ctx, stack)[0]
+
+
+def _python_int(expr: cst.BaseExpression, ctx: "FileContext", stack, depth: int) -> bool:
+    """`expr` is certainly a Python int: an integer literal, `len(...)`, `int(...)`, `x.shape[i]`, `x.size(i)`,
+    `x.numel()`, ints combined by `+ - * // %`, or a name every value of which is one of those."""
+    if depth > _INT_DEPTH:
+        return False
+    expr_type = type(expr)
+    if expr_type is cst.Integer:
+        return True
+    if expr_type is cst.UnaryOperation:
+        return type(expr.operator) in (cst.Minus, cst.Plus) and _python_int(expr.expression, ctx, stack, depth + 1)
+    if expr_type is cst.BinaryOperation:
+        return isinstance(expr.operator, _INT_OPERATORS) and all(
+            _python_int(side, ctx, stack, depth + 1) for side in (expr.left, expr.right)
+        )
+    if expr_type is cst.Subscript:  # `x.shape[0]`
+        value = expr.value
+        return (
+            type(value) is cst.Attribute and value.attr.value == "shape" and len(expr.slice) == 1
+            and type(expr.slice[0].slice) is cst.Index and _python_int(expr.slice[0].slice.value, ctx, stack, depth + 1)
+        )
+    if expr_type is cst.Call:
+        func = expr.func
+        if type(func) is cst.Name:
+            return func.value in ("len", "int") and ctx.scopes.binding_scope(func.value, scope_nodes_of(stack)) is None
+        if type(func) is cst.Attribute and func.attr.value in _INT_METHODS:
+            given = [arg for arg in expr.args if not arg.star]
+            return len(given) == len(expr.args) and (
+                func.attr.value != "size" and not given
+                or func.attr.value == "size" and len(given) == 1 and _python_int(given[0].value, ctx, stack, depth + 1)
+            )
+        return False
+    if expr_type is cst.Name:
+        origins = Values.of(ctx).origins(expr, stack)
+        return bool(origins) and all(
+            # An opaque origin other than a name is an expression not followed further (`x.shape[0]`), read here.
+            not origin.applied and type(origin.node) is not cst.Name
+            and _python_int(origin.node, origin.place.context, origin.place.stack, depth + 1)
+            for origin in origins
+        )
+    return False
+
+
+# How many steps `_python_int` follows (names through names, nested arithmetic).
+_INT_DEPTH = 8
+
+
+def _int_literal(data) -> bool:
+    """A non-empty literal list/tuple (nested) of ints, or an int; bools are not ints here (they make torch.bool)."""
+    if type(data) is int:
+        return True
+    return isinstance(data, (list, tuple)) and bool(data) and all(_int_literal(item) for item in data)

@@ -19,7 +19,7 @@ from torchlint.analysis.summaries import function_facts, imported_function, show
 from torchlint.analysis.values import PROGRESS_BARS, Origin, Values
 from torchlint.engine.context import last_parts
 from torchlint.engine.facts import recognizes
-from torchlint.engine.scopes import dotted_name
+from torchlint.engine.scopes import dotted_name, scope_nodes_of
 from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
 
 if TYPE_CHECKING:
@@ -425,3 +425,103 @@ class _TensorMethodReceivers(OwnScopeVisitor):
         receiver = semantics.receiver(node)
         if type(receiver) is cst.Name and semantics.method_name(node) in _TENSOR_ONLY_METHODS:
             self.names.add(receiver.value)
+
+
+# ---------------------------------------------------------------- values that hold no autograd graph
+
+# torch functions that make a tensor from numbers, shapes or other tensors: what they return requires grad only when
+# given `requires_grad=True` or an input that requires grad. `torch.load` (a saved tensor may require grad) and the
+# modules of `torch.nn` (parameters) are not among them.
+_GRAPHLESS_MODULES = ("torch.", "torch.nn.functional.")
+_GRAPH_MAKING = frozenset({"torch.load", "torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+_VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
+# Module classes of `torch.nn` named `...Loss` that hold parameters.
+_LOSSES_WITH_PARAMETERS = frozenset({"torch.nn.AdaptiveLogSoftmaxWithLoss"})
+_NO_GRAPH_DEPTH = 12
+
+
+def holds_no_graph(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bool:
+    """Every value `expr` may hold at `stack` is known to be no part of an autograd graph: made only from literals and
+    tensors torch's factories make without `requires_grad=True` (`torch.randn(5, 5)`, `Variable(torch.randn(5))`),
+    through torch's functions (`F.softmax`), tensor methods (but `requires_grad_`), arithmetic, subscripts and torch
+    loss modules without parameters (`nn.NLLLoss()`), followed through names by the value model. A parameter, a
+    model's output, a batch of a loader, or anything the model does not follow is not known to be so."""
+    return _no_graph(expr, ctx, ctx.stack if stack is None else stack, 0)
+
+
+def _no_graph(expr: cst.BaseExpression, ctx: "FileContext", stack, depth: int) -> bool:
+    if depth > _NO_GRAPH_DEPTH:
+        return False
+    expr_type = type(expr)
+    if expr_type in (cst.Integer, cst.Float, cst.SimpleString):
+        return True
+    if expr_type is cst.UnaryOperation:
+        return _no_graph(expr.expression, ctx, stack, depth + 1)
+    if expr_type is cst.BinaryOperation:
+        return _no_graph(expr.left, ctx, stack, depth + 1) and _no_graph(expr.right, ctx, stack, depth + 1)
+    if expr_type in (cst.List, cst.Tuple):
+        return all(type(item) is cst.Element and _no_graph(item.value, ctx, stack, depth + 1) for item in expr.elements)
+    if expr_type is cst.Subscript:
+        return _no_graph(expr.value, ctx, stack, depth + 1) and all(
+            type(part.slice) is cst.Index and _no_graph(part.slice.value, ctx, stack, depth + 1) for part in expr.slice
+        )
+    if expr_type is cst.Call:
+        return _call_without_graph(expr, ctx, stack, depth)
+    if expr_type is cst.Attribute:  # `torch.long`, `torch.pi`: torch's constants
+        return (ctx.qualified_name(expr, stack) or "").startswith("torch.")
+    if expr_type is cst.Name:
+        if expr.value in ("True", "False", "None") and ctx.scopes.binding_scope(expr.value, scope_nodes_of(stack)) is None:
+            return True
+        origins = Values.of(ctx).origins(expr, stack)
+        return bool(origins) and all(
+            not origin.opaque and not origin.applied and origin.node is not expr
+            and _no_graph(origin.node, origin.place.context, origin.place.stack, depth + 1)
+            for origin in origins
+        )
+    return False
+
+
+def _call_without_graph(call: cst.Call, ctx: "FileContext", stack, depth: int) -> bool:
+    if any(arg.star for arg in call.args) or not all(_no_graph(arg.value, ctx, stack, depth + 1) for arg in call.args):
+        return False
+    requires_grad = semantics.keyword(call, "requires_grad")
+    if requires_grad is not None and semantics.literal(requires_grad.value, None) is not False:
+        return False
+    func = call.func
+    name = ctx.qualified_name(func, stack)
+    if name is not None:
+        if name in _VARIABLE:
+            return True
+        module = name.rpartition(".")[0] + "."
+        return module in _GRAPHLESS_MODULES and name not in _GRAPH_MAKING and not _is_module_class(name)
+    if type(func) is cst.Call:  # `nn.NLLLoss()(output, target)`
+        return _graphless_loss(func, ctx, stack, depth)
+    if type(func) is cst.Attribute:
+        if func.attr.value == "requires_grad_":
+            return False
+        receiver = func.value
+        if _no_graph(receiver, ctx, stack, depth + 1):  # a tensor method of a tensor without graph
+            return True
+    if type(func) is cst.Name:  # `criterion(output, target)` after `criterion = nn.NLLLoss()`
+        origins = Values.of(ctx).origins(func, stack)
+        return bool(origins) and all(
+            not origin.opaque and not origin.applied and type(origin.node) is cst.Call
+            and _graphless_loss(origin.node, origin.place.context, origin.place.stack, depth + 1)
+            for origin in origins
+        )
+    return False
+
+
+def _graphless_loss(built: cst.Call, ctx: "FileContext", stack, depth: int) -> bool:
+    """`built` makes a torch loss module without parameters, from arguments without graph (`weight=`)."""
+    name = ctx.qualified_name(built.func, stack)
+    return (
+        name is not None and name.startswith("torch.nn.") and name.endswith("Loss") and name not in _LOSSES_WITH_PARAMETERS
+        and not any(arg.star for arg in built.args) and all(_no_graph(arg.value, ctx, stack, depth + 1) for arg in built.args)
+    )
+
+
+def _is_module_class(name: str) -> bool:
+    """`torch.X` where X is capitalised but not a tensor type: a class such as `torch.Generator` (not a tensor)."""
+    short = name.rpartition(".")[2]
+    return short[:1].isupper() and not short.endswith("Tensor")

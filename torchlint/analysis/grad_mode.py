@@ -16,7 +16,7 @@ import libcst as cst
 
 from torchlint.analysis.loops import FUNCTION_BOUNDARIES
 from torchlint.analysis.syntax import MISSING, keyword, literal, positional, terminal_name
-from torchlint.analysis.values import Values
+from torchlint.analysis.values import Argument, Values
 from torchlint.engine.walk import statement_structure, walk
 
 if TYPE_CHECKING:
@@ -246,6 +246,12 @@ def grad_disabled_by_a_caller(function_key: str, ctx: "FileContext") -> Optional
         if grad_enabled_at(site.stack, ctx) is False:
             return site.node
     return None
+
+
+def called_only_without_grad(calls: Sequence[Argument]) -> bool:
+    """There are calls among `calls` (`Values.arguments`: in this file or other project files), and every one of them
+    is made with gradients disabled."""
+    return bool(calls) and all(grad_enabled_at(call.call_stack, call.site.context) is False for call in calls)
 
 
 def under_dynamic_grad_mode(stack: Sequence[cst.CSTNode], ctx: "FileContext") -> bool:

@@ -120,6 +120,32 @@ class Origin(NamedTuple):
     opaque: bool = False
 
 
+class Argument(NamedTuple):
+    """What one call of a function passes for one of its parameters (`Values.arguments`)."""
+
+    call: cst.Call
+    # Where the call is made (in this file or another project file).
+    site: Place
+    # The origins of the value passed, or of the parameter's default where the call passes none.
+    origins: List[Origin]
+
+    @property
+    def call_stack(self) -> Tuple[cst.CSTNode, ...]:
+        """Every node around the call, outermost first, ending with it: a rule's stack at the call."""
+        return _path_to(self.call, self.site.scopes)
+
+
+def constant_of(origins: List[Origin]):
+    """The literal value every one of `origins` is, else `syntax.MISSING`."""
+    found = _MISSING
+    for origin in origins:
+        value = _MISSING if origin.applied or origin.opaque else syntax.literal(origin.node)
+        if syntax.is_missing(value) or (not syntax.is_missing(found) and value != found):
+            return _MISSING
+        found = value
+    return found
+
+
 class Values:
     """One per file (`Values.of(ctx)`): the scopes' flows, scanned on first use, and the answers so far."""
 
@@ -170,13 +196,7 @@ class Values:
 
     def constant(self, expr: cst.BaseExpression, stack: Optional[Sequence[cst.CSTNode]] = None):
         """The literal value `expr` always has here (`num_workers` after `num_workers = 0`), else `syntax.MISSING`."""
-        found = _MISSING
-        for origin in self.origins(expr, stack):
-            value = _MISSING if origin.applied or origin.opaque else syntax.literal(origin.node)
-            if syntax.is_missing(value) or (not syntax.is_missing(found) and value != found):
-                return _MISSING
-            found = value
-        return found
+        return constant_of(self.origins(expr, stack))
 
     def assigned_here(self, name: cst.BaseExpression, stack: Optional[Sequence[cst.CSTNode]] = None) -> List[cst.BaseExpression]:
         """The values assigned to the variable `name` whose assignments reach this point, one step back
@@ -367,28 +387,69 @@ class Values:
             returned, names = cell_returns(defining)
             written = next(written for written in names if written.value == name.value)
             return self._follow(written, Place(self.ctx, scopes[:-1] + (defining,), returned), depth, seen)
+        passed = self._passed(name, function, scopes)
+        if not passed:
+            return unknown
+        found: List[Origin] = []
+        for _, _, value, evaluated in passed:
+            found += self._at(evaluated)._follow(value, evaluated, depth + 1, seen)
+        return found or unknown
+
+    def arguments(self, name: cst.Name, stack: Optional[Sequence[cst.CSTNode]] = None) -> Optional[List[Argument]]:
+        """For a parameter read at the innermost point of `stack` (default: the node being visited) in its own
+        function, not rebound before that point: each call of the function (`_calls_of`), with the origins of what
+        it passes for the parameter, or of its default; None for any other name, or when not every call is known."""
+        place = self.place(self.ctx.stack if stack is None else stack)
+        function = place.scopes[-1]
+        scope = self.ctx.scopes.binding_scope(name.value, place.scopes)
+        if type(function) is not cst.FunctionDef or scope is None or scope.node is not function:
+            return None
+        flow = self.flow(function)
+        reaching = flow.reaching(name.value, flow.position(place.stack))
+        if not reaching or any(
+            binding.statement is not None or binding.value is not None or binding.definition is not None
+            for binding in reaching
+        ):
+            return None
+        try:
+            passed = self._passed(name, function, place.scopes)
+            if passed is None:
+                return None
+            return [
+                Argument(call, site, _distinct(self._at(evaluated)._follow(value, evaluated, 0, frozenset())))
+                for call, site, value, evaluated in passed
+            ]
+        finally:
+            _ANSWERED.clear()
+
+    def _passed(
+        self, name: cst.Name, function: cst.FunctionDef, scopes: Tuple[cst.CSTNode, ...],
+    ) -> Optional[List[Tuple[cst.Call, Place, cst.BaseExpression, Place]]]:
+        """What each call of `function` passes for its parameter `name`: the call, where it is made, the expression
+        it passes (or the parameter's default) and where that is evaluated; None when not every call is known
+        (`_calls_of`) or one passes nothing known for it (`*args`, no argument and no default)."""
         sites = self._calls_of(function, scopes[:-1])
         if not sites:
-            return unknown
+            return None
         params = function.params
         positional = list(params.posonly_params) + list(params.params)
         skip = 1 if type(scopes[-2]) is cst.ClassDef else 0  # `self`, bound by the instance or the class's call
         param = next((param for param in positional + list(params.kwonly_params) if param.name.value == name.value), None)
         if param is None or (param in positional and positional.index(param) < skip):
-            return unknown
+            return None
         index = positional.index(param) - skip if param in positional else None
-        found: List[Origin] = []
+        found = []
         for call, site in sites:
             if any(arg.star for arg in call.args):
-                return unknown
+                return None
             given = syntax.keyword(call, name.value) or (syntax.positional(call, index) if index is not None else None)
             if given is not None:
-                found += self._at(site)._follow(given.value, site, depth + 1, seen)
+                found.append((call, site, given.value, site))
             elif param.default is not None:
-                found += self._follow(param.default, Place(self.ctx, scopes[:-1], function), depth + 1, seen)
+                found.append((call, site, param.default, Place(self.ctx, scopes[:-1], function)))
             else:
-                return unknown
-        return found or unknown
+                return None
+        return found
 
     def _calls_of(self, function: cst.FunctionDef, around: Tuple[cst.CSTNode, ...]) -> List[Tuple[cst.Call, Place]]:
         """Every call of `function` (`around`: the scopes around its def), with where it is made: the calls of a
@@ -723,11 +784,16 @@ class Values:
                 return self._parts(found, element, depth, seen)
         containers = self._follow(iterable, place, depth, seen)
         if not containers or not all(
-            not origin.applied and type(origin.node) in (cst.Tuple, cst.List, cst.Set) for origin in containers
+            not origin.applied and (type(origin.node) in (cst.Tuple, cst.List, cst.Set) or _repeated_item(origin) is not None)
+            for origin in containers
         ):
             return None
         items: List[Origin] = []
         for container in containers:
+            repeated = _repeated_item(container)
+            if repeated is not None:  # `[F.softmax(torch.randn(5, 5), dim=1) for _ in range(10)]`
+                items += self._at(container.place)._follow(repeated, container.place, depth, seen)
+                continue
             if any(type(item) is cst.StarredElement for item in container.node.elements):
                 return None
             there = self._at(container.place)
@@ -832,6 +898,32 @@ class Values:
                     found += self._module_outputs(layer, depth + 1, seen) if type(layer.node) is cst.Call else [layer]
                 return found
         return [Origin(built, place, applied=True)]
+
+
+def _repeated_item(origin: Origin) -> Optional[cst.BaseExpression]:
+    """For a list comprehension or generator whose item reads none of the names its `for` clauses bind (`[make() for
+    _ in range(n)]`), outside a class body: the item, which means the same evaluated where the comprehension is;
+    else None."""
+    node = origin.node
+    if type(node) not in (cst.ListComp, cst.GeneratorExp) or type(origin.place.scopes[-1]) is cst.ClassDef:
+        return None
+    bound: set = set()
+    clause = node.for_in
+    while clause is not None:
+        bound.update(name.value for name in _names_of(clause.target))
+        clause = clause.inner_for_in
+    return None if bound & {name.value for name in _names_of(node.elt)} else node.elt
+
+
+def _names_of(node: cst.CSTNode) -> List[cst.Name]:
+    found: List[cst.Name] = []
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if type(current) is cst.Name:
+            found.append(current)
+        pending.extend(child_nodes(current))
+    return found
 
 
 def _is_none(node: cst.CSTNode) -> bool:

@@ -3,6 +3,8 @@ from typing import Optional, Sequence
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.grad_mode import called_only_without_grad, under_dynamic_grad_mode
+from torchlint.analysis.values import Values, constant_of
 from torchlint.engine.context import last_parts
 from torchlint.finding import Edit, Fix, Location
 from torchlint.fixes.rewrites import code_in_place
@@ -24,7 +26,9 @@ class VolatileVariable(Rule):
     `torch.autograd`.
 
     Not flagged: `Variable(x)` alone (TL602 reports it as deprecated) and `volatile=False`,
-    which asked for nothing; code for torch below 0.4 (`torch-version`, or the project's
+    which asked for nothing (torch 2.13 does not warn), also where it is a helper's parameter
+    that every call of the helper leaves or passes False (`get_batch(source, i)` for
+    `def get_batch(source, i, evaluation=False)`, in the file or other project files); code for torch below 0.4 (`torch-version`, or the project's
     own torch requirement), where `volatile=True` still worked and `torch.no_grad()` did
     not exist.
 
@@ -44,7 +48,10 @@ class VolatileVariable(Rule):
     block calls no `backward`, `step`, `zero_grad` or `autograd.grad` and defines no
     function or generator: there the whole rest of the block is evaluation, the same scope
     the volatile input reached. Where the call already runs under `no_grad`, the fix only
-    drops the keyword, and is safe (it has no effect).
+    drops the keyword, and is safe (it has no effect). That includes a helper's computed
+    `volatile=flag` whose every call passing the flag anything but False is made under
+    `no_grad` (an evaluation calling `get_batch(..., evaluation=True)` inside
+    `with torch.no_grad():`): the finding then says to drop the keyword.
     """
 
     code = "TL612"
@@ -81,17 +88,34 @@ class VolatileVariable(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         volatile = semantics.keyword(node, "volatile")
-        if volatile is None or semantics.literal(volatile.value) is False or self.ctx.config.torch_version < NO_GRAD_SINCE:
+        if volatile is None or self.ctx.config.torch_version < NO_GRAD_SINCE:
             return
         if not self.ctx.qualified_name_in(node.func, VARIABLE):
             return
+        values = Values.of(self.ctx)
+        if values.constant(volatile.value) is False:
+            return  # `volatile=False`, also through a helper's parameter every call leaves False: nothing warns
         without = _without_keyword(node, volatile)
-        if semantics.grad_enabled_at(self.ctx.stack, self.ctx) is False:
+        if semantics.grad_enabled_at(self.ctx.stack, self.ctx) is False or self._true_only_under_no_grad(volatile.value):
             edit = self.ctx.replace(node, code_in_place(self.ctx, without, self.ctx.stack))
             self.report(node, self.under_no_grad_message, Fix.safe("Drop `volatile=`", edit))
             return
         fix = self._wrap_in_no_grad(node, without) if semantics.literal(volatile.value) is True else None
         self.report(volatile, fix=fix)
+
+    def _true_only_under_no_grad(self, flag: cst.BaseExpression) -> bool:
+        """`volatile=flag` for a parameter of the function around the call, where nothing in the function sets the
+        grad mode, and every call of the function that may pass the flag anything but False is made with gradients
+        disabled (an evaluation calling `get_batch(..., evaluation=True)` under `no_grad`)."""
+        stack = self.ctx.stack
+        if type(flag) is not cst.Name or semantics.grad_enabled_at(stack, self.ctx) is not None:
+            return False
+        if under_dynamic_grad_mode(stack, self.ctx):
+            return False
+        calls = Values.of(self.ctx).arguments(flag, stack)
+        if calls is None:
+            return False
+        return called_only_without_grad([call for call in calls if constant_of(call.origins) is not False])
 
     def _wrap_in_no_grad(self, call: cst.Call, without: cst.Call) -> Optional[Fix]:
         stack = self.ctx.stack

@@ -12,7 +12,7 @@ from torchlint.analysis.loops import iteration, iterations_around, loop_nodes
 from torchlint.analysis.losses import LOSS_FUNCTIONS, is_loss_call, is_loss_value
 from torchlint.analysis.syntax import names_in
 from torchlint.analysis.values import Values
-from torchlint.analysis.facts import BACKWARD_FUNCTIONS, is_backward_call
+from torchlint.analysis.facts import BACKWARD_FUNCTIONS, holds_no_graph, is_backward_call
 from torchlint.engine.context import last_parts
 from torchlint.engine.scopes import dotted_name
 from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
@@ -60,7 +60,11 @@ class LossAccumulatedWithGraph(Rule):
     same loop, accumulation with gradients disabled, nor a variable named like the
     backpropagated loss that holds a number (`loss = mini_batch(...)`, a helper of the
     file returning `np.mean` of `.item()` values), nor a loss computed from detached
-    tensors only (`criterion(pred.detach().cpu(), y.detach().cpu())`: no graph).
+    tensors only (`criterion(pred.detach().cpu(), y.detach().cpu())`: no graph), or from
+    tensors that never required grad (a test's `F.log_softmax(torch.randn(5, 5), dim=1)`,
+    `Variable(torch.randn(n))`, followed through names, loops over literal lists and list
+    comprehensions: torch 2.13 gives such a loss `grad_fn=None`). A loss of a model's output,
+    of a parameter, or of anything whose origin is not shown is still reported.
 
     ## Why is this bad?
     The accumulator becomes a tensor that requires grad and references every
@@ -263,7 +267,7 @@ class LossAccumulatedWithGraph(Rule):
 
     def _is_loss(self, operand: cst.BaseExpression) -> Optional[bool]:
         if is_loss_call(operand, self.ctx):
-            return not _of_detached_inputs(operand)
+            return not (_of_detached_inputs(operand) or holds_no_graph(operand, self.ctx))
         name = dotted_name(operand)
         if name is None:
             return False
@@ -274,7 +278,7 @@ class LossAccumulatedWithGraph(Rule):
         if _detached(value) or semantics.grad_enabled_at(stack, self.ctx) is False:
             return False
         if is_loss_value(value, self.ctx):
-            return not (type(value) is cst.Call and _of_detached_inputs(value))
+            return not (type(value) is cst.Call and _of_detached_inputs(value) or holds_no_graph(value, self.ctx, stack))
         # A helper of the file that returns a number (`np.mean` of `.item()` values: numpy's functions make no
         # graph), followed by the value model.
         return False if type(operand) is cst.Name and self._only_numbers(operand) else None

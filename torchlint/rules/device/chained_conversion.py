@@ -49,7 +49,9 @@ class ChainedConversion(Rule):
     convert their data: `torch.Tensor(data).float().to(device)`, unless the source shows
     `data` is a tensor (which `torch.Tensor` returns in its own dtype), and
     `torch.FloatTensor(data)`; not in a file that changes the default dtype), the type a legacy typed constructor made
-    (`torch.LongTensor(ids).long()`), int64 of `torch.randint`/`torch.randperm` or of a numpy array of
+    (`torch.LongTensor(ids).long()`), int64 of `torch.randint`/`torch.randperm`, of `torch.arange`
+    whose bounds the source shows are ints (`torch.arange(0, x.shape[0]).long().cuda()`) and of `torch.tensor` of a
+    literal of ints, or of a numpy array of
     indices or default integers (`torch.from_numpy(np.argmax(p, 1)).long().to(device)`:
     `np.argmax`, `np.argsort`, `np.random.randint` and the like give int64 on Linux,
     numpy 2.4), the dtype a factory was given (`dtype=torch.int64`), directly or through
