@@ -33,7 +33,7 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Callable, Dict, List, Tuple
 
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
@@ -414,6 +414,23 @@ def percentile(values: List[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
+def edit_site(text: str) -> Tuple[int, int, Callable[[int], str]]:
+    """Where the timed edits go and what each writes: in a generated script, the last digit of `EDITED_LINE`, cycled;
+    in any other file (`--file`), a space added at the end of the code line inside a function nearest the middle of
+    the file, then taken away again: a one-character edit that keeps the file as it was."""
+    lines = text.splitlines()
+    if EDITED_LINE in lines:
+        return lines.index(EDITED_LINE), len(EDITED_LINE) - 1, lambda version: str(version % 9 + 1)
+    body = [
+        row for row, line in enumerate(lines)
+        if line.startswith("        ") and line.strip()[:1].isalpha() and not line.rstrip().endswith(("\\", ",", "(", "[", "{"))
+    ]
+    if not body:
+        raise SystemExit("no line inside a function to edit")
+    row = min(body, key=lambda row: abs(row - len(lines) // 2))
+    return row, len(lines[row].rstrip()), lambda version: " " if version % 2 == 0 else ""
+
+
 async def measure(text: str, edits: int, warmup: int, folder: Path) -> Dict[str, object]:
     path = folder / "train.py"
     path.write_text(text)
@@ -439,15 +456,16 @@ async def measure(text: str, edits: int, warmup: int, folder: Path) -> Dict[str,
     ))
     await asyncio.wait_for(waiting.setdefault(1, asyncio.Event()).wait(), 120)
 
-    row = text.splitlines().index(EDITED_LINE)
-    column = len(EDITED_LINE) - 1
+    row, column, written = edit_site(text)
+    generated = EDITED_LINE in text.splitlines()
     server = _process(client)
     latencies, cpu = [], []
     for version in range(2, 2 + warmup + edits):
-        digit = str(version % 9 + 1)
-        position_end = types.Position(line=row, character=column + 1)
+        # A generated script's digit is replaced; a real file's added space is removed by the next edit.
+        replaced = 1 if generated or version % 2 == 1 else 0
+        position_end = types.Position(line=row, character=column + replaced)
         change = types.TextDocumentContentChangePartial(
-            range=types.Range(start=types.Position(line=row, character=column), end=position_end), text=digit,
+            range=types.Range(start=types.Position(line=row, character=column), end=position_end), text=written(version),
         )
         cpu_before = _cpu_seconds(server)
         sent = time.perf_counter()
@@ -541,8 +559,13 @@ def engine_alone(text: str, path: Path, repeats: int) -> List[float]:
     config = load(None, path.parent)
     lint_text(text, str(path), config)
     wall, cpu = [], []
+    lines = text.splitlines(keepends=True)
+    row, column, written = edit_site(text)
+    generated = EDITED_LINE in text.splitlines()
     for index in range(repeats):
-        edited = text.replace(EDITED_LINE, EDITED_LINE[:-1] + str(index % 9 + 1))
+        line = lines[row]
+        edited_line = line[:column] + written(index) + line[column + 1:] if generated else line[:column] + " " * (index % 2) + line[column:]
+        edited = "".join(lines[:row] + [edited_line] + lines[row + 1:])
         started, started_cpu = time.perf_counter(), time.process_time()
         lint_text(edited, str(path), config)
         wall.append((time.perf_counter() - started) * 1000)
@@ -579,18 +602,25 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=5, help="edits made first and not timed")
     parser.add_argument("--neovim", action="store_true", help="also make the edits in Neovim (nvim on PATH), timed there")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    parser.add_argument(
+        "--file", type=Path, action="append", default=[],
+        help="also time edits of this file (repeatable), e.g. a training script of the corpus: "
+        "benchmarks/.cache/training/karpathy+llm.c/train_gpt2.py",
+    )
     args = parser.parse_args()
     if args.neovim and shutil.which("nvim") is None:
         parser.error("--neovim needs nvim on PATH")
     # The fixed parts alone (a file of several classes and findings), and the long script.
     texts = {"classes": training_script(0), "trainer": training_script(args.lines)}
+    for path in args.file:
+        texts[str(path)] = path.read_text(encoding="utf-8")
     summaries = []
     for name, text in texts.items():
         with tempfile.TemporaryDirectory() as folder:
             result = asyncio.run(measure(text, args.edits, args.warmup, Path(folder)))
             engine, engine_cpu = engine_alone(text, Path(folder) / "train.py", args.edits)
         neovim = []
-        if args.neovim:
+        if args.neovim and EDITED_LINE in text.splitlines():  # the Neovim edits are the generated scripts'
             with tempfile.TemporaryDirectory() as folder:
                 neovim = measure_in_neovim(text, args.edits, args.warmup, Path(folder))
         summaries.append(summarise(name, text, result, engine, engine_cpu, neovim))
