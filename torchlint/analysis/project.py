@@ -182,6 +182,20 @@ class Project:
                 return True
         return False
 
+    def files_above(self, path: str) -> List[str]:
+        """The `.py` files of the folder of `path` (itself included) and of each folder above it up to the project root
+        (`use_root`; for a file outside it, up to the top of its package), nearest folder first, at most
+        `_MAX_NEIGHBOURS`: where the files that import it usually are, for a question answered by finding one of them
+        (a file that initialises a class this one defines), not by reading them all."""
+        folder = self._folder_of(path)
+        folders = _folders_up_to(folder, self._root) or self._folders.search_folders(folder, 0)
+        found: List[str] = []
+        for each in folders:
+            found += [os.path.join(each, name) for name in self._folders.python_files(each)]
+            if len(found) >= _MAX_NEIGHBOURS:
+                return found[:_MAX_NEIGHBOURS]
+        return found
+
     def followed_into(self, ctx: "FileContext") -> bool:
         """`ctx` is the context of a project file read for an import (`resolve`), not of a file being linted."""
         module = self._modules.get(ctx.filename)
@@ -298,7 +312,7 @@ class _Folders:
         parts = [part for part in dotted[level:].split(".") if part]
         if not parts:
             return None
-        searched = self._search_folders(folder, level)
+        searched = self.search_folders(folder, level)
         for base in searched:
             found = self._longest_module(base, parts)
             if found is not None:
@@ -321,7 +335,8 @@ class _Folders:
                 return path, ".".join(parts[length:])
         return None
 
-    def _search_folders(self, folder: str, level: int) -> List[str]:
+    def search_folders(self, folder: str, level: int) -> List[str]:
+        """The folders an import at `level` (its leading dots) is looked up from, before the folders above (`locate`)."""
         if level:  # a relative import has one base: its package, or a package above it
             for _ in range(level - 1):
                 folder = os.path.dirname(folder)
