@@ -306,6 +306,8 @@ class _Folders:
     def __init__(self):
         # folder -> {entry name: is a folder}; empty for a folder that does not exist
         self._entries: Dict[str, Dict[str, bool]] = {}
+        # (top folder, limit) -> `python_files_under`: walked once, however many modules ask
+        self._trees: Dict[Tuple[str, int], Optional[List[str]]] = {}
 
     def locate(self, folder: str, dotted: str, root: str) -> Optional[Tuple[str, str]]:
         level = len(dotted) - len(dotted.lstrip("."))
@@ -377,6 +379,12 @@ class _Folders:
     def python_files_under(self, top: str, limit: int) -> Optional[List[str]]:
         """The paths of the `.py` files in `top` and the folders below it (but hidden ones, `.git`, `.venv`), sorted;
         None when there are more than `limit`, or a notebook (which imports as a script does)."""
+        key = (top, limit)
+        if key not in self._trees:
+            self._trees[key] = self._python_files_under(top, limit)
+        return self._trees[key]
+
+    def _python_files_under(self, top: str, limit: int) -> Optional[List[str]]:
         found: List[str] = []
         folders = [top]
         while folders:
