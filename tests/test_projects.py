@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, make_config
+from conftest import FIXTURES
 from torchlint.engine.expectations import actual_findings, expected_findings
 from torchlint.engine.runner import lint_file
 
@@ -17,9 +17,19 @@ PROJECTS = FIXTURES / "projects"
 PROJECT_FILES = sorted(path for path in PROJECTS.rglob("*.py") if not path.parent.name.startswith("settings_"))
 
 
+def project_config(path: Path):
+    """The fixtures' config, rooted at the project's own folder, as a user lints a project from its root (its torch
+    requirement read from there): the root bounds the folders a dotted import is looked up from, and the files that
+    may import a module."""
+    from torchlint.config import build
+
+    root = PROJECTS / path.relative_to(PROJECTS).parts[0]
+    return build({"select": ["ALL"], "preview": True}, root=root, path=None, where="test", torch_requirement_from=root)
+
+
 @pytest.mark.parametrize("path", PROJECT_FILES, ids=lambda path: str(path.relative_to(PROJECTS)))
 def test_project_file_findings_are_exactly_the_expected_ones(path: Path):
-    result = lint_file(str(path), make_config(select=["ALL"]))
+    result = lint_file(str(path), project_config(path))
     assert actual_findings(result.findings) == expected_findings(path.read_text())
 
 

@@ -5,7 +5,9 @@ lint leaves for the next is only what the summary store on disk holds. A summary
 finding is the one the parsed files give.
 """
 
+import shutil
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -36,16 +38,23 @@ def fresh_process(monkeypatch) -> list:
     return parsed
 
 
-def lint(path: Path, root: Path, cached: bool = True):
-    config = build({"select": ["ALL"], "preview": True}, root=root, path=None, where="test", torch_requirement_from=path.parent)
+def lint(path: Path, root: Path, cached: bool = True, requirement_from: Optional[Path] = None):
+    config = build(
+        {"select": ["ALL"], "preview": True}, root=root, path=None, where="test",
+        torch_requirement_from=requirement_from or path.parent,
+    )
     return parallel._lint_one(str(path), str(path), config, cached, True)[1]
 
 
 @pytest.mark.parametrize("path", PROJECT_FILES, ids=lambda path: str(path.relative_to(PROJECTS)))
 def test_project_files_find_the_same_with_summaries_built_and_stored(path: Path, tmp_path, monkeypatch):
+    # A copy of the project, linted from its root as tests/test_projects.py lints it: the cache lives at the root.
+    relative = path.relative_to(PROJECTS)
+    root = tmp_path / relative.parts[0]
+    shutil.copytree(PROJECTS / relative.parts[0], root)
     for _ in ("built", "stored"):
         fresh_process(monkeypatch)
-        assert actual_findings(lint(path, tmp_path).findings) == expected_findings(path.read_text())
+        assert actual_findings(lint(tmp_path / relative, root, requirement_from=path.parent).findings) == expected_findings(path.read_text())
 
 
 def write(folder: Path, files: dict) -> None:

@@ -10,12 +10,19 @@ Which files count. A module path is looked up as a `.py` file (or a package's
 `__init__.py`) from the importing file's own folder, then from each folder above it
 up to the top of its package (the first folder above without an `__init__.py`), the
 places Python's own search finds a project's modules when a script is run from its
-folder or a package with `python -m`. Relative imports resolve against the package.
-Installed packages (torch, numpy) are never read: a path that is not a file there is
+folder or a package with `python -m`. A dotted path not found there whose first part is
+a folder (`from TCN.word_cnn.model import TCN`, where `TCN/word_cnn/` has no
+`__init__.py`: a namespace package, PEP 420) is then looked up from each folder above
+the importer up to the project root (`Config.root`: the config file's folder, else
+where torchlint runs), nearest first: where Python finds it when the program is run
+from the repository's root (`python -m`) or an ancestor is put on `sys.path`, as such
+layouts do. A single name (`import utils`) is not looked up above the importer's package:
+run from its own folder, a script does not find it there. Relative imports resolve against
+the package. Installed packages (torch, numpy) are never read: a path that is not a file there is
 not followed. This works the same whether one file or the whole project is given on
 the command line, since the files are read from disk when an import names them.
 
-What is not seen: modules found only through `sys.path` edits, `PYTHONPATH` or an
+What is not seen: modules found only through other `sys.path` edits, `PYTHONPATH` or an
 installed copy of the project, names assigned in the imported module through anything
 but plain statements, and modules over `_MAX_BYTES`. (What a star import of a project
 module binds is read through its summary: `analysis/summaries.py`, `star_bindings`.)
@@ -61,8 +68,11 @@ class Project:
 
     def __init__(self):
         self._modules: "OrderedDict[str, Optional[ProjectModule]]" = OrderedDict()
-        # (importing folder, import path) -> (module file, name in it), or None: most paths name installed packages
-        self._paths: Dict[Tuple[str, str], Optional[Tuple[str, str]]] = {}
+        # (importing folder, import path, project root) -> (module file, name in it), or None: most paths name
+        # installed packages
+        self._paths: Dict[Tuple[str, str, str], Optional[Tuple[str, str]]] = {}
+        # the project root of the lint under way (`use_root`): how far above an importer a dotted path is looked up
+        self._root = ""
         self._folders = _Folders()
         # importing file -> its folder (`_folder_of`)
         self._importer_folders: Dict[Tuple[str, str], str] = {}
@@ -79,6 +89,11 @@ class Project:
 
     def start_recording(self) -> None:
         self.consulted = {}
+
+    def use_root(self, root: "os.PathLike[str] | str") -> None:
+        """The project root (`Config.root`) of the file about to be linted: a dotted import whose first part is a
+        folder is looked up in the folders above its importer up to here (the module's docstring)."""
+        self._root = os.path.abspath(root)
 
     def resolve(self, importer: str, dotted: str, config: "Config") -> Optional[Tuple[ProjectModule, str]]:
         """For an import path as `import_bindings` writes it (`model.Net`, `.data.make_loaders`, `utils`): the
@@ -167,6 +182,20 @@ class Project:
                 return True
         return False
 
+    def files_above(self, path: str) -> List[str]:
+        """The `.py` files of the folder of `path` (itself included) and of each folder above it up to the project root
+        (`use_root`; for a file outside it, up to the top of its package), nearest folder first, at most
+        `_MAX_NEIGHBOURS`: where the files that import it usually are, for a question answered by finding one of them
+        (a file that initialises a class this one defines), not by reading them all."""
+        folder = self._folder_of(path)
+        folders = _folders_up_to(folder, self._root) or self._folders.search_folders(folder, 0)
+        found: List[str] = []
+        for each in folders:
+            found += [os.path.join(each, name) for name in self._folders.python_files(each)]
+            if len(found) >= _MAX_NEIGHBOURS:
+                return found[:_MAX_NEIGHBOURS]
+        return found
+
     def followed_into(self, ctx: "FileContext") -> bool:
         """`ctx` is the context of a project file read for an import (`resolve`), not of a file being linted."""
         module = self._modules.get(ctx.filename)
@@ -177,7 +206,10 @@ class Project:
         module (`import trainer`, `from trainer import train`), each read and recorded (`consulted`); None when a file this
         does not read could import it, as `locate` finds modules: `path` is in a package (any file above may import
         it by a dotted path), a folder beside it is a package (its files find this folder's modules too), a notebook
-        is beside it, or the folder holds more than `_MAX_NEIGHBOURS` files."""
+        is beside it, or the folder holds more than `_MAX_NEIGHBOURS` files. A file in a folder below the project
+        root can be imported by a dotted path from any file under the root (`locate`): there every `.py` file
+        under the root is read, and the answer is None when the root holds a notebook or more than
+        `_MAX_NEIGHBOURS` files."""
         folder = self._folder_of(path)
         listing = self._folders.listing(folder)
         if "__init__.py" in listing or any(name.endswith(".ipynb") for name in listing):
@@ -185,16 +217,19 @@ class Project:
         if any(is_folder and self._folders.listing(os.path.join(folder, name)).get("__init__.py") is False
                for name, is_folder in listing.items()):
             return None
-        names = self._folders.python_files(folder)
-        if len(names) > _MAX_NEIGHBOURS:
+        if folder != self._root and _folders_up_to(folder, self._root):
+            candidates = self._folders.python_files_under(self._root, _MAX_NEIGHBOURS)
+        else:
+            names = self._folders.python_files(folder)
+            candidates = [os.path.join(folder, name) for name in names] if len(names) <= _MAX_NEIGHBOURS else None
+        if candidates is None:
             return None
         stem = os.path.splitext(os.path.basename(path))[0]
         # Any line of an import naming it (`import os, trainer`, `from trainer import train`): the parse decides.
         pattern = re.compile(rb"\b(?:import|from)\b[^\n]*\b" + re.escape(stem.encode()) + rb"\b")
         own = os.path.abspath(path)
         found = []
-        for name in names:
-            other = os.path.join(folder, name)
+        for other in candidates:
             if other == own:
                 continue
             read = self.read(other)
@@ -205,10 +240,10 @@ class Project:
         return found
 
     def _located(self, importer: str, dotted: str) -> Optional[Tuple[str, str]]:
-        key = (self._folder_of(importer), dotted)
+        key = (self._folder_of(importer), dotted, self._root)
         found = self._paths.get(key, _UNKNOWN)
         if found is _UNKNOWN:
-            found = self._paths[key] = self._folders.locate(key[0], dotted)
+            found = self._paths[key] = self._folders.locate(key[0], dotted, self._root)
         return found
 
     def _folder_of(self, importer: str) -> str:
@@ -238,6 +273,17 @@ class Project:
         return module
 
 
+def _folders_up_to(folder: str, root: str) -> List[str]:
+    """`folder` and each folder above it up to `root`, nearest first; [] when `folder` is not under `root`."""
+    if not root or not (folder == root or folder.startswith(root.rstrip(os.sep) + os.sep)):
+        return []
+    found = [folder]
+    while folder != root:
+        folder = os.path.dirname(folder)
+        found.append(folder)
+    return found
+
+
 def _parse(path: str, data: bytes, digest: bytes, config: "Config") -> Optional[ProjectModule]:
     # Imported here: the engine's context builds on the vocabulary, which builds on the value model.
     from torchlint.engine.context import FileContext
@@ -260,19 +306,39 @@ class _Folders:
     def __init__(self):
         # folder -> {entry name: is a folder}; empty for a folder that does not exist
         self._entries: Dict[str, Dict[str, bool]] = {}
+        # (top folder, limit) -> `python_files_under`: walked once, however many modules ask
+        self._trees: Dict[Tuple[str, int], Optional[List[str]]] = {}
 
-    def locate(self, folder: str, dotted: str) -> Optional[Tuple[str, str]]:
+    def locate(self, folder: str, dotted: str, root: str) -> Optional[Tuple[str, str]]:
         level = len(dotted) - len(dotted.lstrip("."))
         parts = [part for part in dotted[level:].split(".") if part]
-        for base in self._search_folders(folder, level):
-            # The longest prefix that is a file: `pkg.model.Net` is the name Net in pkg/model.py.
-            for length in range(len(parts), 0, -1):
-                path = self._module_file(base, parts[:length])
-                if path is not None:
-                    return path, ".".join(parts[length:])
+        if not parts:
+            return None
+        searched = self.search_folders(folder, level)
+        for base in searched:
+            found = self._longest_module(base, parts)
+            if found is not None:
+                return found
+        if level or len(parts) < 2:
+            return None
+        # A dotted path through a folder (a namespace package or a package): from the folders above, up to the root.
+        for base in _folders_up_to(folder, root):
+            if base not in searched and self._listing(base).get(parts[0], False):
+                found = self._longest_module(base, parts)
+                if found is not None:
+                    return found
         return None
 
-    def _search_folders(self, folder: str, level: int) -> List[str]:
+    def _longest_module(self, base: str, parts: List[str]) -> Optional[Tuple[str, str]]:
+        # The longest prefix that is a file: `pkg.model.Net` is the name Net in pkg/model.py.
+        for length in range(len(parts), 0, -1):
+            path = self._module_file(base, parts[:length])
+            if path is not None:
+                return path, ".".join(parts[length:])
+        return None
+
+    def search_folders(self, folder: str, level: int) -> List[str]:
+        """The folders an import at `level` (its leading dots) is looked up from, before the folders above (`locate`)."""
         if level:  # a relative import has one base: its package, or a package above it
             for _ in range(level - 1):
                 folder = os.path.dirname(folder)
@@ -309,6 +375,31 @@ class _Folders:
     def python_files(self, folder: str) -> List[str]:
         """The names of the `.py` files in `folder`, sorted."""
         return sorted(name for name, is_folder in self._listing(folder).items() if not is_folder and name.endswith(".py"))
+
+    def python_files_under(self, top: str, limit: int) -> Optional[List[str]]:
+        """The paths of the `.py` files in `top` and the folders below it (but hidden ones, `.git`, `.venv`), sorted;
+        None when there are more than `limit`, or a notebook (which imports as a script does)."""
+        key = (top, limit)
+        if key not in self._trees:
+            self._trees[key] = self._python_files_under(top, limit)
+        return self._trees[key]
+
+    def _python_files_under(self, top: str, limit: int) -> Optional[List[str]]:
+        found: List[str] = []
+        folders = [top]
+        while folders:
+            folder = folders.pop()
+            for name, is_folder in sorted(self._listing(folder).items()):
+                if is_folder:
+                    if not name.startswith(".") and name != "__pycache__":
+                        folders.append(os.path.join(folder, name))
+                elif name.endswith(".ipynb"):
+                    return None
+                elif name.endswith(".py"):
+                    found.append(os.path.join(folder, name))
+                    if len(found) > limit:
+                        return None
+        return sorted(found)
 
     def _listing(self, folder: str) -> Dict[str, bool]:
         found = self._entries.get(folder)

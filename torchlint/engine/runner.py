@@ -19,6 +19,7 @@ import libcst as cst
 
 from torchlint import source as sources
 from torchlint.analysis.file_kind import FileKind
+from torchlint.analysis.project import PROJECT
 from torchlint.engine import budget, noqa, parsing, prefilter
 from torchlint.engine.context import FileContext
 from torchlint.engine.facts import RECOGNIZERS
@@ -98,6 +99,8 @@ def _lint_within_budget(
     text: str, filename: str, config: "Config", codes: FrozenSet[str], use_prefilter: bool, file_kind: Optional[FileKind],
     kind_name: Optional[str],
 ) -> List[Finding]:
+    # How far above a file its dotted imports are looked up (`analysis/project.py`), the prefilter's included.
+    PROJECT.use_root(config.root)
     file_text = FileText(text, filename)
     # The prefilter reads what a file's own text names; a star import binds names another file's text holds (`autocast`
     # from `from common import *`, where common.py imports it from torch.cuda.amp), so such a file runs every rule.

@@ -1,5 +1,6 @@
+import os
 import re
-from typing import List, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -8,7 +9,10 @@ from torchlint.analysis.facts import items_iterated
 from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.loops import iteration
 from torchlint.analysis.modules import PARAMETER, ModuleClass, ModuleClasses, is_self_attribute, self_name
+from torchlint.analysis.project import PROJECT
+from torchlint.analysis.summaries import SUMMARIES
 from torchlint.analysis.values import Values
+from torchlint.engine.walk import walk
 from torchlint.rules.base import Rule
 from torchlint.rules.model._shared import IN_MODULE_CLASS
 from torchlint.rules.triggers import words
@@ -59,9 +63,18 @@ class UninitializedParameter(Rule):
 
     Not reported in test files (`test_*.py`, `tests/`), whose modules are stand-ins.
 
-    Given up for that precision: initialisation done outside the file (a training
-    script that calls `model.apply(init_fn)`), and weights always loaded from a
-    checkpoint, are not seen: such classes are reported.
+    Initialised in another project file, through `isinstance`, also counts, for the
+    attributes that branch initialises: `if isinstance(m, L1BatchNorm2d): m.weight.data.fill_(1)`
+    of the class itself, or of a torch class a project file replaces with it
+    (`torch.nn.BatchNorm2d = L1BatchNorm2d`, after which an `isinstance(m, nn.BatchNorm2d)`
+    init loop initialises the stand-in). These are looked for in the `.py` files of the
+    class's folder and the folders above it up to the project root (at most 100 files) whose
+    text names the class (or, for the loop, `isinstance` and the torch class), each read
+    through its cached summary.
+
+    Given up for that precision: other initialisation done outside the file (a training
+    script that calls `model.apply(init_fn)`, a file in another folder), and weights always
+    loaded from a checkpoint, are not seen: such classes are reported.
 
     ## Why is this bad?
     `torch.Tensor(64, 64)` and `torch.empty(64, 64)` allocate without writing: the
@@ -196,7 +209,7 @@ class UninitializedParameter(Rule):
         for factory, attribute, module in self.candidates:
             if id(module.node) in self.generic or len(module.attributes().get(attribute, [])) > 1:
                 continue  # initialised for every parameter, or assigned again (`reset_parameters` making it anew)
-            if self._initialised(module, attribute):
+            if self._initialised(module, attribute) or self._initialised_as_stand_in(module, attribute):
                 continue
             self.report(factory)
 
@@ -208,6 +221,38 @@ class UninitializedParameter(Rule):
             owner == id(module.node) and name == attribute and method not in forwards
             for owner, method, name in self.passed
         )
+
+    def _initialised_as_stand_in(self, module: ModuleClass, attribute: str) -> bool:
+        """A project file initialises the attribute on the class's instances through `isinstance`: of the class
+        itself (`isinstance(m, L1BatchNorm2d): m.weight.data.fill_(1)`), or of a torch class that a project file
+        replaces with it (`torch.nn.BatchNorm2d = L1BatchNorm2d`, then `isinstance(m, nn.BatchNorm2d): ...` where
+        torch's name now means the class). Looked for in the files of the class's folder and the folders above it
+        (`Project.files_above`), whose text names the class, or `isinstance` and a replaced class."""
+        if self.ctx.file_kind is FileKind.NOTEBOOK or module.context is not self.ctx:
+            return False
+        own = (os.path.abspath(self.ctx.filename), module.node.name.value)
+        files = PROJECT.files_above(self.ctx.filename)
+        replaced: Set[str] = set()
+        for path, facts in self._stand_in_facts(files, module.node.name.value):
+            replaced.update(target for value, target in facts[0] if _names(path, value, own))
+            if any(attribute in attributes and _names(path, checked, own) for checked, attributes in facts[1]):
+                return True
+        for torch_class in replaced:
+            for path, facts in self._stand_in_facts(files, torch_class.rpartition(".")[2]):
+                if any(checked == torch_class and attribute in attributes for checked, attributes in facts[1]):
+                    return True
+        return False
+
+    def _stand_in_facts(self, files: List[str], word: str):
+        """(path, `_stand_ins` of it) for each of `files` whose text has `word` (and `isinstance`, or an assignment)."""
+        pattern = re.compile(rb"\b" + re.escape(word.encode()) + rb"\b")
+        for path in files:
+            read = PROJECT.read(path)
+            if read is None or pattern.search(read[0]) is None or (b"isinstance" not in read[0] and b"=" not in read[0]):
+                continue
+            facts = SUMMARIES.section(path, self.ctx.config, _STAND_INS, _stand_ins)
+            if facts is not None:
+                yield path, facts
 
     def _uninitialised_factory(self, value: cst.BaseExpression):
         """For `nn.Parameter(torch.Tensor(sizes))` / `nn.Parameter(torch.empty(...))`: the factory call."""
@@ -267,3 +312,94 @@ def _initialised_attribute(expr: cst.BaseExpression, data_only: bool):
     if not data_only and type(expr) is cst.Attribute:
         return expr
     return None
+
+
+_STAND_INS = "torch-class-stand-ins"
+
+
+def _names(path: str, written: str, own: Tuple[str, str]) -> bool:
+    """`written`, a class as the file `path` names it (its import path, or `:Name` for one it defines), is the class
+    `own` (its file, its name)."""
+    if written.startswith(":"):
+        return (os.path.abspath(path), written[1:]) == own
+    located = PROJECT.locate_name(path, written)
+    return located is not None and (os.path.abspath(located[0]), located[1]) == own
+
+
+def _stand_ins(ctx) -> Tuple[Tuple[Tuple[str, str], ...], Tuple[Tuple[str, Tuple[str, ...]], ...]]:
+    """What a file says of classes standing in for torch's: each assignment of a class over a torch name, as
+    (the class, the torch name: `torch.nn.BatchNorm2d`), and each `if isinstance(m, C):` whose body initialises
+    attributes of `m`, as (C, those attributes). A class is its qualified name (`torch.nn.BatchNorm2d`, an import
+    path) or `:Name` for one the file defines."""
+    replacements: List[Tuple[str, str]] = []
+    inits: Dict[str, Set[str]] = {}
+    stack: List[cst.CSTNode] = []
+
+    def named(expr: cst.BaseExpression) -> Optional[str]:
+        qualified = ctx.qualified_name(expr, stack)
+        if qualified is not None:
+            return qualified
+        return ":" + expr.value if type(expr) is cst.Name else None
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        stack.append(node)
+        if type(node) is cst.Assign and type(node.value) in (cst.Name, cst.Attribute):
+            for target in node.targets:
+                replaced = ctx.qualified_name(target.target, stack) if type(target.target) is cst.Attribute else None
+                value = named(node.value)
+                if replaced is not None and replaced.startswith("torch.") and value is not None:
+                    replacements.append((value, replaced))
+        elif type(node) is cst.If:
+            checked = _isinstance_check(node.test)
+            if checked is not None:
+                instance, classes = checked
+                attributes = _attributes_initialised(node.body, instance)
+                for each in classes:
+                    name = named(each)
+                    if name is not None and attributes:
+                        inits.setdefault(name, set()).update(attributes)
+        return True
+
+    def on_leave(node: cst.CSTNode) -> None:
+        stack.pop()
+
+    walk(ctx.module, on_visit, on_leave)
+    return tuple(replacements), tuple((name, tuple(sorted(attributes))) for name, attributes in sorted(inits.items()))
+
+
+def _isinstance_check(test: cst.BaseExpression) -> Optional[Tuple[str, List[cst.BaseExpression]]]:
+    """For `isinstance(m, C)` or `isinstance(m, (C, D))`: the instance's name and the classes."""
+    if type(test) is not cst.Call or type(test.func) is not cst.Name or test.func.value != "isinstance" or len(test.args) != 2:
+        return None
+    instance, classes = test.args[0].value, test.args[1].value
+    if type(instance) is not cst.Name:
+        return None
+    listed = [element.value for element in classes.elements] if type(classes) is cst.Tuple else [classes]
+    return instance.value, [each for each in listed if type(each) in (cst.Name, cst.Attribute)]
+
+
+def _attributes_initialised(body: cst.CSTNode, instance: str) -> Set[str]:
+    """The attributes of `instance` that the block initialises: an in-place method on `m.w` or `m.w.data`
+    (`m.weight.data.fill_(1)`), an in-place function given it (`nn.init.constant_(m.weight, 0)`), an assignment to
+    `m.w.data`."""
+    found: Set[str] = set()
+
+    def note(expr: Optional[cst.Attribute]) -> None:
+        if expr is not None and type(expr.value) is cst.Name and expr.value.value == instance:
+            found.add(expr.attr.value)
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        if type(node) is cst.Call:
+            method = syntax.method_name(node)
+            if _in_place(method) and type(node.func) is cst.Attribute:
+                note(_initialised_attribute(_unsliced(node.func.value), data_only=False))
+            if _in_place(syntax.terminal_name(node.func)):
+                for arg in node.args:
+                    note(_initialised_attribute(_unsliced(arg.value), data_only=False))
+        elif type(node) is cst.Assign:
+            for target in node.targets:
+                note(_initialised_attribute(target.target, data_only=True))
+        return type(node) not in (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+    walk(body, on_visit, lambda node: None)
+    return found

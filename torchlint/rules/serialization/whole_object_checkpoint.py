@@ -36,7 +36,8 @@ class WholeObjectCheckpoint(Rule):
     Flags:
 
     - `torch.save(obj, f)` where `obj` is a whole `nn.Module` (a torch layer or container, a
-      `torchvision.models` builder's result, a class of the file with a `forward`, a model
+      `torchvision.models` builder's result, a class with a `forward` of the file or of a project
+      module it imports, a model
       picked by name from a package of models, `models.__dict__[args.model]()`, where
       `models` is `torchvision.models` or a project package that defines or star-imports
       Module classes, or a name assigned an `nn.DataParallel` / `DistributedDataParallel`
@@ -48,7 +49,11 @@ class WholeObjectCheckpoint(Rule):
     - when the project supports only torch 2.6 or later (`torch-version`), `torch.load(f)`
       without `weights_only=False` of a file that such a save in the same file writes: the
       same path string (also through a module-level constant), the same
-      module-level variable, or the same expression in the same function.
+      module-level variable, or the same expression in the same function. A file object of
+      the builtin `open` stands for the path it opens: `torch.load(open(model_name, "rb"))`
+      reads what `with open(model_name, "wb") as f: torch.save(model, f)` wrote (also a name
+      assigned `open(path)` once), and two `with open(...) as f` blocks on different paths
+      are different files.
 
     Not flagged: `torch.save(model.state_dict(), f)` and dictionaries of state dicts; loads
     passing `weights_only=False` (TL501 reports those that should not); loads in projects that
@@ -226,7 +231,9 @@ class WholeObjectCheckpoint(Rule):
 
 def file_key(ctx, file: cst.BaseExpression) -> Hashable:
     """The same key for two expressions that name the same file: a path string, a module-level variable, or
-    the same code in the same function."""
+    the same code in the same function. A file object of the builtin `open` is the path it opens
+    (`torch.load(open(model_name, "rb"))`, `with open(model_name, "wb") as f: torch.save(model, f)`)."""
+    file = _opened_path(ctx, file) or file
     constant = Values.of(ctx).constant(file)
     if isinstance(constant, str):
         return ("path", constant)
@@ -236,6 +243,34 @@ def file_key(ctx, file: cst.BaseExpression) -> Hashable:
             return ("module variable", file.value)
     function = ctx.enclosing(cst.FunctionDef, cst.Lambda)
     return ("code", id(function) if function is not None else None, ctx.code(file))
+
+
+def _opened_path(ctx, file: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """The path `file` is opened on when it is the builtin `open(path, ...)` itself, or a name bound to it by the
+    innermost `with ... as` around here that binds the name, or by its only assignment (`f = open(path, "rb")`);
+    else None."""
+    if type(file) is cst.Name:
+        for node in reversed(ctx.stack):
+            if type(node) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
+                break
+            if type(node) is cst.With:
+                bound = [item.item for item in node.items if item.asname is not None
+                         and type(item.asname.name) is cst.Name and item.asname.name.value == file.value]
+                if bound:
+                    return _open_path(ctx, bound[-1])
+        assigned = Values.of(ctx).assigned_here(file)
+        return _open_path(ctx, assigned[0]) if len(assigned) == 1 else None
+    return _open_path(ctx, file)
+
+
+def _open_path(ctx, call: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    if (
+        type(call) is not cst.Call or type(call.func) is not cst.Name or call.func.value != "open"
+        or ctx.scopes.binding_scope("open", ctx.scope_nodes) is not None
+    ):
+        return None
+    path = semantics.keyword(call, "file") or semantics.positional(call, 0)
+    return path.value if path is not None else None
 
 
 def saved_before(saves: List[Tuple[int, Optional[cst.BaseExpression]]], order: int) -> Optional[cst.BaseExpression]:
