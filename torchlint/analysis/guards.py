@@ -14,7 +14,7 @@ from typing import Callable, Collection, Dict, Iterator, Mapping, Optional, Sequ
 import libcst as cst
 
 from torchlint.analysis import syntax
-from torchlint.analysis.loops import FUNCTION_BOUNDARIES
+from torchlint.analysis.loops import enclosing
 from torchlint.analysis.weights_only import argument_for
 from torchlint.engine.scopes import dotted_name
 
@@ -31,10 +31,7 @@ _UNKNOWN = syntax.MISSING
 def arms(stack: Sequence[cst.CSTNode]) -> Tuple[Arm, ...]:
     """The tests that hold the innermost point of `stack` within its function, innermost first, each with its arm."""
     found = []
-    for index in range(len(stack) - 2, -1, -1):
-        node = stack[index]
-        if type(node) in FUNCTION_BOUNDARIES:
-            break
+    for index, node in enclosing(stack):
         if type(node) is cst.If or type(node) is cst.IfExp:
             inner = stack[index + 1]
             if inner is node.test:

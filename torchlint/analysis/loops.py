@@ -9,7 +9,7 @@ in source order, so rules ask what a loop trains and in which order things happe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -26,16 +26,18 @@ LOOPS = frozenset({cst.For, cst.While})
 FUNCTION_BOUNDARIES = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
 
 
-def loop_nodes(stack: Sequence[cst.CSTNode]) -> List[cst.CSTNode]:
-    """The `for`/`while` nodes whose body holds the innermost point of `stack`, innermost first, within its function."""
-    found = []
+def enclosing(stack: Sequence[cst.CSTNode]) -> Iterator[Tuple[int, cst.CSTNode]]:
+    """The nodes around the innermost point of `stack`, innermost first, with their index in it, within its function."""
     for index in range(len(stack) - 2, -1, -1):
         node = stack[index]
         if type(node) in FUNCTION_BOUNDARIES:
-            break
-        if type(node) in LOOPS and stack[index + 1] is node.body:
-            found.append(node)
-    return found
+            return
+        yield index, node
+
+
+def loop_nodes(stack: Sequence[cst.CSTNode]) -> List[cst.CSTNode]:
+    """The `for`/`while` nodes whose body holds the innermost point of `stack`, innermost first, within its function."""
+    return [node for index, node in enclosing(stack) if type(node) in LOOPS and stack[index + 1] is node.body]
 
 
 class Iteration(NamedTuple):
@@ -85,10 +87,7 @@ def iterations_around(ctx: "FileContext", stack: Sequence[cst.CSTNode]) -> List[
     """What each loop whose body holds the innermost point of `stack` goes through (`iteration`), innermost first,
     within its function; loops that go through no items are left out."""
     found = []
-    for index in range(len(stack) - 2, -1, -1):
-        node = stack[index]
-        if type(node) in FUNCTION_BOUNDARIES:
-            break
+    for index, node in enclosing(stack):
         if type(node) in LOOPS and stack[index + 1] is node.body:
             looped = iteration(ctx, node, stack[: index + 1])
             if looped is not None:
@@ -135,14 +134,10 @@ class Loop:
 
 
 def _arms(stack: Sequence[cst.CSTNode]) -> Tuple[Tuple[int, bool], ...]:
-    found = []
-    for index in range(len(stack) - 2, -1, -1):
-        node = stack[index]
-        if type(node) in FUNCTION_BOUNDARIES:
-            break
-        if type(node) is cst.If or type(node) is cst.IfExp:
-            found.append((id(node), stack[index + 1] is node.body))
-    return tuple(found)
+    return tuple(
+        (id(node), stack[index + 1] is node.body) for index, node in enclosing(stack)
+        if type(node) is cst.If or type(node) is cst.IfExp
+    )
 
 
 def _index_of(stack: Sequence[cst.CSTNode], node: cst.CSTNode) -> int:
