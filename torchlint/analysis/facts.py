@@ -435,6 +435,11 @@ class _TensorMethodReceivers(OwnScopeVisitor):
 _GRAPHLESS_MODULES = ("torch.", "torch.nn.functional.")
 _GRAPH_MAKING = frozenset({"torch.load", "torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 _VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
+# The standard library's random numbers: Python numbers, given arguments without graph (`random.randint(0, n - 1)`
+# building a target batch; `random.uniform(a, b)` of tensors would compute with them, hence the arguments' check).
+_PYTHON_NUMBERS = frozenset(
+    f"random.{name}" for name in ("random", "randint", "randrange", "uniform", "gauss", "normalvariate", "getrandbits")
+)
 # Module classes of `torch.nn` named `...Loss` that hold parameters.
 _LOSSES_WITH_PARAMETERS = frozenset({"torch.nn.AdaptiveLogSoftmaxWithLoss"})
 _NO_GRAPH_DEPTH = 12
@@ -461,6 +466,8 @@ def _no_graph(expr: cst.BaseExpression, ctx: "FileContext", stack, depth: int) -
         return _no_graph(expr.left, ctx, stack, depth + 1) and _no_graph(expr.right, ctx, stack, depth + 1)
     if expr_type in (cst.List, cst.Tuple):
         return all(type(item) is cst.Element and _no_graph(item.value, ctx, stack, depth + 1) for item in expr.elements)
+    if expr_type in (cst.ListComp, cst.GeneratorExp):  # its item, read in its own scope (what `for` binds is unknown)
+        return _no_graph(expr.elt, ctx, tuple(stack) + (expr,), depth + 1)
     if expr_type is cst.Subscript:
         return _no_graph(expr.value, ctx, stack, depth + 1) and all(
             type(part.slice) is cst.Index and _no_graph(part.slice.value, ctx, stack, depth + 1) for part in expr.slice
@@ -490,7 +497,7 @@ def _call_without_graph(call: cst.Call, ctx: "FileContext", stack, depth: int) -
     func = call.func
     name = ctx.qualified_name(func, stack)
     if name is not None:
-        if name in _VARIABLE:
+        if name in _VARIABLE or name in _PYTHON_NUMBERS:
             return True
         module = name.rpartition(".")[0] + "."
         return module in _GRAPHLESS_MODULES and name not in _GRAPH_MAKING and not _is_module_class(name)
