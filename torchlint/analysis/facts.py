@@ -497,10 +497,7 @@ def _call_without_graph(call: cst.Call, ctx: "FileContext", stack, depth: int) -
     func = call.func
     name = ctx.qualified_name(func, stack)
     if name is not None:
-        if name in _VARIABLE or name in _PYTHON_NUMBERS:
-            return True
-        module = name.rpartition(".")[0] + "."
-        return module in _GRAPHLESS_MODULES and name not in _GRAPH_MAKING and not _is_module_class(name)
+        return _graphless_function(name)
     if type(func) is cst.Call:  # `nn.NLLLoss()(output, target)`
         return _graphless_loss(func, ctx, stack, depth)
     if type(func) is cst.Attribute:
@@ -509,14 +506,27 @@ def _call_without_graph(call: cst.Call, ctx: "FileContext", stack, depth: int) -
         receiver = func.value
         if _no_graph(receiver, ctx, stack, depth + 1):  # a tensor method of a tensor without graph
             return True
-    if type(func) is cst.Name:  # `criterion(output, target)` after `criterion = nn.NLLLoss()`
+    if type(func) is cst.Name:  # `criterion(output, target)` after `criterion = nn.NLLLoss()` (or `= F.nll_loss`)
         origins = Values.of(ctx).origins(func, stack)
         return bool(origins) and all(
-            not origin.opaque and not origin.applied and type(origin.node) is cst.Call
-            and _graphless_loss(origin.node, origin.place.context, origin.place.stack, depth + 1)
+            not origin.opaque and not origin.applied and (
+                _graphless_loss(origin.node, origin.place.context, origin.place.stack, depth + 1)
+                if type(origin.node) is cst.Call
+                else type(origin.node) in (cst.Name, cst.Attribute)
+                and _graphless_function(origin.place.context.qualified_name(origin.node, origin.place.stack) or "")
+            )
             for origin in origins
         )
     return False
+
+
+def _graphless_function(name: str) -> bool:
+    """The function `name` (qualified) returns no graph for arguments without one: torch's functions that make or
+    compute tensors, `Variable`, random's numbers."""
+    if name in _VARIABLE or name in _PYTHON_NUMBERS:
+        return True
+    module = name.rpartition(".")[0] + "."
+    return module in _GRAPHLESS_MODULES and name not in _GRAPH_MAKING and not _is_module_class(name)
 
 
 def _graphless_loss(built: cst.Call, ctx: "FileContext", stack, depth: int) -> bool:
