@@ -304,6 +304,58 @@ CASES = {
             def run(self):
                 return self.loader  # <-
         """, "self.loader", ["DataLoader(d, num_workers=0)"]),
+    "cls.x set in a classmethod, read as self.x": ("""
+        class T:
+            @classmethod
+            def setUpClass(cls):
+                cls.outputs = make()
+            def test(self):
+                return self.outputs  # <-
+        """, "self.outputs", ["make()"]),
+    "self.x joins what the class body and the methods bind": ("""
+        class T:
+            outputs = first()
+            def setUp(self):
+                self.outputs = second()
+            def test(self):
+                return self.outputs  # <-
+            outputs = third()
+        """, "self.outputs", ["first()", "second()", "third()"]),
+    "self.x of a method defined in the class body is not known": ("""
+        class T:
+            def outputs(self):
+                return make()
+            def test(self):
+                return self.outputs  # <-
+        """, "self.outputs", ["self.outputs"]),
+    "a static method's first parameter is not the instance": ("""
+        class T:
+            outputs = make()
+            @staticmethod
+            def test(self):
+                return self.outputs  # <-
+        """, "self.outputs", ["self.outputs"]),
+    "the item of a class body's comprehension, read by iterating it": ("""
+        class T:
+            outputs = [make(size) for _ in range(10)]
+            def test(self):
+                for output in self.outputs:
+                    print(output)  # <-
+        """, "output", ["make(size)"]),
+    "a class body's comprehension whose item names the class's own names is not read": ("""
+        x = first()
+        class T:
+            x = second()
+            outputs = [x for _ in range(10)]
+            def test(self):
+                for output in self.outputs:
+                    print(output)  # <-
+        """, "output", ["?output"]),
+    "a comprehension's item naming an inner comprehension's own target": ("""
+        outputs = [wrap([r() for _ in range(5)]) for _ in range(10)]
+        for output in outputs:
+            print(output)  # <-
+        """, "output", ["wrap([r() for _ in range(5)])"]),
     "a name bound in a class body, read there": ("""
         class Config:
             workers = 0

@@ -435,6 +435,11 @@ class _TensorMethodReceivers(OwnScopeVisitor):
 _GRAPHLESS_MODULES = ("torch.", "torch.nn.functional.")
 _GRAPH_MAKING = frozenset({"torch.load", "torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 _VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
+# The standard library's random numbers: Python numbers, given arguments without graph (`random.randint(0, n - 1)`
+# building a target batch; `random.uniform(a, b)` of tensors would compute with them, hence the arguments' check).
+_PYTHON_NUMBERS = frozenset(
+    f"random.{name}" for name in ("random", "randint", "randrange", "uniform", "gauss", "normalvariate", "getrandbits")
+)
 # Module classes of `torch.nn` named `...Loss` that hold parameters.
 _LOSSES_WITH_PARAMETERS = frozenset({"torch.nn.AdaptiveLogSoftmaxWithLoss"})
 _NO_GRAPH_DEPTH = 12
@@ -461,6 +466,8 @@ def _no_graph(expr: cst.BaseExpression, ctx: "FileContext", stack, depth: int) -
         return _no_graph(expr.left, ctx, stack, depth + 1) and _no_graph(expr.right, ctx, stack, depth + 1)
     if expr_type in (cst.List, cst.Tuple):
         return all(type(item) is cst.Element and _no_graph(item.value, ctx, stack, depth + 1) for item in expr.elements)
+    if expr_type in (cst.ListComp, cst.GeneratorExp):  # its item, read in its own scope (what `for` binds is unknown)
+        return _no_graph(expr.elt, ctx, tuple(stack) + (expr,), depth + 1)
     if expr_type is cst.Subscript:
         return _no_graph(expr.value, ctx, stack, depth + 1) and all(
             type(part.slice) is cst.Index and _no_graph(part.slice.value, ctx, stack, depth + 1) for part in expr.slice
@@ -490,10 +497,7 @@ def _call_without_graph(call: cst.Call, ctx: "FileContext", stack, depth: int) -
     func = call.func
     name = ctx.qualified_name(func, stack)
     if name is not None:
-        if name in _VARIABLE:
-            return True
-        module = name.rpartition(".")[0] + "."
-        return module in _GRAPHLESS_MODULES and name not in _GRAPH_MAKING and not _is_module_class(name)
+        return _graphless_function(name)
     if type(func) is cst.Call:  # `nn.NLLLoss()(output, target)`
         return _graphless_loss(func, ctx, stack, depth)
     if type(func) is cst.Attribute:
@@ -502,14 +506,27 @@ def _call_without_graph(call: cst.Call, ctx: "FileContext", stack, depth: int) -
         receiver = func.value
         if _no_graph(receiver, ctx, stack, depth + 1):  # a tensor method of a tensor without graph
             return True
-    if type(func) is cst.Name:  # `criterion(output, target)` after `criterion = nn.NLLLoss()`
+    if type(func) is cst.Name:  # `criterion(output, target)` after `criterion = nn.NLLLoss()` (or `= F.nll_loss`)
         origins = Values.of(ctx).origins(func, stack)
         return bool(origins) and all(
-            not origin.opaque and not origin.applied and type(origin.node) is cst.Call
-            and _graphless_loss(origin.node, origin.place.context, origin.place.stack, depth + 1)
+            not origin.opaque and not origin.applied and (
+                _graphless_loss(origin.node, origin.place.context, origin.place.stack, depth + 1)
+                if type(origin.node) is cst.Call
+                else type(origin.node) in (cst.Name, cst.Attribute)
+                and _graphless_function(origin.place.context.qualified_name(origin.node, origin.place.stack) or "")
+            )
             for origin in origins
         )
     return False
+
+
+def _graphless_function(name: str) -> bool:
+    """The function `name` (qualified) returns no graph for arguments without one: torch's functions that make or
+    compute tensors, `Variable`, random's numbers."""
+    if name in _VARIABLE or name in _PYTHON_NUMBERS:
+        return True
+    module = name.rpartition(".")[0] + "."
+    return module in _GRAPHLESS_MODULES and name not in _GRAPH_MAKING and not _is_module_class(name)
 
 
 def _graphless_loss(built: cst.Call, ctx: "FileContext", stack, depth: int) -> bool:

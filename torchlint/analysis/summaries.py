@@ -53,6 +53,7 @@ from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
 from torchlint.engine.walk import STATEMENT_TYPES, walk
 
 if TYPE_CHECKING:
+    from torchlint.analysis.project import ProjectModule
     from torchlint.analysis.values import Origin
     from torchlint.config import Config
     from torchlint.engine.context import FileContext
@@ -500,17 +501,22 @@ def _star_exports(ctx: "FileContext") -> Dict[str, str]:
     module binds otherwise: a definition, an assignment)."""
     _record_star_dependencies(ctx)
     scope = ctx.scopes.scope_of(ctx.module)
+    return {name: scope.imports.get(name, "") for name in sorted(_exported_names(ctx) or ())}
+
+
+def _exported_names(ctx: "FileContext") -> Optional[List[str]]:
+    """The module-level names of `ctx`'s file that a star import of it binds: those a literal `__all__` lists, or the
+    public ones where there is none. None when `__all__` is built some other way: what it lists is not known."""
+    scope = ctx.scopes.scope_of(ctx.module)
     listed = scope.assignments.get("__all__")
     if listed is None:
         if "__all__" in scope.variables:
-            return {}  # built some other way: what it lists is not known
-        names = [name for name in scope.imports.keys() | scope.variables if not name.startswith("_")]
-    else:
-        value = syntax.literal(listed[-1], None)
-        if len(listed) != 1 or not isinstance(value, (list, tuple)):
-            return {}
-        names = [name for name in value if isinstance(name, str) and (name in scope.imports or name in scope.variables)]
-    return {name: scope.imports.get(name, "") for name in sorted(names)}
+            return None
+        return [name for name in scope.imports.keys() | scope.variables if not name.startswith("_")]
+    value = syntax.literal(listed[-1], None)
+    if len(listed) != 1 or not isinstance(value, (list, tuple)):
+        return None
+    return [name for name in value if isinstance(name, str) and (name in scope.imports or name in scope.variables)]
 
 
 def _seen_from(importer: str, module: str, path: str) -> Optional[str]:
@@ -541,10 +547,14 @@ _IMPORTED_USES = "imported-uses"
 
 def calls_from_importers(ctx: "FileContext", name: str) -> Optional[List[Tuple["FileContext", cst.Call, Tuple[cst.CSTNode, ...], Optional[cst.CSTNode]]]]:
     """Every call of the module-level name `name` of `ctx`'s file made in another project file: (that file's context,
-    the call, the scopes around it, its statement). None when some use there is not a call by the imported name
-    (passed, wrapped, rebound, reached through the module object `trainer` read alone, or a star import), when a
-    file that imports it could itself be imported for it (a module-level import of the name in a file another file
-    imports), or when the files that may import it are not all known (`Project.importers`)."""
+    the call, the scopes around it, its statement). A star import of the module (`from utils import *`) binds the
+    names it exports in the importer (`star_bindings`), so the importer's uses of `name` are counted by its path as
+    those of a name imported by name. None when some use there is not a call by the imported name (passed, wrapped,
+    rebound, reached through the module object `trainer` read alone), when a file that imports it could itself be
+    imported for it (a module-level import of the name in a file another file imports; a star import is one), when a
+    star import of the module binds what is not known (an `__all__` built some other way) or what the importer's own
+    scopes do not bind to it (a definition of the name there, a star import met in a cycle), or when the files that
+    may import it are not all known (`Project.importers`)."""
     own = os.path.abspath(ctx.filename)
     importers = PROJECT.importers(ctx.filename)
     if importers is None:
@@ -554,8 +564,23 @@ def calls_from_importers(ctx: "FileContext", name: str) -> Optional[List[Tuple["
         uses = SUMMARIES.section(path, ctx.config, _IMPORTED_USES, _imported_uses)
         if not isinstance(uses, dict):
             return None  # does not parse: what it calls is not known
+        module = None
+        stars = [dotted for dotted in uses if dotted.startswith("*") and PROJECT.locate(path, dotted[1:]) == (own, "")]
+        if stars:
+            exported = _exported_names(ctx)
+            if exported is None:
+                return None
+            if name in exported:
+                module = _parsed(path, ctx.config)
+                bound = module.context.scopes.star_bound().get(name) if module is not None else None
+                if bound is None or PROJECT.locate(path, bound) != (own, name):
+                    return None  # shadowed there, or bound elsewhere: its reads of the name are not all known
+                # Counted again on the tree the check read, which the section may not have seen alike (a cycle).
+                uses = _ImportUses(module.context).counts
         called = set()
         for dotted, (calls, reads, at_top) in uses.items():
+            if dotted in stars:
+                continue  # what it binds is counted by each name's path
             located = PROJECT.locate(path, dotted.lstrip("*"))
             if located is None or located[0] != own or located[1] not in ("", name):
                 continue
@@ -566,8 +591,7 @@ def calls_from_importers(ctx: "FileContext", name: str) -> Optional[List[Tuple["
             if calls:
                 called.add(dotted)
         if called:
-            read = PROJECT.read(path)
-            module = PROJECT.parsed(path, read[0], read[1], ctx.config) if read is not None else None
+            module = module or _parsed(path, ctx.config)
             if module is None:
                 return None
             uses_there = _ImportUses(module.context)
@@ -575,9 +599,16 @@ def calls_from_importers(ctx: "FileContext", name: str) -> Optional[List[Tuple["
     return sites
 
 
+def _parsed(path: str, config: "Config") -> Optional["ParsedModule"]:
+    read = PROJECT.read(path)
+    return PROJECT.parsed(path, read[0], read[1], config) if read is not None else None
+
+
 def _imported_uses(ctx: "FileContext") -> Dict[str, Tuple[int, int, bool]]:
     """What `ctx`'s file does with each import path it binds, including the attributes it reads of an imported module
-    (`trainer.train`): {path: (calls by it, other reads, bound at module level)}; a star import is `*path`, read."""
+    (`trainer.train`): {path: (calls by it, other reads, bound at module level)}; a star import is `*path`, read (the
+    names it binds are counted by their own paths too)."""
+    _record_star_dependencies(ctx)
     return _ImportUses(ctx).counts
 
 

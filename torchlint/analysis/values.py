@@ -651,11 +651,31 @@ class Values:
         scope = self.ctx.scopes.scope_of(model_class)
         values = scope.attributes.get(attribute.attr.value, [])
         found: List[Origin] = []
-        for value in values:
+        for value in values:  # `self.x = ...` in any method, `cls.x = ...` in a classmethod (`setUpClass`)
             method = scope.attribute_methods.get(id(value))
             if method is not None:
                 found += self._follow(value, Place(self.ctx, around + (model_class, method)), depth, seen)
+        found += self._class_level(attribute, model_class, around, place, depth, seen)
         return found or [Origin(attribute, place)]
+
+    def _class_level(
+        self, attribute: cst.Attribute, model_class: cst.ClassDef, around: Tuple[cst.CSTNode, ...], place: Place,
+        depth: int, seen: frozenset,
+    ) -> List[Origin]:
+        """What the class body binds `self.x`'s name to (`outputs = [...]` under `class TestLoss:`), every binding
+        joined: an instance reads the class's attribute until it sets its own. A binding whose value is not known (a
+        method, a loop target) is the attribute itself, unknown."""
+        found: List[Origin] = []
+        scopes = around + (model_class,)
+        for binding in self.flow(model_class).bindings.get(attribute.attr.value, ()):
+            if binding.value is None or binding.definition is not None:
+                found.append(Origin(attribute, place))
+                continue
+            origins = self._follow(binding.value, Place(self.ctx, scopes, binding.statement), depth, seen)
+            for index in binding.element:
+                origins = self._elements(origins, index, depth, seen)
+            found += origins
+        return found
 
     def _still_the_module(self, receiver: cst.BaseExpression, place: Place) -> bool:
         """The imported name `receiver` holds the module at `place`: every binding of it that reaches there is the
@@ -902,17 +922,59 @@ class Values:
 
 def _repeated_item(origin: Origin) -> Optional[cst.BaseExpression]:
     """For a list comprehension or generator whose item reads none of the names its `for` clauses bind (`[make() for
-    _ in range(n)]`), outside a class body: the item, which means the same evaluated where the comprehension is;
-    else None."""
+    _ in range(n)]`): the item, and where it means the same: where the comprehension is. In a class body (`outputs =
+    [...]` under `class TestLoss:`) the item's names skip the class's own: only an item that reads none of those
+    means the same there; else None."""
     node = origin.node
-    if type(node) not in (cst.ListComp, cst.GeneratorExp) or type(origin.place.scopes[-1]) is cst.ClassDef:
+    if type(node) not in (cst.ListComp, cst.GeneratorExp):
         return None
     bound: set = set()
     clause = node.for_in
     while clause is not None:
         bound.update(name.value for name in _names_of(clause.target))
         clause = clause.inner_for_in
-    return None if bound & {name.value for name in _names_of(node.elt)} else node.elt
+    read = _free_names(node.elt)
+    if bound & read:
+        return None
+    around = origin.place.scopes[-1]
+    if type(around) is cst.ClassDef:
+        scope = origin.place.context.scopes.scope_of(around)
+        if read & (scope.variables | scope.imports.keys()):
+            return None
+    return node.elt
+
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+
+
+def _free_names(node: cst.CSTNode) -> set:
+    """The names `node` reads from around it: in a comprehension within it, those its own `for` clauses bind are its
+    own, but where its first iterable reads them (`[Variable(torch.LongTensor([randint(0, 4) for _ in range(5)])) for
+    _ in range(10)]`: the inner `_` is not the outer one)."""
+    if type(node) not in _COMPREHENSIONS:
+        names: set = set()
+        pending = [node]
+        while pending:  # a loop, not recursion: an item may be a long chain of operators
+            current = pending.pop()
+            if type(current) is cst.Name:
+                names.add(current.value)
+            elif type(current) in _COMPREHENSIONS:
+                names |= _free_names(current)
+            else:
+                pending.extend(child_nodes(current))
+        return names
+    own: set = set()
+    inner: set = set()
+    clause = node.for_in
+    while clause is not None:
+        own.update(name.value for name in _names_of(clause.target))
+        inner |= _free_names(clause.iter) if clause is not node.for_in else set()
+        for condition in clause.ifs:
+            inner |= _free_names(condition.test)
+        clause = clause.inner_for_in
+    for part in (node.key, node.value) if type(node) is cst.DictComp else (node.elt,):
+        inner |= _free_names(part)
+    return _free_names(node.for_in.iter) | (inner - own)
 
 
 def _names_of(node: cst.CSTNode) -> List[cst.Name]:
@@ -983,6 +1045,8 @@ def _is_self(expr: cst.CSTNode, scope: cst.CSTNode) -> bool:
     """`expr` is the first parameter of the method `scope`."""
     if type(expr) is not cst.Name or type(scope) is not cst.FunctionDef:
         return False
+    if any(syntax.terminal_name(decorator.decorator) == "staticmethod" for decorator in scope.decorators):
+        return False  # its first parameter is whatever the call passes
     params = scope.params.posonly_params or scope.params.params
     return bool(params) and params[0].name.value == expr.value
 

@@ -62,8 +62,9 @@ class LossAccumulatedWithGraph(Rule):
     file returning `np.mean` of `.item()` values), nor a loss computed from detached
     tensors only (`criterion(pred.detach().cpu(), y.detach().cpu())`: no graph), or from
     tensors that never required grad (a test's `F.log_softmax(torch.randn(5, 5), dim=1)`,
-    `Variable(torch.randn(n))`, followed through names, loops over literal lists and list
-    comprehensions: torch 2.13 gives such a loss `grad_fn=None`). A loss of a model's output,
+    `Variable(torch.randn(n))`, `torch.LongTensor([random.randint(0, 4) for _ in range(5)])`,
+    followed through names, class attributes set in `setUpClass` or the class body, loops over
+    literal lists and list comprehensions: torch 2.13 gives such a loss `grad_fn=None`). A loss of a model's output,
     of a parameter, or of anything whose origin is not shown is still reported.
 
     ## Why is this bad?
