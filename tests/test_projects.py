@@ -110,7 +110,9 @@ def test_a_notebook_imports_through_the_folder_it_puts_on_sys_path(tmp_path, mon
         "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return x\n"
     )
     (tmp_path / "notebooks").mkdir()
-    cells = ["import sys\nsys.path.append('../lib')", "import torch\nfrom models import Net", "torch.save(Net(), 'net.pt')"]
+    cells = [
+        "import sys\nsys.path.append('../lib')", "import torch\nfrom models import Net", "torch.save(Net(), 'net.pt')",
+    ]
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells])
     nbformat.write(notebook, str(tmp_path / "notebooks" / "train.ipynb"))
     monkeypatch.chdir(tmp_path)
