@@ -97,3 +97,24 @@ def test_a_notebook_on_standard_input_is_linted_as_a_notebook(tmp_path, monkeypa
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(notebook).encode())))
     assert main(["check", "--stdin-filename", "explore.ipynb", "--output-format", "concise", "-"]) == 1
     assert "explore.ipynb:cell 1:3:1: TL603" in capsys.readouterr().out
+
+
+def test_a_notebook_imports_through_the_folder_it_puts_on_sys_path(tmp_path, monkeypatch):
+    """A notebook's kernel starts in its folder: `sys.path.append("../lib")` in a cell adds lib/ beside that folder."""
+    import nbformat
+
+    from torchlint.cli import main
+
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "models.py").write_text(
+        "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return x\n"
+    )
+    (tmp_path / "notebooks").mkdir()
+    cells = [
+        "import sys\nsys.path.append('../lib')", "import torch\nfrom models import Net", "torch.save(Net(), 'net.pt')",
+    ]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells])
+    nbformat.write(notebook, str(tmp_path / "notebooks" / "train.ipynb"))
+    monkeypatch.chdir(tmp_path)
+    arguments = ["check", "--no-cache", "--preview", "--select", "TL502", "--output-format", "concise", "notebooks"]
+    assert main(arguments) == 1

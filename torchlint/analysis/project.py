@@ -22,6 +22,23 @@ the package. Installed packages (torch, numpy) are never read: a path that is no
 not followed. This works the same whether one file or the whole project is given on
 the command line, since the files are read from disk when an import names them.
 
+A script or notebook that puts a folder on `sys.path` at its top level before an import
+(`sys.path.append("../semi-supervised")`, then `from models import VAE`, at the top or in a
+function) has that import looked up in the folder too, after the places above. The edit is a
+line of its own at the file's top level (column 0): `sys.path.append(P)` or
+`sys.path.insert(I, P)` (taken as an append: looked up after the usual places), where P is
+built only of string literals that are not absolute paths, `__file__`, `os.getcwd()`,
+`os.path.join`, `os.path.dirname`, `os.path.abspath`, `os.path.realpath`,
+`os.path.normpath`, `Path(...)`/`pathlib.Path(...)`, `.parent`, `.resolve()`,
+`.absolute()`, `/` and `str(...)`; anything else (a variable, an f-string,
+`os.environ[...]`) adds nothing. A relative path is taken from the importing file's
+folder: a script is assumed to be run from its own folder, as a notebook's kernel starts in
+its folder. An edit counts for the imports of a first name (`models`) when it comes before
+the file's first import of that name (Python keeps the module the first import found). At
+most `_MAX_ADDED_FOLDERS` edits of a file count. The edits of the file being linted are read
+from the text linted (`use_text`: an editor's buffer, a notebook's cells), those of an
+imported file from disk, once per process (again after it changes and is parsed again).
+
 What is not seen: modules found only through other `sys.path` edits, `PYTHONPATH` or an
 installed copy of the project, names assigned in the imported module through anything
 but plain statements, and modules over `_MAX_BYTES`. (What a star import of a project
@@ -36,6 +53,7 @@ them: editing `model.py` re-lints `train.py`.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 from collections import OrderedDict
@@ -54,6 +72,11 @@ _MAX_MODULES = 64
 _UNKNOWN = object()
 _MAX_BYTES = 1_000_000
 _MAX_NEIGHBOURS = 100
+_MAX_ADDED_FOLDERS = 8
+# `sys.path.append(...)` or `sys.path.insert(...)` making up a line at the file's top level, its call on the line.
+_SYS_PATH_EDIT = re.compile(r"^sys\.path\.(append|insert)(\(.*\))[ \t]*(?:#[^\r\n]*)?\r?$", re.MULTILINE)
+# The first name an absolute import statement names (`from models.vae import X`), or the list of `import a.b, c as d`.
+_IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+(\w+)|import[ \t]+(\w[\w. \t,]*))", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -74,8 +97,10 @@ class Project:
         # the project root of the lint under way (`use_root`): how far above an importer a dotted path is looked up
         self._root = ""
         self._folders = _Folders()
-        # importing file -> its folder (`_folder_of`)
-        self._importer_folders: Dict[Tuple[str, str], str] = {}
+        # importing file -> its folder and its absolute path (`_where`)
+        self._importer_places: Dict[Tuple[str, str], Tuple[str, str]] = {}
+        # importing file (absolute) -> {first name of an import path: the folders its `sys.path` edits add for it}
+        self._added_folders: Dict[str, Dict[str, Tuple[str, ...]]] = {}
         # path -> digest of every project file read since `start_recording` (what the current lint depended on)
         self.consulted: Dict[str, bytes] = {}
         # what the `recording` blocks now open have read
@@ -86,6 +111,7 @@ class Project:
         file is created or deleted): lookups are cached per process. Parsed modules stay, checked by digest."""
         self._paths = {}
         self._folders = _Folders()
+        self._added_folders = {}
 
     def start_recording(self) -> None:
         self.consulted = {}
@@ -94,6 +120,12 @@ class Project:
         """The project root (`Config.root`) of the file about to be linted: a dotted import whose first part is a
         folder is looked up in the folders above its importer up to here (the module's docstring)."""
         self._root = os.path.abspath(root)
+
+    def use_text(self, filename: str, text: str) -> None:
+        """The text of the file about to be linted: the folders its `sys.path` edits add to its imports (the module's
+        docstring) are read from it rather than from disk (an editor's buffer, a notebook's cells)."""
+        path = self._where(filename)[1]
+        self._added_folders[path] = _folders_added(text, path) if "sys.path" in text else {}
 
     def resolve(self, importer: str, dotted: str, config: "Config") -> Optional[Tuple[ProjectModule, str]]:
         """For an import path as `import_bindings` writes it (`model.Net`, `.data.make_loaders`, `utils`): the
@@ -240,18 +272,40 @@ class Project:
         return found
 
     def _located(self, importer: str, dotted: str) -> Optional[Tuple[str, str]]:
-        key = (self._folder_of(importer), dotted, self._root)
+        folder, path = self._where(importer)
+        added = () if dotted.startswith(".") else self._folders_added_to(path).get(dotted.partition(".")[0], ())
+        key = (folder, dotted, self._root, added)
         found = self._paths.get(key, _UNKNOWN)
         if found is _UNKNOWN:
-            found = self._paths[key] = self._folders.locate(key[0], dotted, self._root)
+            found = self._paths[key] = self._folders.locate(folder, dotted, self._root, added)
+        return found
+
+    def _folders_added_to(self, path: str) -> Dict[str, Tuple[str, ...]]:
+        """What the `sys.path` edits of the importing file `path` add (`_folders_added`): of the text linted
+        (`use_text`), else of the file on disk, read once."""
+        found = self._added_folders.get(path)
+        if found is None:
+            found = {}
+            try:
+                data = sources.read_bytes(path)
+                if len(data) <= _MAX_BYTES and b"sys.path" in data:
+                    found = _folders_added(sources.decode(data).text, path)
+            except (OSError, sources.SourceError):
+                pass
+            self._added_folders[path] = found
         return found
 
     def _folder_of(self, importer: str) -> str:
+        return self._where(importer)[0]
+
+    def _where(self, importer: str) -> Tuple[str, str]:
+        """The importing file's folder and absolute path."""
         # Kept with the working folder: a relative name means another file once that changes.
         key = (os.getcwd(), importer) if not os.path.isabs(importer) else ("", importer)
-        found = self._importer_folders.get(key)
+        found = self._importer_places.get(key)
         if found is None:
-            found = self._importer_folders[key] = os.path.dirname(os.path.abspath(importer))
+            path = os.path.abspath(importer)
+            found = self._importer_places[key] = (os.path.dirname(path), path)
         return found
 
     def _load(self, path: str, config: "Config") -> Optional[ProjectModule]:
@@ -266,6 +320,7 @@ class Project:
             self._modules.move_to_end(path)
             return cached
         module = _parse(path, data, digest, config)
+        self._added_folders.pop(path, None)  # its `sys.path` edits may have changed too
         self._modules[path] = module
         self._modules.move_to_end(path)
         while len(self._modules) > _MAX_MODULES:
@@ -282,6 +337,98 @@ def _folders_up_to(folder: str, root: str) -> List[str]:
         folder = os.path.dirname(folder)
         found.append(folder)
     return found
+
+
+def _folders_added(text: str, path: str) -> Dict[str, Tuple[str, ...]]:
+    """{first name of an absolute import path in `text`: the folders the top-level `sys.path` edits before the first
+    import of that name add} for the file at `path` (the module's docstring)."""
+    edits: List[Tuple[int, str]] = []
+    for match in _SYS_PATH_EDIT.finditer(text):
+        folder = _added_folder(match.group(1), match.group(2), path)
+        if folder is not None:
+            edits.append((match.start(), folder))
+            if len(edits) == _MAX_ADDED_FOLDERS:
+                break
+    if not edits:
+        return {}
+    first_imports: Dict[str, int] = {}
+    for match in _IMPORT_LINE.finditer(text):
+        names = [match.group(1)] if match.group(1) else [
+            part.split()[0].split(".")[0] for part in match.group(2).split(",") if part.split()
+        ]
+        for name in names:
+            first_imports.setdefault(name, match.start())
+    found = {}
+    for name, position in first_imports.items():
+        folders = tuple(dict.fromkeys(folder for start, folder in edits if start < position))
+        if folders:
+            found[name] = folders
+    return found
+
+
+def _added_folder(method: str, call: str, path: str) -> Optional[str]:
+    """The absolute folder `sys.path.<method><call>` adds in the file at `path`, when its argument is a path built
+    only of the forms the module's docstring names; None otherwise."""
+    try:
+        arguments = ast.parse("f" + call, mode="eval").body.args  # type: ignore[attr-defined]
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    if len(arguments) != (2 if method == "insert" else 1):
+        return None
+    folder = os.path.dirname(path)
+    found = _path_value(arguments[-1], path, folder)
+    return os.path.normpath(os.path.join(folder, found)) if found is not None else None
+
+
+def _path_value(node: ast.expr, path: str, folder: str) -> Optional[str]:
+    """The path `node` evaluates to, with `__file__` the file at `path` and the working folder its `folder`; None for
+    anything but the forms the module's docstring names."""
+    if isinstance(node, ast.Constant):
+        text = node.value
+        # An absolute path names a folder of the author's machine, not of the project.
+        return text if isinstance(text, str) and not os.path.isabs(text) and not text.startswith("~") else None
+    if isinstance(node, ast.Name):
+        return path if node.id == "__file__" else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):  # `Path(...) / "models"`
+        left, right = _path_value(node.left, path, folder), _path_value(node.right, path, folder)
+        return os.path.join(left, right) if left is not None and right is not None else None
+    if isinstance(node, ast.Attribute) and node.attr == "parent":
+        found = _path_value(node.value, path, folder)
+        return os.path.dirname(os.path.join(folder, found)) if found is not None else None
+    if not isinstance(node, ast.Call) or node.keywords:
+        return None
+    function = _dotted_name(node.func)
+    values = [_path_value(argument, path, folder) for argument in node.args]
+    if function == "os.getcwd" and not values:
+        return folder
+    if function is None and isinstance(node.func, ast.Attribute) and node.func.attr in ("resolve", "absolute"):
+        # `Path(__file__).resolve()`: the receiver must be a path itself.
+        found = _path_value(node.func.value, path, folder) if not values else None
+        return os.path.join(folder, found) if found is not None else None
+    if not values or any(value is None for value in values):
+        return None
+    if function == "os.path.join":
+        return os.path.join(*values)  # type: ignore[arg-type]
+    if len(values) != 1:
+        return None
+    value: str = values[0]  # type: ignore[assignment]
+    if function == "os.path.dirname":
+        return os.path.dirname(value)
+    if function in ("os.path.abspath", "os.path.realpath", "os.path.normpath"):
+        return os.path.normpath(os.path.join(folder, value))
+    if function in ("Path", "pathlib.Path", "str"):
+        return value
+    return None
+
+
+def _dotted_name(node: ast.expr) -> Optional[str]:
+    """`os.path.join` for the expression naming it; None for anything but names and attributes of names."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted_name(node.value)
+        return f"{base}.{node.attr}" if base is not None else None
+    return None
 
 
 def _parse(path: str, data: bytes, digest: bytes, config: "Config") -> Optional[ProjectModule]:
@@ -309,7 +456,18 @@ class _Folders:
         # (top folder, limit) -> `python_files_under`: walked once, however many modules ask
         self._trees: Dict[Tuple[str, int], Optional[List[str]]] = {}
 
-    def locate(self, folder: str, dotted: str, root: str) -> Optional[Tuple[str, str]]:
+    def locate(self, folder: str, dotted: str, root: str, added: Tuple[str, ...] = ()) -> Optional[Tuple[str, str]]:
+        """The module file `dotted` names and the name within it, imported from `folder`: from the usual places, then
+        from the folders the importer's `sys.path` edits `added` (the module's docstring)."""
+        found = self._locate_usual(folder, dotted, root)
+        if found is None:
+            for base in added:
+                found = self._longest_module(base, [part for part in dotted.split(".") if part])
+                if found is not None:
+                    break
+        return found
+
+    def _locate_usual(self, folder: str, dotted: str, root: str) -> Optional[Tuple[str, str]]:
         level = len(dotted) - len(dotted.lstrip("."))
         parts = [part for part in dotted[level:].split(".") if part]
         if not parts:

@@ -101,6 +101,8 @@ def _lint_within_budget(
 ) -> List[Finding]:
     # How far above a file its dotted imports are looked up (`analysis/project.py`), the prefilter's included.
     PROJECT.use_root(config.root)
+    # The folders its `sys.path` edits add to its imports, read from the text linted (an editor's buffer, a notebook).
+    PROJECT.use_text(filename, text)
     file_text = FileText(text, filename)
     # The prefilter reads what a file's own text names; a star import binds names another file's text holds (`autocast`
     # from `from common import *`, where common.py imports it from torch.cuda.amp), so such a file runs every rule.
