@@ -31,7 +31,8 @@ built only of string literals that are not absolute paths, `__file__`, `os.getcw
 `os.path.join`, `os.path.dirname`, `os.path.abspath`, `os.path.realpath`,
 `os.path.normpath`, `Path(...)`/`pathlib.Path(...)`, `.parent`, `.resolve()`,
 `.absolute()`, `/` and `str(...)`; anything else (a variable, an f-string,
-`os.environ[...]`) adds nothing. A relative path is taken from the importing file's
+`os.environ[...]`) adds nothing; names are read through the file's top-level import aliases
+(`import sys as system`, `import os.path as osp`, `from pathlib import Path as P`). A relative path is taken from the importing file's
 folder: a script is assumed to be run from its own folder, as a notebook's kernel starts in
 its folder. An edit counts for the imports of a first name (`models`) when it comes before
 the file's first import of that name (Python keeps the module the first import found). At
@@ -74,8 +75,13 @@ _MAX_BYTES = 1_000_000
 _MAX_NEIGHBOURS = 100
 _MAX_ADDED_FOLDERS = 8
 # `sys.path.append(...)` or `sys.path.insert(...)` making up a line at the file's top level, its call on the line.
-_SYS_PATH_EDIT = re.compile(r"^sys\.path\.(append|insert)(\(.*\))[ \t]*(?:#[^\r\n]*)?\r?$", re.MULTILINE)
+# The first group is the name `sys` has in the file (`import sys as system`).
+_SYS_PATH_EDIT = re.compile(r"^(\w+)\.path\.(append|insert)(\(.*\))[ \t]*(?:#[^\r\n]*)?\r?$", re.MULTILINE)
+# Text without which a file makes no `sys.path` edit: most files are passed over on it.
+_EDIT_WORDS = (".path.append(", ".path.insert(")
 # The first name an absolute import statement names (`from models.vae import X`), or the list of `import a.b, c as d`.
+# A whole top-level import statement on one line, for the aliases it binds.
+_TOP_LEVEL_IMPORT = re.compile(r"^(?:from[ \t]+[\w.]+[ \t]+import[ \t]+[\w \t,]+|import[ \t]+[\w. \t,]+)$", re.MULTILINE)
 _IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+(\w+)|import[ \t]+(\w[\w. \t,]*))", re.MULTILINE)
 
 
@@ -125,7 +131,7 @@ class Project:
         """The text of the file about to be linted: the folders its `sys.path` edits add to its imports (the module's
         docstring) are read from it rather than from disk (an editor's buffer, a notebook's cells)."""
         path = self._where(filename)[1]
-        self._added_folders[path] = _folders_added(text, path) if "sys.path" in text else {}
+        self._added_folders[path] = _folders_added(text, path) if any(word in text for word in _EDIT_WORDS) else {}
 
     def resolve(self, importer: str, dotted: str, config: "Config") -> Optional[Tuple[ProjectModule, str]]:
         """For an import path as `import_bindings` writes it (`model.Net`, `.data.make_loaders`, `utils`): the
@@ -288,7 +294,7 @@ class Project:
             found = {}
             try:
                 data = sources.read_bytes(path)
-                if len(data) <= _MAX_BYTES and b"sys.path" in data:
+                if len(data) <= _MAX_BYTES and any(word.encode() in data for word in _EDIT_WORDS):
                     found = _folders_added(sources.decode(data).text, path)
             except (OSError, sources.SourceError):
                 pass
@@ -343,8 +349,11 @@ def _folders_added(text: str, path: str) -> Dict[str, Tuple[str, ...]]:
     """{first name of an absolute import path in `text`: the folders the top-level `sys.path` edits before the first
     import of that name add} for the file at `path` (the module's docstring)."""
     edits: List[Tuple[int, str]] = []
+    aliases = _top_level_aliases(text)
     for match in _SYS_PATH_EDIT.finditer(text):
-        folder = _added_folder(match.group(1), match.group(2), path)
+        if aliases.get(match.group(1), match.group(1)) != "sys":
+            continue
+        folder = _added_folder(match.group(2), match.group(3), path, aliases)
         if folder is not None:
             edits.append((match.start(), folder))
             if len(edits) == _MAX_ADDED_FOLDERS:
@@ -366,9 +375,28 @@ def _folders_added(text: str, path: str) -> Dict[str, Tuple[str, ...]]:
     return found
 
 
-def _added_folder(method: str, call: str, path: str) -> Optional[str]:
+def _top_level_aliases(text: str) -> Dict[str, str]:
+    """{name a top-level import statement of `text` binds: what it names}: `osp` -> `os.path` after `import os.path as
+    osp`, `P` -> `pathlib.Path` after `from pathlib import Path as P`, so an edit's path reads the same under aliases."""
+    found: Dict[str, str] = {}
+    for match in _TOP_LEVEL_IMPORT.finditer(text):
+        try:
+            statement = ast.parse(match.group(0).strip()).body[0]
+        except (SyntaxError, ValueError, RecursionError, IndexError):
+            continue
+        if isinstance(statement, ast.Import):
+            for alias in statement.names:
+                if alias.asname:
+                    found[alias.asname] = alias.name
+        elif isinstance(statement, ast.ImportFrom) and statement.module and not statement.level:
+            for alias in statement.names:
+                found[alias.asname or alias.name] = f"{statement.module}.{alias.name}"
+    return found
+
+
+def _added_folder(method: str, call: str, path: str, aliases: Dict[str, str]) -> Optional[str]:
     """The absolute folder `sys.path.<method><call>` adds in the file at `path`, when its argument is a path built
-    only of the forms the module's docstring names; None otherwise."""
+    only of the forms the module's docstring names (under the file's import `aliases`); None otherwise."""
     try:
         arguments = ast.parse("f" + call, mode="eval").body.args  # type: ignore[attr-defined]
     except (SyntaxError, ValueError, RecursionError):
@@ -376,11 +404,11 @@ def _added_folder(method: str, call: str, path: str) -> Optional[str]:
     if len(arguments) != (2 if method == "insert" else 1):
         return None
     folder = os.path.dirname(path)
-    found = _path_value(arguments[-1], path, folder)
+    found = _path_value(arguments[-1], path, folder, aliases)
     return os.path.normpath(os.path.join(folder, found)) if found is not None else None
 
 
-def _path_value(node: ast.expr, path: str, folder: str) -> Optional[str]:
+def _path_value(node: ast.expr, path: str, folder: str, aliases: Dict[str, str]) -> Optional[str]:
     """The path `node` evaluates to, with `__file__` the file at `path` and the working folder its `folder`; None for
     anything but the forms the module's docstring names."""
     if isinstance(node, ast.Constant):
@@ -390,20 +418,20 @@ def _path_value(node: ast.expr, path: str, folder: str) -> Optional[str]:
     if isinstance(node, ast.Name):
         return path if node.id == "__file__" else None
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):  # `Path(...) / "models"`
-        left, right = _path_value(node.left, path, folder), _path_value(node.right, path, folder)
+        left, right = _path_value(node.left, path, folder, aliases), _path_value(node.right, path, folder, aliases)
         return os.path.join(left, right) if left is not None and right is not None else None
     if isinstance(node, ast.Attribute) and node.attr == "parent":
-        found = _path_value(node.value, path, folder)
+        found = _path_value(node.value, path, folder, aliases)
         return os.path.dirname(os.path.join(folder, found)) if found is not None else None
     if not isinstance(node, ast.Call) or node.keywords:
         return None
-    function = _dotted_name(node.func)
-    values = [_path_value(argument, path, folder) for argument in node.args]
+    function = _dotted_name(node.func, aliases)
+    values = [_path_value(argument, path, folder, aliases) for argument in node.args]
     if function == "os.getcwd" and not values:
         return folder
     if function is None and isinstance(node.func, ast.Attribute) and node.func.attr in ("resolve", "absolute"):
         # `Path(__file__).resolve()`: the receiver must be a path itself.
-        found = _path_value(node.func.value, path, folder) if not values else None
+        found = _path_value(node.func.value, path, folder, aliases) if not values else None
         return os.path.join(folder, found) if found is not None else None
     if not values or any(value is None for value in values):
         return None
@@ -421,12 +449,13 @@ def _path_value(node: ast.expr, path: str, folder: str) -> Optional[str]:
     return None
 
 
-def _dotted_name(node: ast.expr) -> Optional[str]:
-    """`os.path.join` for the expression naming it; None for anything but names and attributes of names."""
+def _dotted_name(node: ast.expr, aliases: Dict[str, str]) -> Optional[str]:
+    """`os.path.join` for the expression naming it, its first name read through the file's import `aliases`; None
+    for anything but names and attributes of names."""
     if isinstance(node, ast.Name):
-        return node.id
+        return aliases.get(node.id, node.id)
     if isinstance(node, ast.Attribute):
-        base = _dotted_name(node.value)
+        base = _dotted_name(node.value, aliases)
         return f"{base}.{node.attr}" if base is not None else None
     return None
 
