@@ -36,14 +36,17 @@ def default_codes() -> frozenset:
     return frozenset(rule.code for rule in all_rules() if not rule.opt_in)
 
 
-def config_for(table: Tuple[Tuple[str, object], ...]):
+def config_for(table: Tuple[Tuple[str, object], ...], root: Path = FIXTURES, requirement_from: Path = FIXTURES):
+    """The config a fixture is linted with; a project's is rooted at the folder it is copied to, and takes its torch
+    requirement from its own folder in fixtures/, as tests/test_projects.py lints it, so that its imports by dotted
+    path and its torch version read as they do there."""
     from torchlint.config import build
 
     table = {key.replace("_", "-"): value for key, value in dict(table).items()}
     table.setdefault("select", ["ALL"])
     # Rules in preview are held to the same rewrites: they are on by default once they leave preview.
     table.setdefault("preview", True)
-    return build(table, root=FIXTURES, path=None, where="test", torch_requirement_from=FIXTURES)
+    return build(table, root=root, path=None, where="test", torch_requirement_from=requirement_from)
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,8 @@ def run(case: Case, rewrite: Rewrite) -> Optional[Outcome]:
         for relative, text in files.items():
             (folder / relative).parent.mkdir(parents=True, exist_ok=True)
             (folder / relative).write_text(text)
+        if case.name.startswith("projects/"):
+            config = config_for(case.config, folder, PROJECTS / case.name.split("/")[1])
         findings = {}
         for relative in program.files:
             path = folder / relative
