@@ -28,7 +28,6 @@ GAPS = {
     ("notebook", "TL106"): "a `test_*` function of a file that imports pytest becomes a notebook cell, which pytest never collects: TL106 rightly reports it",
     ("star-import", "TL502"): "`projects/sys_path_imports/scripts/evaluate.py`: the imports moved into common.py run before the `sys.path` edits the script makes after them, so the rewritten program cannot import the model's module (the rewrite changes the program)",
     ("model-file", "TL701"): "a construction table of layers in a class moved to another file is not seen",
-    ("model-file", "TL707"): "a class built under `with torch.device(...)` in the importing file: flagged in its own file",
 }
 
 REWRITES = {rewrite.name: rewrite for rewrite in all_rewrites()}
