@@ -27,7 +27,6 @@ GAPS = {
     ("model-file", "TL206"): "`model.init_hidden(...)` of a class imported from another file: method calls through instances are followed for classes of the file only",
     ("notebook", "TL106"): "a `test_*` function of a file that imports pytest becomes a notebook cell, which pytest never collects: TL106 rightly reports it",
     ("star-import", "TL502"): "`projects/sys_path_imports/scripts/evaluate.py`: the imports moved into common.py run before the `sys.path` edits the script makes after them, so the rewritten program cannot import the model's module (the rewrite changes the program)",
-    ("model-file", "TL701"): "a construction table of layers in a class moved to another file is not seen",
 }
 
 REWRITES = {rewrite.name: rewrite for rewrite in all_rewrites()}

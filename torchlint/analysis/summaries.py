@@ -651,6 +651,11 @@ class _ImportUses:
         top = ctx.scopes.scope_of(ctx.module)
         for path in ctx.scopes.star_imports():
             self.counts["*" + path] = (0, 1, True)
+        # A module-level import the file never reads still binds the name for the files that import this one (a
+        # re-export: `from layers import KVCache` in a package's module): counted as bound at the top.
+        for local, path in top.imports.items():
+            if local not in top.variables:
+                self.counts.setdefault(path, (0, 0, True))
         stack: List[cst.CSTNode] = []
         scope_nodes: List[cst.CSTNode] = []
 

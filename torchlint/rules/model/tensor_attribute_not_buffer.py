@@ -1,3 +1,4 @@
+import re
 from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
@@ -247,12 +248,13 @@ class TensorAttributeNotBuffer(Rule):
         """A file that imports the class's module builds it and sets the default device or tensor type, as a file
         that builds its own class would (`def build(): torch.set_default_device(device); return Attention(n)` in
         main.py): the calls of the class there (`calls_from_importers`), or, where those are not all known, any
-        file of the project that may import the module (`Project.importers`)."""
+        file of the project that may import the module, or import one of those (a re-export), whose text names the
+        class."""
         answer = self._under_default_device.get(id(module.node))
         if answer is None:
             sites = calls_from_importers(self.ctx, module.node.name.value) if module.context is self.ctx else []
             if sites is None:
-                files = PROJECT.importers(self.ctx.filename) or []
+                files = _importers_around(self.ctx.filename, module.node.name.value)
             else:
                 files = sorted({site[0].filename for site in sites})
             answer = self._under_default_device[id(module.node)] = any(
@@ -287,6 +289,20 @@ class TensorAttributeNotBuffer(Rule):
 
 
 _SETS_DEFAULT_DEVICE = "sets-default-device"
+# How many files of re-exports deep `_importers_around` looks (`from layers import KVCache` in a file that imports it).
+_IMPORTER_DEPTH = 3
+
+
+def _importers_around(path: str, name: str) -> List[str]:
+    """The files that may import the module `path` (`Project.importers`), and those that may import them, up to
+    `_IMPORTER_DEPTH` deep, whose text names `name`."""
+    found: List[str] = []
+    wave = [path]
+    for _ in range(_IMPORTER_DEPTH):
+        wave = [other for each in wave for other in PROJECT.importers(each) or () if other not in found and other != path]
+        found += sorted(set(wave))
+    pattern = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
+    return [other for other in found if pattern.search((PROJECT.read(other) or (b"",))[0])]
 
 
 def _sets_default_device(ctx) -> bool:
