@@ -254,7 +254,7 @@ class TensorAttributeNotBuffer(Rule):
         if answer is None:
             sites = calls_from_importers(self.ctx, module.node.name.value) if module.context is self.ctx else []
             if sites is None:
-                files = _importers_around(self.ctx.filename, module.node.name.value)
+                files = _importers_naming(self.ctx.filename, module.node.name.value)
             else:
                 files = sorted({site[0].filename for site in sites})
             answer = self._under_default_device[id(module.node)] = any(
@@ -289,20 +289,13 @@ class TensorAttributeNotBuffer(Rule):
 
 
 _SETS_DEFAULT_DEVICE = "sets-default-device"
-# How many files of re-exports deep `_importers_around` looks (`from layers import KVCache` in a file that imports it).
-_IMPORTER_DEPTH = 3
 
 
-def _importers_around(path: str, name: str) -> List[str]:
-    """The files that may import the module `path` (`Project.importers`), and those that may import them, up to
-    `_IMPORTER_DEPTH` deep, whose text names `name`."""
-    found: List[str] = []
-    wave = [path]
-    for _ in range(_IMPORTER_DEPTH):
-        wave = [other for each in wave for other in PROJECT.importers(each) or () if other not in found and other != path]
-        found += sorted(set(wave))
+def _importers_naming(path: str, name: str) -> List[str]:
+    """The files that may import the module `path`, or re-export it (`Project.importers_around`), whose text names
+    `name`."""
     pattern = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
-    return [other for other in found if pattern.search((PROJECT.read(other) or (b"",))[0])]
+    return [other for other in PROJECT.importers_around(path) if pattern.search((PROJECT.read(other) or (b"",))[0])]
 
 
 def _sets_default_device(ctx) -> bool:

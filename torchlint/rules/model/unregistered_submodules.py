@@ -252,10 +252,10 @@ class UnregisteredSubmodules(Rule):
         return {name for name, built in reads.items() if all(built)} - self._read_by_importers()
 
     def _read_by_importers(self) -> Set[str]:
-        """The attribute names read in the files that import this one (`Project.importers`: `model.towers` in
-        main.py, of a model built from a class of this file); none when those files are not known."""
+        """The attribute names read in the files that import this one, or re-export it (`Project.importers_around`:
+        `model.towers` in main.py, of a model built from a class of this file); none when those are not known."""
         found: Set[str] = set()
-        for path in PROJECT.importers(self.ctx.filename) or ():
+        for path in PROJECT.importers_around(self.ctx.filename):
             found.update(SUMMARIES.section(path, self.ctx.config, _ATTRIBUTES_READ, _attributes_read) or ())
         return found
 
