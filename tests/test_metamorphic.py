@@ -24,12 +24,9 @@ from metamorphic.rewrites import MARK_COMMENT, Rewrite, all_rewrites
 GAPS = {
     ("compile", "TL707"): "`torch.compile(model)` of a module made on a device: an instance passed to a call keeps TL707's finding (the trap's premise, a module never moved, no longer holds for the rule)",
     ("data-parallel", "TL707"): "`nn.DataParallel(model)` of a module made on a device: the wrapper may move it (to its first device), so TL707's finding stays",
-    ("model-file", "TL206"): "`model.init_hidden(...)` of a class imported from another file: method calls through instances are followed for classes of the file only",
-    ("model-file", "TL401"): "a notebook's redefined class moved to another file: the later definition is not the imported one",
+    ("model-file", "TL206"): "`model.init_hidden(...)` in the importer's batch loop, of a class imported from another file: `steps.per_step_function` takes the callers of a method from `Values.method_calls`, the instances built in the method's own file; the importer's calls through an instance of the imported class are not followed yet (not a change of meaning)",
     ("notebook", "TL106"): "a `test_*` function of a file that imports pytest becomes a notebook cell, which pytest never collects: TL106 rightly reports it",
     ("star-import", "TL502"): "`projects/sys_path_imports/scripts/evaluate.py`: the imports moved into common.py run before the `sys.path` edits the script makes after them, so the rewritten program cannot import the model's module (the rewrite changes the program)",
-    ("model-file", "TL701"): "a construction table of layers in a class moved to another file is not seen",
-    ("model-file", "TL707"): "a class built under `with torch.device(...)` in the importing file: flagged in its own file",
 }
 
 REWRITES = {rewrite.name: rewrite for rewrite in all_rewrites()}

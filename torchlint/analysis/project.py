@@ -277,6 +277,17 @@ class Project:
                 found.append(other)
         return found
 
+    def importers_around(self, path: str, depth: int = 3) -> List[str]:
+        """The files that may import the module `path` (`importers`), and those that may import them (re-exports:
+        `from layers import KVCache` in a module others import), up to `depth` files deep; the files of a step whose
+        importers are not known (None) are left out."""
+        found: List[str] = []
+        wave = [path]
+        for _ in range(depth):
+            wave = sorted({other for each in wave for other in self.importers(each) or () if other not in found and other != path})
+            found += wave
+        return found
+
     def _located(self, importer: str, dotted: str) -> Optional[Tuple[str, str]]:
         folder, path = self._where(importer)
         added = () if dotted.startswith(".") else self._folders_added_to(path).get(dotted.partition(".")[0], ())

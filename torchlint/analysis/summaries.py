@@ -453,6 +453,36 @@ def _named(summary: ModuleSummary, path: str, name: str, config: "Config", visit
     return [(summary, path, summary.definitions[index]) for index in entry[1]]
 
 
+# How many re-exports deep `defining_file` follows an import path (`from .modules import Norm`, itself imported there).
+_MAX_REEXPORTS = 8
+_MODULE_IMPORTS = "module-imports"
+
+
+def defining_file(importer: str, dotted: str, config: "Config") -> Optional[Tuple[str, str]]:
+    """The project file and the name an import path written in `importer` stands for, through the module-level imports
+    that re-export it (`from .lp_norm import L1BatchNorm2d`, where lp_norm.py has `from model import L1BatchNorm2d`:
+    model.py's), as `Values._in_project_file` follows it; where a module binds the name otherwise, or the import names
+    no project file, there; None when the path names no project file's name."""
+    located = PROJECT.locate_name(importer, dotted)
+    for _ in range(_MAX_REEXPORTS):
+        if located is None or not located[1]:
+            break
+        imports = SUMMARIES.section(located[0], config, _MODULE_IMPORTS, _module_imports)
+        onward = (imports or {}).get(located[1])
+        further = PROJECT.locate_name(located[0], onward) if onward is not None else None
+        if further is None:
+            break
+        located = further
+    return located
+
+
+def _module_imports(ctx: "FileContext") -> Dict[str, str]:
+    """The module-level names only an import binds (`Values._name`: the import is what the name is), to its path."""
+    _record_star_dependencies(ctx)
+    scope = ctx.scopes.scope_of(ctx.module)
+    return {name: path for name, path in sorted(scope.imports.items()) if name not in scope.variables}
+
+
 # ---------------------------------------------------------------- star imports
 
 # How many star-imported modules deep the names a star import binds are followed (common.py doing `from base import *`).
@@ -621,6 +651,11 @@ class _ImportUses:
         top = ctx.scopes.scope_of(ctx.module)
         for path in ctx.scopes.star_imports():
             self.counts["*" + path] = (0, 1, True)
+        # A module-level import the file never reads still binds the name for the files that import this one (a
+        # re-export: `from layers import KVCache` in a package's module): counted as bound at the top.
+        for local, path in top.imports.items():
+            if local not in top.variables:
+                self.counts.setdefault(path, (0, 0, True))
         stack: List[cst.CSTNode] = []
         scope_nodes: List[cst.CSTNode] = []
 

@@ -342,7 +342,7 @@ class Values:
         scopes = place.scopes[: index + 1]
         flow = self.flow(scope.node)
         if scope.node is place.scopes[-1]:
-            reaching = flow.reaching(name.value, flow.position(place.stack))
+            reaching = flow.reaching(name.value, _position_read(flow, place))
         else:
             reaching = _seen_inside(flow, name.value, place.scopes[index + 1] if index + 1 < len(place.scopes) else None)
         found: List[Origin] = []
@@ -1167,6 +1167,16 @@ class _NameUses(cst.CSTVisitor):
 for _statement_type in STATEMENT_TYPES - {cst.FunctionDef, cst.ClassDef}:
     setattr(_NameUses, f"visit_{_statement_type.__name__}", _NameUses.enter_statement)
     setattr(_NameUses, f"leave_{_statement_type.__name__}", _NameUses.leave_statement)
+
+
+def _position_read(flow: Flow, place: Place) -> Optional[Tuple[int, Tuple[int, ...]]]:
+    """Where `place` reads the names of its scope (`flow`): at its statement; for the module itself, with no statement
+    (a name another file imports, `_in_project_file`), after the module's last statement: an import reads what the
+    module's run left bound (a class defined twice: the later one)."""
+    position = flow.position(place.stack)
+    if position is None and place.statement is None and type(flow.node) is cst.Module:
+        return 1 + max((order for order, _ in flow.statements.values()), default=0), ()
+    return position
 
 
 def _seen_inside(flow: Flow, name: str, inner: Optional[cst.CSTNode]) -> List[Binding]:

@@ -1,9 +1,12 @@
+import re
 from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
 from torchlint.analysis import syntax
 from torchlint.analysis.modules import ModuleClass, ModuleClasses, is_self_attribute, self_name
+from torchlint.analysis.project import PROJECT
+from torchlint.analysis.summaries import SUMMARIES, calls_from_importers
 from torchlint.analysis.values import Values
 from torchlint.engine.context import last_parts
 from torchlint.engine.walk import walk
@@ -63,7 +66,9 @@ class TensorAttributeNotBuffer(Rule):
     files that set the
     default device or tensor type (`torch.set_default_device`,
     `torch.set_default_tensor_type`: karpathy's llm.c builds its KV cache on the GPU
-    that way).
+    that way), or classes that a file importing them builds and that file sets it
+    (`def build(): torch.set_default_device(device); return KVCache(n)` in main.py;
+    where not every call of the class is known, any file that may import its module).
 
     Nor a tensor made on a device (`torch.arange(n, device=device)`) in a class the file
     builds and never moves or converts: every instance bound to a name that is only
@@ -147,6 +152,8 @@ class TensorAttributeNotBuffer(Rule):
         self.default_device_set = False
         # class id -> whether the file never moves what it builds of the class (`_never_moved`), asked once each.
         self._unmoved: Dict[int, bool] = {}
+        # class id -> whether a file that imports this one builds the class under another default device.
+        self._under_default_device: Dict[int, bool] = {}
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if type(node.value) is not cst.Call:
@@ -183,6 +190,8 @@ class TensorAttributeNotBuffer(Rule):
         for target, statement, module, init, stack in self.candidates:
             key = (id(module.node), target.attr.value)
             if key in self.registered or self._assigned_elsewhere(module, target.attr.value, init):
+                continue
+            if self._built_under_a_default_device(module):
                 continue
             forwards = self.classes.forward_methods(module)
             kinds = {kind for method, kind in self.reads.get(key, []) if method in forwards}
@@ -235,6 +244,24 @@ class TensorAttributeNotBuffer(Rule):
             answer = self._unmoved[id(module.node)] = _NeverMoved(self.ctx, module).answer()
         return answer
 
+    def _built_under_a_default_device(self, module: ModuleClass) -> bool:
+        """A file that imports the class's module builds it and sets the default device or tensor type, as a file
+        that builds its own class would (`def build(): torch.set_default_device(device); return Attention(n)` in
+        main.py): the calls of the class there (`calls_from_importers`), or, where those are not all known, any
+        file of the project that may import the module, or import one of those (a re-export), whose text names the
+        class."""
+        answer = self._under_default_device.get(id(module.node))
+        if answer is None:
+            sites = calls_from_importers(self.ctx, module.node.name.value) if module.context is self.ctx else []
+            if sites is None:
+                files = _importers_naming(self.ctx.filename, module.node.name.value)
+            else:
+                files = sorted({site[0].filename for site in sites})
+            answer = self._under_default_device[id(module.node)] = any(
+                SUMMARIES.section(path, self.ctx.config, _SETS_DEFAULT_DEVICE, _sets_default_device) for path in files
+            )
+        return answer
+
     def _assigned_elsewhere(self, module: ModuleClass, name: str, init: cst.FunctionDef) -> bool:
         return any(module.assigning_method(value) is not init for value in module.attributes().get(name, []))
 
@@ -259,6 +286,31 @@ class TensorAttributeNotBuffer(Rule):
         instance = self_name(init)
         content = f"{instance}.register_buffer(\"{target.attr.value}\", {self.ctx.code(statement.value)}, persistent=False)"
         return Fix.unsafe("Register it as a buffer", self.ctx.replace(statement, content))
+
+
+_SETS_DEFAULT_DEVICE = "sets-default-device"
+
+
+def _importers_naming(path: str, name: str) -> List[str]:
+    """The files that may import the module `path`, or re-export it (`Project.importers_around`), whose text names
+    `name`."""
+    pattern = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
+    return [other for other in PROJECT.importers_around(path) if pattern.search((PROJECT.read(other) or (b"",))[0])]
+
+
+def _sets_default_device(ctx) -> bool:
+    """The file calls `torch.set_default_device` or `torch.set_default_tensor_type` (a section of its summary)."""
+    found = []
+    stack: List[cst.CSTNode] = []
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        stack.append(node)
+        if type(node) is cst.Call and ctx.qualified_name_in(node.func, _DEFAULT_DEVICE_SETTERS, stack):
+            found.append(node)
+        return not found
+
+    walk(ctx.module, on_visit, lambda node: stack.pop())
+    return bool(found)
 
 
 def _made_on_a_device(value: cst.BaseExpression) -> bool:

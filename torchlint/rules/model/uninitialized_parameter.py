@@ -10,7 +10,7 @@ from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.loops import iteration
 from torchlint.analysis.modules import PARAMETER, ModuleClass, ModuleClasses, is_self_attribute, self_name
 from torchlint.analysis.project import PROJECT
-from torchlint.analysis.summaries import SUMMARIES
+from torchlint.analysis.summaries import SUMMARIES, defining_file
 from torchlint.analysis.values import Values
 from torchlint.engine.walk import walk
 from torchlint.rules.base import Rule
@@ -67,7 +67,9 @@ class UninitializedParameter(Rule):
     attributes that branch initialises: `if isinstance(m, L1BatchNorm2d): m.weight.data.fill_(1)`
     of the class itself, or of a torch class a project file replaces with it
     (`torch.nn.BatchNorm2d = L1BatchNorm2d`, after which an `isinstance(m, nn.BatchNorm2d)`
-    init loop initialises the stand-in). These are looked for in the `.py` files of the
+    init loop initialises the stand-in), also where the class is imported through a file
+    that re-exports it (`from norms import L1BatchNorm2d`, where norms.py imports it from
+    the class's file). These are looked for in the `.py` files of the
     class's folder and the folders above it up to the project root (at most 100 files) whose
     text names the class (or, for the loop, `isinstance` and the torch class), each read
     through its cached summary.
@@ -234,8 +236,8 @@ class UninitializedParameter(Rule):
         files = PROJECT.files_above(self.ctx.filename)
         replaced: Set[str] = set()
         for path, facts in self._stand_in_facts(files, module.node.name.value):
-            replaced.update(target for value, target in facts[0] if _names(path, value, own))
-            if any(attribute in attributes and _names(path, checked, own) for checked, attributes in facts[1]):
+            replaced.update(target for value, target in facts[0] if _names(path, value, own, self.ctx.config))
+            if any(attribute in attributes and _names(path, checked, own, self.ctx.config) for checked, attributes in facts[1]):
                 return True
         for torch_class in replaced:
             for path, facts in self._stand_in_facts(files, torch_class.rpartition(".")[2]):
@@ -317,12 +319,12 @@ def _initialised_attribute(expr: cst.BaseExpression, data_only: bool):
 _STAND_INS = "torch-class-stand-ins"
 
 
-def _names(path: str, written: str, own: Tuple[str, str]) -> bool:
+def _names(path: str, written: str, own: Tuple[str, str], config) -> bool:
     """`written`, a class as the file `path` names it (its import path, or `:Name` for one it defines), is the class
-    `own` (its file, its name)."""
+    `own` (its file, its name), also through the files that re-export it (`defining_file`)."""
     if written.startswith(":"):
         return (os.path.abspath(path), written[1:]) == own
-    located = PROJECT.locate_name(path, written)
+    located = defining_file(path, written, config)
     return located is not None and (os.path.abspath(located[0]), located[1]) == own
 
 

@@ -7,6 +7,8 @@ from torchlint.analysis.modules import (
     PARAMETER, REGISTERING_CONTAINERS, STATELESS_LAYERS, ModuleClass, ModuleClasses, is_loss_class, is_self_attribute,
     runs_in_builder,
 )
+from torchlint.analysis.project import PROJECT
+from torchlint.analysis.summaries import SUMMARIES
 from torchlint.analysis.values import Values
 from torchlint.engine.context import last_parts
 from torchlint.engine.scopes import dotted_name, scope_nodes_of
@@ -53,7 +55,8 @@ class UnregisteredSubmodules(Rule):
     model is built (in `__init__`, or in a method the file calls only from there): a
     table of candidate backbones that `__init__` picks one from (`self.backbone =
     self.backbones[name]`) registers the one picked through the attribute it is given,
-    and the others never run. A container nothing reads is still flagged.
+    and the others never run. A container nothing reads is still flagged, and so is one
+    a file importing the class's module reads (`model.towers` in evaluate.py).
 
     Given up for that precision: layers built by a function torchlint cannot follow
     (a parameter such as `norm_layer(dim)`, a function of an installed library), and
@@ -246,7 +249,15 @@ class UnregisteredSubmodules(Rule):
             return True
 
         walk(self.ctx.module, on_visit, lambda node: stack.pop())
-        return {name for name, built in reads.items() if all(built)}
+        return {name for name, built in reads.items() if all(built)} - self._read_by_importers()
+
+    def _read_by_importers(self) -> Set[str]:
+        """The attribute names read in the files that import this one, or re-export it (`Project.importers_around`:
+        `model.towers` in main.py, of a model built from a class of this file); none when those are not known."""
+        found: Set[str] = set()
+        for path in PROJECT.importers_around(self.ctx.filename):
+            found.update(SUMMARIES.section(path, self.ctx.config, _ATTRIBUTES_READ, _attributes_read) or ())
+        return found
 
     def _message(self, target: cst.Attribute, value: cst.BaseExpression, kinds: Set[str]) -> str:
         held = "parameters" if kinds == {"parameter"} else "layers"
@@ -367,6 +378,26 @@ class UnregisteredSubmodules(Rule):
             if self.ctx.qualified_name(cst.parse_expression(candidate), stack) == "torch.nn":
                 return candidate
         return None
+
+
+_ATTRIBUTES_READ = "attributes-read"
+
+
+def _attributes_read(ctx) -> Tuple[str, ...]:
+    """The names of the attributes the file reads (`model.towers`), not those it only assigns (a section of its
+    summary)."""
+    found: Set[str] = set()
+    assigned: Set[int] = set()
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        if type(node) is cst.AssignTarget or type(node) is cst.AnnAssign or type(node) is cst.AugAssign:
+            assigned.add(id(node.target))
+        elif type(node) is cst.Attribute and id(node) not in assigned:
+            found.add(node.attr.value)
+        return True
+
+    walk(ctx.module, on_visit, lambda node: None)
+    return tuple(sorted(found))
 
 
 def _has_elements(value: cst.BaseExpression) -> bool:
