@@ -23,6 +23,7 @@ from metamorphic.rewrites import MARK_COMMENT, Rewrite, all_rewrites
 # alike; benchmarks/metamorphic.py --details lists each one.
 GAPS = {
     ("compile", "TL707"): "`torch.compile(model)` of a module made on a device: an instance passed to a call keeps TL707's finding (the trap's premise, a module never moved, no longer holds for the rule)",
+    ("data-parallel", "TL502"): "`nn.DataParallel(model)` saved whole pickles the wrapper's class too: a load under `safe_globals([Net, nn.Linear])` is refused (`Unsupported global: GLOBAL torch.nn.parallel.data_parallel.DataParallel`, checked on torch 2.13), so TL502's finding on the rewritten allow-listed traps is true (the rewrite changes the program)",
     ("data-parallel", "TL707"): "`nn.DataParallel(model)` of a module made on a device: the wrapper may move it (to its first device), so TL707's finding stays",
     ("model-file", "TL206"): "`model.init_hidden(...)` of a class imported from another file: method calls through instances are followed for classes of the file only",
     ("model-file", "TL401"): "a notebook's redefined class moved to another file: the later definition is not the imported one",
