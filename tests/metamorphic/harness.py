@@ -9,6 +9,7 @@ rules no marker explains (on a trap: every one).
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 import tempfile
@@ -119,10 +120,21 @@ class Outcome:
         return [(marker, c) for marker, c, found in self.expectations if not found and (code is None or c == code)]
 
 
+def imported_by_another_file(case: Case) -> bool:
+    """Another file of the case's project imports the target's module (`from trainer import train`, `import utils`,
+    `from .modules.lp_norm import X`)."""
+    stem = re.escape(Path(case.target).stem)
+    importing = re.compile(rf"^[ \t]*(?:from[ \t]+[\w.]*\b{stem}\b|import[ \t]+[\w., \t]*\b{stem}\b)", re.MULTILINE)
+    return any(importing.search(text) for relative, text in case.files if relative != case.target)
+
+
 def run(case: Case, rewrite: Rewrite) -> Optional[Outcome]:
-    """The outcome of `rewrite` on `case`; None where the rewrite does not apply."""
+    """The outcome of `rewrite` on `case`; None where the rewrite does not apply. A module other project files import
+    does not become a notebook: nothing can import a notebook, so that rewrite would change the program."""
     from torchlint.engine.parallel import lint_file_bytes
 
+    if rewrite.name == "notebook" and imported_by_another_file(case):
+        return None
     files = dict(case.files)
     config = config_for(case.config)
     program = rewrite.apply(case.marked.source, case.target, frozenset(files), config)

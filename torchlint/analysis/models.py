@@ -13,7 +13,7 @@ from torchlint import semantics
 from torchlint.analysis.losses import CRITERION_NAME, is_loss_module
 from torchlint.analysis.modules import ModuleClasses, is_loss_class
 from torchlint.analysis.project import PROJECT
-from torchlint.analysis.values import IDENTITY_WRAPPERS, SEQUENTIAL, Values
+from torchlint.analysis.values import IDENTITY_WRAPPERS, SEQUENTIAL, Place, Values
 from torchlint.engine.scopes import dotted_name, scope_nodes_of
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ MODULE_WRAPPERS = frozenset({
     "torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel",
     "torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel",
 })
+_COMPILE = frozenset({"torch.compile"})
 # How many `from .x import *` steps `_holds_module_classes` follows from a package into its modules.
 _STAR_DEPTH = 2
 
@@ -68,13 +69,21 @@ class Models:
             return False
         if built_as_model(expr, self.ctx, stack):
             return True
+        verdict = self._assigned_as_model(expr, stack, frozenset())
+        return verdict if verdict is not None else name in self.mode_receivers
+
+    def _assigned_as_model(self, expr: cst.BaseExpression, stack, seen: frozenset) -> Optional[bool]:
+        """What the latest assignment of `expr` that tells says (`_built_as_model`), leaving out those in `seen`
+        (the wrapper whose argument is asked of: `model = nn.DataParallel(model)`); None when none tells."""
         for value in reversed(self.ctx.assigned_values(expr, stack)):
-            verdict = self._built_as_model(value, stack)
+            if id(value) in seen:
+                continue
+            verdict = self._built_as_model(value, stack, seen)
             if verdict is not None:
                 return verdict
-        return name in self.mode_receivers
+        return None
 
-    def _built_as_model(self, value: cst.BaseExpression, stack) -> Optional[bool]:
+    def _built_as_model(self, value: cst.BaseExpression, stack, seen: frozenset = frozenset()) -> Optional[bool]:
         """True/False when the assigned value tells, None to look at an earlier assignment (`model = model.to(device)`)."""
         if not isinstance(value, cst.Call):
             return None
@@ -83,7 +92,13 @@ class Models:
         qualified = self.ctx.qualified_name(value.func, stack)
         if qualified in IDENTITY_WRAPPERS:  # `nn.DataParallel(model)`, `torch.compile(Net())`: the model it wraps
             wrapped = semantics.positional(value, 0) or semantics.keyword(value, "module")
-            verdict = self._built_as_model(wrapped.value, stack) if wrapped is not None else None
+            if wrapped is None:
+                verdict = None
+            elif type(wrapped.value) is cst.Name:
+                # `model = nn.Embedding(10, 4)` then `model = nn.DataParallel(model)`: a layer still, as before it.
+                verdict = self._assigned_as_model(wrapped.value, stack, seen | {id(value)})
+            else:
+                verdict = self._built_as_model(wrapped.value, stack, seen)
             # A `DataParallel` of something unknown is a module still (of a loss, not a model).
             return True if verdict is None and qualified in MODULE_WRAPPERS else verdict
         if picked_from_model_package(value, self.ctx, stack) is not None:
@@ -163,12 +178,22 @@ def _holds_module_classes(package: "FileContext", depth: int) -> bool:
 
 def assigned_a_module_wrapper(name: cst.BaseExpression, ctx: "FileContext", stack) -> Optional[str]:
     """The torch wrapper module (`DataParallel`) an assignment of `name` that reaches `stack` builds, or None: after
-    `net = nn.DataParallel(net)` the name holds a Module whatever it wraps. The value model sees through such
-    wrappers to the module they wrap, so the assignments are read as written."""
+    `net = nn.DataParallel(net)` the name holds a Module whatever it wraps, and so it does after `net =
+    torch.compile(net)` (a compiled module is an `OptimizedModule`, a Module too; only a compiled function is a
+    function). The value model sees through such wrappers to the module they wrap, so the assignments are read as
+    written."""
     if type(name) is not cst.Name:
         return None
     values = Values.of(ctx)
-    place = values.place(stack)
+    return _wrapper_bound(name, values, values.place(stack), _COMPILE_DEPTH)
+
+
+# How many `torch.compile` assignments `_wrapper_bound` follows back to the wrapper they compile.
+_COMPILE_DEPTH = 3
+
+
+def _wrapper_bound(name: cst.Name, values: Values, place: Place, depth: int) -> Optional[str]:
+    ctx = values.ctx
     found = values.bindings(name, place)
     if found is None:
         return None
@@ -176,6 +201,19 @@ def assigned_a_module_wrapper(name: cst.BaseExpression, ctx: "FileContext", stac
     scopes = place.scopes[: place.scopes.index(scope) + 1] if scope in place.scopes else (ctx.module,)
     for binding in bindings:
         value = binding.value
-        if type(value) is cst.Call and not binding.element and ctx.qualified_name_in(value.func, MODULE_WRAPPERS, scopes):
+        if type(value) is not cst.Call or binding.element:
+            continue
+        if ctx.qualified_name_in(value.func, MODULE_WRAPPERS, scopes):
             return semantics.terminal_name(value.func)
+        if depth and binding.statement is not None and ctx.qualified_name_in(value.func, _COMPILE, scopes):
+            # `net = torch.compile(net)` of a name that holds a wrapper where it is compiled, or of a wrapper built
+            # in place (`torch.compile(nn.DataParallel(net))`).
+            compiled = semantics.positional(value, 0) or semantics.keyword(value, "model")
+            compiled = compiled.value if compiled is not None else None
+            if type(compiled) is cst.Call and ctx.qualified_name_in(compiled.func, MODULE_WRAPPERS, scopes):
+                return semantics.terminal_name(compiled.func)
+            if type(compiled) is cst.Name:
+                wrapper = _wrapper_bound(compiled, values, Place(ctx, scopes, binding.statement), depth - 1)
+                if wrapper is not None:
+                    return wrapper
     return None

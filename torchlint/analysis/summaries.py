@@ -584,10 +584,12 @@ def calls_from_importers(ctx: "FileContext", name: str) -> Optional[List[Tuple["
     imported for it (a module-level import of the name in a file another file imports; a star import is one), when a
     star import of the module binds what is not known (an `__all__` built some other way) or what the importer's own
     scopes do not bind to it (a definition of the name there, a star import met in a cycle), or when the files that
-    may import it are not all known (`Project.importers`)."""
+    may import it are not all known (`Project.importers`), or when no project file imports the module: then it is
+    a library, and any importer outside the project may call its public names (a script, which runs its own
+    functions, is not asked: `Values._only_called_here`)."""
     own = os.path.abspath(ctx.filename)
     importers = PROJECT.importers(ctx.filename)
-    if importers is None:
+    if not importers:
         return None
     sites = []
     for path in importers:

@@ -75,7 +75,8 @@ class CudaWithoutFallback(Rule):
     """
     ## What it does
     Flags each hard-coded CUDA device (`"cuda"` or `"cuda:N"` passed as a device,
-    `torch.device("cuda")`, `.cuda()`, `device = "cuda"`) in a file that never checks
+    `torch.device("cuda")`, `.cuda()`, `device = "cuda"`, or under any name the file
+    passes as a device: `target = "cuda"`, then `.to(target)`) in a file that never checks
     whether CUDA is there (`torch.cuda.is_available()`, `torch.cuda.device_count()`,
     `torch.backends.mps.is_available()`, `torch.accelerator.*`).
 
@@ -238,6 +239,8 @@ class CudaWithoutFallback(Rule):
         self.project_calls: List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]] = []
         # `pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), ...)`: every test of the file is gated.
         self.module_gated = False
+        # The names the file passes as devices (`_names_passed_as_devices`), found on first need.
+        self.passed_as_devices: Optional[FrozenSet[str]] = None
         # id of a decorator -> whether it gates on GPUs (`_gates_on_gpus`), asked once per decorator
         self.gates: Dict[int, bool] = {}
 
@@ -322,8 +325,23 @@ class CudaWithoutFallback(Rule):
                 self._gates_on_gpus(getattr(mark, "value", mark), self.ctx.stack) for mark in marks
             )
         # `device = "cuda"`: the one place a script usually picks its device.
-        if is_cuda_string(node.value) and any(_names_a_device(self.ctx, target.target) for target in node.targets):
+        if is_cuda_string(node.value) and any(self._names_a_device(target.target) for target in node.targets):
             self._add(node.value)
+
+    def _names_a_device(self, target: cst.BaseExpression) -> bool:
+        """The assigned `target` holds a device: its name says so (`names_device`), or the file passes the name
+        as a device (`v2 = "cuda"`, then `.to(v2)`), whatever it is called."""
+        name = semantics.terminal_name(target)
+        # `device_type = "cuda"` feeds autocast, which only warns without a GPU.
+        if not name or name.lower().endswith("_type"):
+            return False
+        if names_device(target, self.ctx):
+            return True
+        if type(target) is not cst.Name:
+            return False
+        if self.passed_as_devices is None:
+            self.passed_as_devices = _names_passed_as_devices(self.ctx.module)
+        return name in self.passed_as_devices
 
     def visit_Import(self, node: cst.Import) -> None:
         for path in _import_paths(node):
@@ -686,10 +704,23 @@ def _import_paths(node) -> List[str]:
     return paths
 
 
-def _names_a_device(ctx, target: cst.BaseExpression) -> bool:
-    # `device_type = "cuda"` feeds autocast, which only warns without a GPU.
-    name = semantics.terminal_name(target)
-    return bool(name) and not name.lower().endswith("_type") and names_device(target, ctx)
+def _names_passed_as_devices(module: cst.Module) -> FrozenSet[str]:
+    """The plain names the module passes where a device goes, as `visit_Call` finds a device string: `.to(name)`,
+    `device=name`, `map_location=name`, in any scope."""
+    finder = _PassedAsDevices()
+    walk_visitor(module, finder)
+    return frozenset(finder.names)
+
+
+class _PassedAsDevices(cst.CSTVisitor):
+    def __init__(self):
+        self.names: Set[str] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        moved = semantics.positional(node, 0) if semantics.method_name(node) == "to" else None
+        given = [moved.value] if moved is not None else []
+        given += [arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value in DEVICE_KEYWORDS]
+        self.names.update(value.value for value in given if type(value) is cst.Name)
 
 
 def _unconditional(stack: Sequence[cst.CSTNode]) -> bool:

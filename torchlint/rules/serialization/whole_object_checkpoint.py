@@ -41,7 +41,7 @@ class WholeObjectCheckpoint(Rule):
       picked by name from a package of models, `models.__dict__[args.model]()`, where
       `models` is `torchvision.models` or a project package that defines or star-imports
       Module classes, or a name assigned an `nn.DataParallel` / `DistributedDataParallel`
-      wrapper, whatever it wraps; not the result of an unknown call, nor a checkpoint's
+      wrapper, whatever it wraps, or `torch.compile` of one; not the result of an unknown call, nor a checkpoint's
       entry such as `checkpoint["net"]`), an
       optimizer or scheduler of `torch.optim`, or a dictionary, list or tuple holding one
       (`{"model": model, "epoch": epoch}`, `[encoder, decoder]`), followed through the file's
