@@ -12,7 +12,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.devices import cuda_device_code, names_device
-from torchlint.analysis.dtypes import CAST_METHODS, dtype_of, names_dtype, tensor_type_of
+from torchlint.analysis.dtypes import CAST_METHODS, dtype_of, named_type, names_dtype, tensor_type_of
 from torchlint.analysis.torch_name import torch_attribute
 from torchlint.analysis.values import Values
 from torchlint.engine.scopes import dotted_name
@@ -113,14 +113,15 @@ def _read_type(call, ctx, stack, positional, keywords) -> Optional[Conversion]:
     target = positional[0] if positional else keywords.get("dtype")
     if target is None or len(positional) > 1 or set(keywords) - {"dtype"}:
         return None
-    dtype = dtype_of(target, ctx, stack)
-    if dtype:
-        return Conversion(call, dtype=dtype, dtype_node=target)
-    dtype, cuda = tensor_type_of(target, ctx, stack)
-    if dtype is None:
+    named = named_type(target, ctx, stack)
+    if named is None:
         return None
-    # The fix names the dtype itself: `torch.FloatTensor` is not a dtype `.to()` accepts.
-    return Conversion(call, dtype=dtype, device='"cuda"' if cuda else None)
+    if not named.legacy:
+        return Conversion(call, dtype=named.dtype, dtype_node=target)
+    # The fix names the dtype itself: `torch.FloatTensor` is not a dtype `.to()` accepts. A name that holds a CUDA
+    # type or another, as a flag decides, casts to a known dtype on a device not known: no fix rewrites that.
+    device = '"cuda"' if named.cuda else None
+    return Conversion(call, dtype=named.dtype, device=device, complete=named.cuda is not None)
 
 
 def _read_type_as(call, ctx, stack, positional, keywords) -> Optional[Conversion]:

@@ -5,7 +5,7 @@ the dtype a torch factory call makes (`made_dtype`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Tuple
+from typing import TYPE_CHECKING, List, NamedTuple, Optional, Tuple
 
 import libcst as cst
 
@@ -70,6 +70,49 @@ def tensor_type_of(expr: cst.CSTNode, ctx: "FileContext", stack=None) -> Tuple[O
         if name.startswith(prefix) and name[len(prefix):] in TENSOR_TYPES:
             return TENSOR_TYPES[name[len(prefix):]], cuda
     return None, False
+
+
+class NamedType(NamedTuple):
+    """A dtype or legacy tensor type an expression names (`named_type`)."""
+
+    dtype: str
+    # A legacy tensor type (`torch.FloatTensor`), which `.type(...)` takes and `.to(...)` does not.
+    legacy: bool
+    # A CUDA tensor type (`torch.cuda.FloatTensor`); None when the values a name may hold differ in that.
+    cuda: Optional[bool]
+
+
+def named_type(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> Optional[NamedType]:
+    """The dtype or legacy tensor type `expr` names, also through a name every value of which names that dtype
+    (`dtype = torch.FloatTensor` in an earlier cell; `torch.cuda.FloatTensor if cuda else torch.FloatTensor`,
+    float32 on a device not known); None otherwise."""
+    found = _named_here(expr, ctx, stack)
+    if found is not None or type(expr) is not cst.Name:
+        return found
+    named = {
+        None if origin.applied or origin.opaque else _named_here(arm, origin.place.context, origin.place.stack)
+        for origin in Values.of(ctx).origins(expr, stack)
+        for arm in _arms(origin.node)
+    }
+    if None in named or len({(each.dtype, each.legacy) for each in named}) != 1:
+        return None
+    first = next(iter(named))
+    return first if len(named) == 1 else first._replace(cuda=None)
+
+
+def _arms(expr: cst.CSTNode) -> List[cst.CSTNode]:
+    """The values a conditional expression may take (the value model keeps `a if c else b` whole)."""
+    if type(expr) is cst.IfExp:
+        return _arms(expr.body) + _arms(expr.orelse)
+    return [expr]
+
+
+def _named_here(expr: cst.CSTNode, ctx: "FileContext", stack) -> Optional[NamedType]:
+    dtype = dtype_of(expr, ctx, stack)
+    if dtype:
+        return NamedType(dtype, legacy=False, cuda=False)
+    dtype, cuda = tensor_type_of(expr, ctx, stack)
+    return NamedType(dtype, legacy=True, cuda=cuda) if dtype is not None else None
 
 
 def names_dtype(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bool:

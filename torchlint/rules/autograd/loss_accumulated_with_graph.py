@@ -47,7 +47,8 @@ class _Accumulation:
 class LossAccumulatedWithGraph(Rule):
     """
     ## What it does
-    Flags, inside a loop, `acc += loss`, `acc = acc + loss` and `xs.append(loss)` where
+    Flags, inside a loop, `acc += loss`, `acc = acc + loss` and `xs.append(loss)` (or
+    `xs += [loss]`) where
     `loss` is a tensor from a loss computation (a call of an `nn.*Loss` instance or a
     criterion variable, `F.cross_entropy`, `F.*_loss`, or a variable `.backward()` is
     called on) rather than `loss.item()`, `loss.detach()`, `float(loss)` or
@@ -202,7 +203,10 @@ class LossAccumulatedWithGraph(Rule):
         if accumulator is not None:
             self.reads.setdefault((self._scope(), accumulator), set()).update(names_in(node.value))
             if isinstance(node.operator, cst.AddAssign):
-                self._accumulation(node, accumulator, node.value)
+                self._accumulation(node, accumulator, _appended(node.value))
+                if type(node.value) is cst.Call and self._is_loss(node.value):
+                    # `total = 0` then `total += F.mse_loss(...)`: from here on the variable holds a loss tensor.
+                    self.latest[(self._scope(), accumulator)] = (node.value, tuple(self.ctx.stack))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         value = node.value
@@ -212,9 +216,9 @@ class LossAccumulatedWithGraph(Rule):
         if accumulator is None:
             return
         if dotted_name(value.left) == accumulator:
-            self._accumulation(node, accumulator, value.right)
+            self._accumulation(node, accumulator, _appended(value.right))
         elif dotted_name(value.right) == accumulator:
-            self._accumulation(node, accumulator, value.left)
+            self._accumulation(node, accumulator, _appended(value.left))
 
     def visit_Call(self, node: cst.Call) -> None:
         if is_backward_call(node, self.ctx):
@@ -350,6 +354,16 @@ class LossAccumulatedWithGraph(Rule):
                     found.add(name)
                     pending.append(name)
         return found
+
+
+def _appended(operand: cst.BaseExpression) -> cst.BaseExpression:
+    """The loss of `xs += [loss]` (or `xs = xs + [loss]`), which appends it as `xs.append(loss)` does; else the
+    operand itself."""
+    if type(operand) in (cst.List, cst.Tuple) and len(operand.elements) == 1:
+        element = operand.elements[0]
+        if type(element) is cst.Element:
+            return element.value
+    return operand
 
 
 def _of_detached_inputs(call: cst.Call) -> bool:

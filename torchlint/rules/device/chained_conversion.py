@@ -51,7 +51,7 @@ class ChainedConversion(Rule):
     `torch.FloatTensor(data)`; not in a file that changes the default dtype), the type a legacy typed constructor made
     (`torch.LongTensor(ids).long()`), int64 of `torch.randint`/`torch.randperm`, of `torch.arange`
     whose bounds the source shows are ints (`torch.arange(0, x.shape[0]).long().cuda()`) and of `torch.tensor` of a
-    literal of ints, or of a numpy array of
+    literal of ints, of a tensor just cast to it (the second `.long()` of `x.long().long().to(device)`), or of a numpy array of
     indices or default integers (`torch.from_numpy(np.argmax(p, 1)).long().to(device)`:
     `np.argmax`, `np.argsort`, `np.random.randint` and the like give int64 on Linux,
     numpy 2.4), the dtype a factory was given (`dtype=torch.int64`), directly or through
@@ -220,7 +220,7 @@ class ChainedConversion(Rule):
         origins = Values.of(self.ctx).origins(receiver, through_casts=False) if receiver is not None else []
         return bool(origins) and all(
             type(origin.node) is cst.Call and not origin.applied and origin.place.context is self.ctx
-            and _made_as(self.ctx, origin.node, origin.place.stack) == cast.dtype
+            and cast.dtype in (_made_as(self.ctx, origin.node, origin.place.stack), _cast_by(self.ctx, origin.node, origin.place.stack))
             for origin in origins
         )
 
@@ -283,6 +283,12 @@ def _made_as(ctx, call: cst.Call, stack) -> Optional[str]:
             and _numpy_int64(origin.node, origin.place.context, origin.place.stack) for origin in origins
         ) else None
     return None
+
+
+def _cast_by(ctx, call: cst.Call, stack) -> Optional[str]:
+    """The dtype `call` casts to when it is a cast (`x.long()` of `x.long().long()`: the second cast is a no-op)."""
+    read = conversion(call, ctx, stack)
+    return read.dtype if read is not None and read.casts else None
 
 
 def _numpy_int64(call: cst.Call, ctx, stack) -> bool:

@@ -1,10 +1,11 @@
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.conversions import Conversion, conversion
 from torchlint.analysis.devices import names_device
+from torchlint.analysis.dtypes import made_dtype
 from torchlint.analysis.loops import loop_nodes
 from torchlint.analysis.steps import in_a_step_loop, per_step_function
 from torchlint.analysis.values import IDENTITY_WRAPPERS, Values
@@ -21,14 +22,19 @@ FACTORY_NAMES = RANDOM_FACTORIES | EXACT_FACTORIES | {"full", "arange", "linspac
 FACTORIES = frozenset(f"torch.{name}" for name in FACTORY_NAMES)
 # The methods that can move a tensor to a device (`.type(torch.cuda.FloatTensor)` too).
 _MOVING_METHODS = frozenset({"cuda", "cpu", "to", "type"})
+# In-place initialisers, which fill the tensor they are called on and return it (`torch.empty(n).normal_()`); the
+# random ones draw from the generator of the tensor's device.
+RANDOM_FILLS = frozenset({"normal_", "uniform_", "bernoulli_", "exponential_", "random_", "cauchy_", "log_normal_", "geometric_"})
+_FILLS = RANDOM_FILLS | {"fill_", "zero_"}
 
 
 class _Factory(NamedTuple):
-    """The factory call a move follows, the `Variable(...)` wrappers around it (outermost first) and its qualified
-    name."""
+    """The factory call a move follows, the `Variable(...)` wrappers around it, the in-place fills and no-op casts
+    chained on it (`torch.empty(n).normal_()`, `torch.randint(...).long()`) and its qualified name."""
 
     call: cst.Call
     wrappers: Tuple[cst.Call, ...]
+    chained: Tuple[cst.Call, ...]
     name: str
 
 
@@ -38,12 +44,17 @@ class FactoryThenMove(Rule):
     Flags a tensor factory (`torch.zeros/ones/empty/full/rand/randn/randint/arange/
     linspace/logspace/eye`) without `device=` whose result goes straight into
     `.to(device)` or `.cuda()`, also through `torch.autograd.Variable(...)`, which
-    returns its argument (`Variable(torch.ones(n)).cuda()`), or through a variable
+    returns its argument (`Variable(torch.ones(n)).cuda()`), through in-place fills
+    (`torch.empty(n, d).normal_().to(device)`, also `uniform_`, `fill_`, `zero_`,
+    `bernoulli_`...) and casts to the dtype the factory makes already
+    (`torch.randint(...).long().to(device)`), or through a variable
     that nothing else reads, assigned and moved in the same run of the same function
     (`hidden = torch.zeros(...)` ... `return hidden.to(device)`; reported at the
     factory, without a fix), or that the move rebinds and that is read only after it
-    (`eps = torch.randn(n)`, then `eps = eps.cuda()`, also under an `if mu.is_cuda:`,
-    then `mu + std * eps`), where it runs every
+    (`eps = torch.randn(n)`, then `eps = eps.cuda()`, also under an `if mu.is_cuda:`
+    whose `else` may keep the host tensor, in a tuple assignment `x, eps = x.cuda(),
+    eps.cuda()`, or as `Variable(eps).cuda()` or `Variable(eps.cuda())`, then
+    `mu + std * eps`), where it runs every
     step: in the body of a loop, or in a function run once per step. Those are a
     `forward`, a `*_step` (`training_step`) or a function whose name says step,
     forward or iteration; a function named for training (`train`, `train_batch`)
@@ -73,7 +84,8 @@ class FactoryThenMove(Rule):
     that moves it (TL310's loop-invariant transfer). Factories already given `device=`;
     `*_like` factories (they inherit the device of their argument); factories with
     `requires_grad=True`, left to TL104 (the move also makes the result a
-    non-leaf).
+    non-leaf). A cast that converts between the factory and the move
+    (`torch.ones(n).long().to(device)`), left to TL202.
 
     Not `torch.tensor(data)` or `torch.as_tensor(data)` either: given `device=`, torch
     still builds them from the Python or NumPy data in host memory and copies them
@@ -90,14 +102,17 @@ class FactoryThenMove(Rule):
 
     ## Fix safety
     `torch.zeros(n).to(device)` -> `torch.zeros(n, device=device)`, with a dtype
-    given to `.to(...)` moved to `dtype=`. Safe, except in two cases where it is
-    unsafe: random factories (`rand`, `randn`, `randint`, `randperm`), which draw
+    given to `.to(...)` moved to `dtype=`; fills and casts in between stay
+    (`torch.empty(n, device=device).normal_()`). Safe, except in two cases where it is
+    unsafe: random factories (`rand`, `randn`, `randint`, `randperm`) and random
+    fills (`normal_`, `uniform_`...), which draw
     different numbers from the device's generator than from the CPU's, so seeded
     runs change; and a dtype moved into a factory whose values depend on it
     (`torch.full((2,), 0.1).to(device, torch.float64)` holds float32's 0.1, while
     `torch.full((2,), 0.1, dtype=torch.float64)` holds float64's). No fix when the
     factory already passes the keyword, passes `**kwargs`, or has a non-literal
-    `requires_grad`; when a `Variable(...)` around it takes more than the tensor
+    `requires_grad`; when the move casts and a fill or cast follows the factory
+    (the dtype cannot go into the factory); when a `Variable(...)` around it takes more than the tensor
     (with `requires_grad=True` the moved result is a non-leaf, the fixed one a
     leaf); nor when `.to(x)` may be given a tensor: `.to(tensor)` also casts to its
     dtype, and `device=tensor` raises `TypeError`. The argument must
@@ -160,8 +175,11 @@ class FactoryThenMove(Rule):
             return
         if type(func.value) is not cst.Call:
             return
-        factory, wrappers = self._unwrapped(func.value)
-        if factory is None or not self.ctx.qualified_name_in(factory.func, FACTORIES):
+        factory, wrappers, chained = self._unwrapped(func.value)
+        if type(factory) is cst.Name and not chained:  # `Variable(z).cuda()`: the variable `z` moved
+            self._named_move(node, factory, wrappers)
+            return
+        if type(factory) is not cst.Call or not self.ctx.qualified_name_in(factory.func, FACTORIES):
             return
         name = self.ctx.qualified_name(factory.func)
         if semantics.keyword(factory, "device") is not None or semantics.has_star_kwargs(factory):
@@ -169,13 +187,19 @@ class FactoryThenMove(Rule):
         requires_grad = _requires_grad(factory)
         if requires_grad is True:
             return  # TL104 reports it
+        if not self._no_op_casts(factory, chained, self.ctx.stack):
+            return
         move = conversion(node, self.ctx)
         if move is None or not move.moves or move.to_host:  # `.cpu()` after a factory copies nothing
             return
         # With a non-literal requires_grad the fix could turn a non-leaf into a leaf; so could dropping the move
-        # after `Variable(t, requires_grad=True)`.
-        fixable = requires_grad is False and all(len(wrapper.args) == 1 for wrapper in wrappers)
-        self.moves.append((node, _Factory(factory, wrappers, name), move, fixable, tuple(self.ctx.stack)))
+        # after `Variable(t, requires_grad=True)`. A dtype the move casts to cannot go into a factory that casts or
+        # fills after it.
+        fixable = (
+            requires_grad is False and all(len(wrapper.args) == 1 for wrapper in wrappers)
+            and not (move.casts and chained)
+        )
+        self.moves.append((node, _Factory(factory, wrappers, chained, name), move, fixable, tuple(self.ctx.stack)))
 
     def finish(self) -> None:
         for call, factory, move, fixable, stack in self.moves:
@@ -187,22 +211,23 @@ class FactoryThenMove(Rule):
             if not _lazily_initialised(made_at) and (in_a_step_loop(self.ctx, stack) or per_step_function(self.ctx, stack)):
                 self.report(factory_call)  # no fix: the factory and the move are two places
 
-    def _named_move(self, node: cst.Call, name: cst.Name) -> None:
-        """`name.to(device)` where `name` holds a factory's result made in the same run of the same function (the
-        same loops around both) and nothing else reads it: the same copy as `torch.zeros(...).to(device)` (an
-        `init_hidden` that builds its states, then returns them moved)."""
+    def _named_move(self, node: cst.Call, name: cst.Name, around: Tuple[cst.Call, ...] = ()) -> None:
+        """`name.to(device)`, or `Variable(name).to(device)` with the wrappers `around` the name, where `name` holds a factory's result made in the same run of the same function (the same loops
+        around both) and nothing else reads it: the same copy as `torch.zeros(...).to(device)` (an `init_hidden` that
+        builds its states, then returns them moved)."""
         values = Values.of(self.ctx).assigned_here(name)
         if len(values) != 1 or type(values[0]) is not cst.Call:
             return
         # `Variable(torch.randn(n), requires_grad=False)` returns the factory's tensor (wrappers are read from the file's
         # imports, at the move: they are module-level names).
-        factory, wrappers = self._unwrapped(values[0])
-        made_at = self.factory_stacks.get(id(factory)) if factory is not None else None
-        if made_at is None or any(_requires_grad(wrapper) is not False for wrapper in wrappers):
+        factory, wrappers, chained = self._unwrapped(values[0])
+        made_at = self.factory_stacks.get(id(factory)) if type(factory) is cst.Call else None
+        if made_at is None or any(_requires_grad(wrapper) is not False for wrapper in wrappers + around):
             return
         if (
             not self.ctx.qualified_name_in(factory.func, FACTORIES, made_at) or semantics.keyword(factory, "device") is not None
             or semantics.has_star_kwargs(factory) or _requires_grad(factory) is not False
+            or not self._no_op_casts(factory, chained, made_at)
         ):
             return
         move = conversion(node, self.ctx)
@@ -214,19 +239,50 @@ class FactoryThenMove(Rule):
             return
         mentions = _Mentions(name.value)
         (function or self.ctx.module).visit(mentions)
-        if _only_moved(mentions.found, values[0], node, name, stack):
+        if _only_moved(mentions.found, values[0], node, name, stack, self._wrapping):
             self.named_moves.append((factory, made_at, stack))
 
-    def _unwrapped(self, expr: cst.Call) -> Tuple[Optional[cst.Call], Tuple[cst.Call, ...]]:
-        """The call inside `Variable(...)` wrappers (they return their argument), and the wrappers, outermost first."""
-        wrappers = []
-        while self.ctx.qualified_name_in(expr.func, IDENTITY_WRAPPERS):
-            data = semantics.positional(expr, 0) or semantics.keyword(expr, "data")
-            if data is None or type(data.value) is not cst.Call:
-                return None, ()
-            wrappers.append(expr)
-            expr = data.value
-        return expr, tuple(wrappers)
+    def _unwrapped(
+        self, expr: cst.BaseExpression,
+    ) -> Tuple[Optional[cst.BaseExpression], Tuple[cst.Call, ...], Tuple[cst.Call, ...]]:
+        """The value inside `Variable(...)` wrappers (they return their argument) and under in-place fills and casts
+        chained on it (`torch.empty(n).normal_()`, `z.long()`), with the wrappers and the chained calls, outermost
+        first; None for a call of anything else inside a wrapper."""
+        wrappers: List[cst.Call] = []
+        chained: List[cst.Call] = []
+        while type(expr) is cst.Call:
+            if self.ctx.qualified_name_in(expr.func, IDENTITY_WRAPPERS):
+                data = semantics.positional(expr, 0) or semantics.keyword(expr, "data")
+                if data is None:
+                    return None, (), ()
+                wrappers.append(expr)
+                expr = data.value
+                continue
+            read = conversion(expr, self.ctx)
+            filled = semantics.method_name(expr) in _FILLS and self.ctx.qualified_name(expr.func) is None
+            if not (filled or read is not None and read.casts and not read.moves):
+                break
+            chained.append(expr)
+            expr = expr.func.value
+        if type(expr) is not cst.Call and not wrappers and not chained:
+            return None, (), ()
+        return expr, tuple(wrappers), tuple(chained)
+
+    def _wrapping(self, value: cst.BaseExpression) -> cst.BaseExpression:
+        """What `value` is inside the `Variable(...)` wrappers around it (`Variable(z.cuda())` is `z.cuda()`)."""
+        while type(value) is cst.Call and self.ctx.qualified_name_in(value.func, IDENTITY_WRAPPERS) and len(value.args) == 1:
+            value = value.args[0].value
+        return value
+
+    def _no_op_casts(self, factory: cst.Call, chained: Tuple[cst.Call, ...], stack) -> bool:
+        """Every cast chained on the factory casts to the dtype it makes already (`torch.randint(...).long()`): a cast
+        that converts is a conversion of its own, TL202's."""
+        made = made_dtype(factory, self.ctx, stack)
+        for call in chained:
+            read = conversion(call, self.ctx, stack)
+            if read is not None and (made is None or read.dtype != made):
+                return False
+        return True
 
     def _fix(self, factory: _Factory, move: Conversion, fixable: bool, stack: Tuple[cst.CSTNode, ...]) -> Optional[Fix]:
         if not fixable or not move.complete or any(text.startswith("memory_format=") for text in move.keywords):
@@ -242,10 +298,11 @@ class FactoryThenMove(Rule):
                 return None
             keywords.append(("dtype", move.dtype_node or expression(code)))
         built = with_keywords(factory.call, keywords)
-        wrappers = factory.wrappers
-        content = code_in_place(self.ctx, wrappers[0].deep_replace(factory.call, built) if wrappers else built, stack)
+        receiver = move.call.func.value
+        content = code_in_place(self.ctx, built if receiver is factory.call else receiver.deep_replace(factory.call, built), stack)
         short = factory.name[len("torch."):]
-        safe = short not in RANDOM_FACTORIES and (not move.casts or short in EXACT_FACTORIES)
+        random = short in RANDOM_FACTORIES or any(semantics.method_name(call) in RANDOM_FILLS for call in factory.chained)
+        safe = not random and (not move.casts or short in EXACT_FACTORIES)
         description = "Pass " + " and ".join(f"`{keyword}=`" for keyword, _ in keywords) + " to the factory"
         edit = self.ctx.replace(move.call, content)
         return Fix.safe(description, edit) if safe else Fix.unsafe(description, edit)
@@ -317,31 +374,24 @@ def _same_nodes(first: List[cst.CSTNode], second: List[cst.CSTNode]) -> bool:
 
 def _only_moved(
     mentions: List[Tuple[cst.Name, Optional[cst.BaseExpression]]], made: cst.BaseExpression, move: cst.Call,
-    receiver: cst.Name, stack: Tuple[cst.CSTNode, ...],
+    receiver: cst.Name, stack: Tuple[cst.CSTNode, ...], unwrapped: Callable[[cst.BaseExpression], cst.BaseExpression],
 ) -> bool:
     """The variable's mentions in its function (`_Mentions.found`) read the factory's host tensor only in `move`: they
     are the factory's assignment and the move (`return hidden.to(device)`), or those two first, with the move rebinding
-    the variable (`eps = eps.cuda()`, perhaps under an `if`), and then only reads of what the move bound or of later
-    bindings. A read between them, or a binding before the factory's (a parameter), uses the host tensor or another;
-    so does a read in the `else` of an `if` the move is under, or after a `try` the move is in fails."""
+    the variable (`eps = eps.cuda()`, `eps = Variable(eps.cuda())` or `images, eps = images.cuda(), eps.cuda()`,
+    perhaps under an `if`), and then only reads of what the move bound or of later bindings. A read between them, or a
+    binding before the factory's (a parameter), uses the host tensor or another; so does a read after a `try` the
+    move is in fails. The `else` of an `if` the move is under may use the host tensor (`eps = eps.float()`): that
+    branch runs instead of the move, as the code after an `if` without `else` does when the move is skipped."""
     if len(mentions) < 2 or mentions[0][1] is not made:
         return False
     if len(mentions) == 2:
         return mentions[1][0] is receiver
     # `eps = eps.cuda()`: an assignment's targets are visited before its value.
-    if mentions[1][1] is not move or mentions[2][0] is not receiver:
+    if mentions[1][1] is None or unwrapped(mentions[1][1]) is not move or mentions[2][0] is not receiver:
         return False
     start = max((index for index, node in enumerate(stack[:-1]) if type(node) is cst.FunctionDef), default=0)
-    for index in range(start, len(stack) - 1):
-        node = stack[index]
-        if type(node) in (cst.Try, cst.TryStar):
-            return False
-        if type(node) is cst.If and node.orelse is not None and stack[index + 1] is node.body:
-            others = _Mentions(receiver.value)
-            node.orelse.visit(others)
-            if others.found:
-                return False
-    return True
+    return not any(type(node) in (cst.Try, cst.TryStar) for node in stack[start:-1])
 
 
 class _Mentions(cst.CSTVisitor):
@@ -355,8 +405,18 @@ class _Mentions(cst.CSTVisitor):
         self.assigned: Dict[int, cst.BaseExpression] = {}
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        if len(node.targets) == 1 and type(node.targets[0].target) is cst.Name:
-            self.assigned[id(node.targets[0].target)] = node.value
+        if len(node.targets) != 1:
+            return
+        target, value = node.targets[0].target, node.value
+        if type(target) is cst.Name:
+            self.assigned[id(target)] = value
+        elif type(target) in (cst.Tuple, cst.List) and type(value) in (cst.Tuple, cst.List):
+            # `images, z = images.cuda(), z.cuda()`: each name is bound to the element in its place.
+            names, values = target.elements, value.elements
+            if len(names) == len(values) and not any(type(each) is cst.StarredElement for each in names + values):
+                for each, assigned in zip(names, values):
+                    if type(each.value) is cst.Name:
+                        self.assigned[id(each.value)] = assigned.value
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None and type(node.target) is cst.Name:

@@ -74,7 +74,7 @@ class Float64FromNumpy(Rule):
     them); one handed to other objects' methods (a test's
     `metric.update((torch.from_numpy(a), ...))`); producers given a `dtype`
     (`dtype=np.float32`), results cast right away (`torch.from_numpy(x).float()`, or
-    `.type_as(torch.FloatTensor())`) or before they reach the model (`model(x.float())`), and files that make float64 the
+    `.type_as(torch.FloatTensor())`, or `.type(dtype)` after `dtype = torch.FloatTensor`) or before they reach the model (`model(x.float())`), and files that make float64 the
     default with `torch.set_default_dtype(torch.float64)`, where float64 is
     deliberate.
 

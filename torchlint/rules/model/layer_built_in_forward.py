@@ -32,7 +32,8 @@ class LayerBuiltInForward(Rule):
     Not flagged: layers without parameters, buffers or train/eval behaviour (`nn.ReLU()`,
     `nn.Flatten()`, `nn.Softmax(dim)`, `nn.Identity()`, pooling, padding, `nn.Upsample`),
     loss modules, containers (`nn.Sequential(*self.blocks)` only wraps what is
-    registered; a layer inside it is reported itself); construction in `__init__` or in
+    registered; a layer inside it is reported itself; a plain list it wraps is
+    TL701's, which reports the list when no container registered outside `forward` holds it); construction in `__init__` or in
     helpers called from `__init__`; a dropout built under `if self.training:`; lazy
     creation that keeps the layer, `self.proj = nn.Linear(...)` under an `if` (`if
     self.proj is None:`), which runs once, or a parameter replaced under an `if`, also

@@ -45,7 +45,9 @@ class UnregisteredSubmodules(Rule):
     of Module classes of the project that hold neither (every attribute such a layer, a
     number, a parameter the class never calls, or another such class: a moving-average
     wrapper around `nn.AvgPool1d`), or only loss modules; a list that is also passed to a registering container (`nn.ModuleList(
-    layers)`, `nn.Sequential(*self.layers)`) or an attribute the class assigns such a
+    layers)`, `nn.Sequential(*self.layers)`) built while the model is built or assigned to
+    the module (one built in `forward` and called there, `nn.Sequential(*self.layers)(x)`,
+    registers nothing), or an attribute the class assigns such a
     container elsewhere; classes that register by hand (`add_module`,
     `register_module`, `register_parameter`, `setattr(self, ...)` anywhere in the
     class); attributes of classes that are not Modules; elements that are the module's
@@ -173,7 +175,7 @@ class UnregisteredSubmodules(Rule):
         module = found[0]
         if registers:
             self.registering_classes.add(id(module.node))
-        elif container:
+        elif container and self._kept(node):
             for arg in node.args:
                 name = dotted_name(arg.value)
                 if name is not None:
@@ -183,6 +185,19 @@ class UnregisteredSubmodules(Rule):
             if name is not None:
                 filled = self.filled.setdefault((id(module.node), name), [])
                 filled += [(arg.value, tuple(self.ctx.stack)) for arg in node.args if arg.keyword is None]
+
+    def _kept(self, container: cst.Call) -> bool:
+        """The registering container is itself registered: built while the model is built (in `__init__`, or a
+        helper it calls: `self.net = nn.Sequential(*layers)`, `return nn.ModuleList(blocks)`) or assigned to the
+        module. One built in `forward` and called there (`nn.Sequential(*self.layers)(x)`) is made afresh on every
+        call and registers nothing (pix2pix's blocks in Mastering-PyTorch: 0 parameters)."""
+        stack = self.ctx.stack
+        if runs_in_builder(self.ctx, stack):
+            return True
+        parent = stack[-2] if len(stack) > 1 else None
+        return type(parent) is cst.Assign and parent.value is container and any(
+            type(target.target) is cst.Attribute for target in parent.targets
+        )
 
     def finish(self) -> None:
         by_attribute: Dict[Tuple[int, str], List[Tuple[cst.BaseExpression, tuple]]] = {}
