@@ -90,9 +90,6 @@ class EvalWithoutNoGrad(Rule):
 
     code = "TL106"
     name = "eval-without-no-grad"
-    preview = (
-        "Held-out rounds 15-17 (20 repositories read at first sight, docs/precision.md): 9 of 13 findings true (69%); the false ones were `@torch.no_grad()` through a star import and a training hook named `predict`."
-    )
     uses_callgraph = True
     # Only a model is reported (`Models.is_model`): built from a class defined here, `nn.Sequential`, a torchvision,
     # timm, hub or `from_pretrained` builder, or given `.eval()`/`.train()`/`.parameters()`; only in a loop; and only

@@ -191,9 +191,6 @@ class CudaWithoutFallback(Rule):
 
     code = "TL205"
     name = "cuda-without-fallback"
-    preview = (
-        "Held-out rounds 15-17 (20 repositories read at first sight, docs/precision.md): 40 of 50 findings true (80%), and 32 of 48 on another 20 repositories; whether code has no CPU path is often a fact about the whole program (a CUDA-only project's helper modules, GPU-gated tests)."
-    )
     # Every site is a `.cuda()` call or a "cuda"/"cuda:N" string literal (spelled out: not escaped, not split in parts).
     triggers = words("cuda")
     message = (
