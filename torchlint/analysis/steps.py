@@ -145,7 +145,9 @@ def per_step_function(ctx: "FileContext", stack: Sequence[cst.CSTNode], depth: i
     return False
 
 
-def _callers(ctx: "FileContext", key: str, function: cst.FunctionDef, owner: Sequence[cst.CSTNode]) -> Iterator[CallStack]:
+def _callers(
+    ctx: "FileContext", key: str, function: cst.FunctionDef, owner: Sequence[cst.CSTNode],
+) -> Iterator[CallStack]:
     """The calls of `function` (`key` in the call graph; `owner`: the scope around it, a class for a method), each in
     the file that makes it: this file's, then, for a method, those through instances here and in the files that
     import its class, asked only when the nearer ones did not answer."""

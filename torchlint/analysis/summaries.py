@@ -725,7 +725,7 @@ class CallStack(NamedTuple):
 
 def method_calls_from_importers(ctx: "FileContext", model_class: cst.ClassDef, name: str) -> List[CallStack]:
     """The calls `obj.name(...)` that the files importing `ctx`'s module make of the method `name` of `model_class`
-    (a class at the top of the module, defined once there), each through a receiver that is, by every origin, an
+    (a class at the top of the module), each through a receiver that is, by every origin, an
     instance of the class built in that file (`Values.instance_class`). A file is given up, its calls not counted,
     where it does not parse, reads the class or its module otherwise than to call the class (passed on, subclassed,
     patched: its instances may then run another method) or reads the method's name without calling it (a bound
@@ -741,7 +741,8 @@ def method_calls_from_importers(ctx: "FileContext", model_class: cst.ClassDef, n
 class _MethodCallsFromImporters:
     def __init__(self, ctx: "FileContext"):
         self.ctx = ctx
-        # (class name, method name) -> (the files read for it with their digests, the calls)
+        # (the class's index in the module's statements, method name) -> (the files read for it, with their digests,
+        # and the calls)
         self._known: Dict[Tuple[str, str], Tuple[Dict[str, bytes], List[CallStack]]] = {}
 
     def answer(self, index: int, class_name: str, name: str) -> List[CallStack]:
@@ -776,7 +777,9 @@ class _MethodCallsFromImporters:
                 if type(receiver) is cst.Name and receiver.value in ("self", "cls"):
                     continue  # a method of the file's own class: its call graph's
                 built = values_there.instance_class(receiver, values.Place(there, scopes, statement).stack)
-                if built is not None and os.path.abspath(built.place.context.filename) == own and _stands_at(built, index, class_name):
+                if built is not None and os.path.abspath(built.place.context.filename) == own and _stands_at(
+                    built, index, class_name,
+                ):
                     found.append(CallStack(there, values.path_to(call, scopes)))
         return found
 
