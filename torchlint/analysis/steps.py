@@ -1,18 +1,20 @@
 """Code that runs once per training step: in a loop that repeats per step (`in_a_step_loop`), or in a function run
 once per step (`per_step_function`): a `forward`, a `*_step`, a function named for training, one called from such a
-loop or function. What runs there pays its cost every step.
+loop or function, in this file or, for a method, in a file that imports its class. What runs there pays its cost every
+step.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, AbstractSet, Dict, List, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Dict, Iterator, List, Sequence
 
 import libcst as cst
 
 from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.loops import FUNCTION_BOUNDARIES, loop_nodes
 from torchlint.analysis.modules import runs_only_while_built
+from torchlint.analysis.summaries import CallStack, method_calls_from_importers
 from torchlint.analysis.values import Values
 from torchlint.engine.scopes import scope_nodes_of
 from torchlint.engine.walk import statement_structure, walk
@@ -120,8 +122,9 @@ def _calls_a_training_loop(ctx: "FileContext", callee: str) -> bool:
 def per_step_function(ctx: "FileContext", stack: Sequence[cst.CSTNode], depth: int = 0) -> bool:
     """The innermost point of `stack` is in a function that runs once per training step: a `forward`, a
     `*_step`, a function named for training (that holds no loop of its own), one without a loop of its own called
-    from a loop (`in_a_step_loop`), or one called from such a function in the same file. Functions nested in one of
-    those run with it."""
+    from a loop (`in_a_step_loop`), or one called from such a function in the same file; a method of a class at the top
+    of the module also through the instances that the files importing the class build (`method_calls_from_importers`:
+    `model.init_hidden(n)` in train.py's batch loop). Functions nested in one of those run with it."""
     for index in range(len(stack) - 2, -1, -1):
         function = stack[index]
         if type(function) is not cst.FunctionDef:
@@ -134,13 +137,23 @@ def per_step_function(ctx: "FileContext", stack: Sequence[cst.CSTNode], depth: i
         if words & _TRAIN_WORDS and not loops:
             return True
         if depth < _CALLER_DEPTH:
-            stacks = [site.stack for site in ctx.callgraph.call_sites(key)]
-            owner = scope_nodes_of(stack[:index])[-1:]
-            if owner and type(owner[0]) is cst.ClassDef:  # a method, also called through instances
-                stacks += [site for _, site in Values.of(ctx).method_calls(owner[0], function.name.value)]
-            for site in stacks:
+            for there, site in _callers(ctx, key, function, scope_nodes_of(stack[:index])[-1:]):
                 # A function with a loop of its own, called from a loop, is a driver run once per item (`for weight in
                 # weights: export(weight)`, `for epoch ...: train_one_epoch()`): its loops repeat, its setup does not.
-                if (not loops and in_a_step_loop(ctx, site)) or per_step_function(ctx, site, depth + 1):
+                if (not loops and in_a_step_loop(there, site)) or per_step_function(there, site, depth + 1):
                     return True
     return False
+
+
+def _callers(
+    ctx: "FileContext", key: str, function: cst.FunctionDef, owner: Sequence[cst.CSTNode],
+) -> Iterator[CallStack]:
+    """The calls of `function` (`key` in the call graph; `owner`: the scope around it, a class for a method), each in
+    the file that makes it: this file's, then, for a method, those through instances here and in the files that
+    import its class, asked only when the nearer ones did not answer."""
+    for site in ctx.callgraph.call_sites(key):
+        yield CallStack(ctx, site.stack)
+    if owner and type(owner[0]) is cst.ClassDef:
+        for _, stack in Values.of(ctx).method_calls(owner[0], function.name.value):
+            yield CallStack(ctx, stack)
+        yield from method_calls_from_importers(ctx, owner[0], function.name.value)

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, NamedTuple, Optional, Se
 import libcst as cst
 
 from torchlint.analysis import syntax
+from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis import values
 from torchlint.analysis.values import Values
@@ -705,3 +706,135 @@ _NOT_READ_PARENTS = (cst.FunctionDef, cst.ClassDef, cst.Param, cst.AsName, cst.N
 
 
 values.CALLS_FROM_IMPORTERS = calls_from_importers
+
+
+# ---------------------------------------------------------------- method calls from the files that import a class
+# A method's callers are also the calls through instances of its class that other files make (`model = RNN(4)`, then
+# `model.init_hidden(n)` in train.py's batch loop, with `from model import RNN`). The files asked are those that may
+# import the class's module, or a file re-exporting it (`Project.importers_around`); each one's section
+# "imported-uses" says, without its tree, whether it names the class at all and whether it only calls it.
+
+
+class CallStack(NamedTuple):
+    """A call and the file that makes it: that file's context (its call graph built) and every node around the call,
+    outermost first, ending with it (a rule's stack there)."""
+
+    context: "FileContext"
+    stack: Tuple[cst.CSTNode, ...]
+
+
+def method_calls_from_importers(ctx: "FileContext", model_class: cst.ClassDef, name: str) -> List[CallStack]:
+    """The calls `obj.name(...)` that the files importing `ctx`'s module make of the method `name` of `model_class`
+    (a class at the top of the module), each through a receiver that is, by every origin, an
+    instance of the class built in that file (`Values.instance_class`). A file is given up, its calls not counted,
+    where it does not parse, reads the class or its module otherwise than to call the class (passed on, subclassed,
+    patched: its instances may then run another method) or reads the method's name without calling it (a bound
+    method passed on, an attribute assigned). Kept for the file (`ctx.shared`) while the files read keep their bytes."""
+    if id(ctx) in _IN_PROGRESS or ctx.file_kind in (FileKind.TEST, FileKind.NOTEBOOK):
+        return []
+    body = list(ctx.module.body)
+    if not any(statement is model_class for statement in body):
+        return []
+    return ctx.shared(_MethodCallsFromImporters).answer(body.index(model_class), model_class.name.value, name)
+
+
+class _MethodCallsFromImporters:
+    def __init__(self, ctx: "FileContext"):
+        self.ctx = ctx
+        # (the class's index in the module's statements, method name) -> (the files read for it, with their digests,
+        # and the calls)
+        self._known: Dict[Tuple[str, str], Tuple[Dict[str, bytes], List[CallStack]]] = {}
+
+    def answer(self, index: int, class_name: str, name: str) -> List[CallStack]:
+        known = self._known.get((index, name))
+        if known is not None and PROJECT.unchanged(known[0].items()):
+            return known[1]
+        with PROJECT.recording() as read:
+            found = self._find(index, class_name, name)
+        self._known[(index, name)] = (read, found)
+        return found
+
+    def _find(self, index: int, class_name: str, name: str) -> List[CallStack]:
+        """`index`: where the class stands in the module's statements, which tells it from another class of its name
+        (one the module defines again later) in the importer's view of the module, parsed apart from `ctx`."""
+        ctx = self.ctx
+        own = os.path.abspath(ctx.filename)
+        found: List[CallStack] = []
+        for path in PROJECT.importers_around(ctx.filename):
+            if not _only_calls_class(path, own, class_name, ctx.config):
+                continue
+            module = _parsed(path, ctx.config)
+            if module is None or id(module.context) in _IN_PROGRESS:
+                continue
+            there = module.context
+            calls = there.shared(_AttributeCalls)
+            if name in calls.reads:
+                continue
+            _fact_graph(there)  # the call graph a per-step question asks there
+            values_there = Values.of(there)
+            for call, scopes, statement in calls.calls.get(name, ()):
+                receiver = call.func.value
+                if type(receiver) is cst.Name and receiver.value in ("self", "cls"):
+                    continue  # a method of the file's own class: its call graph's
+                built = values_there.instance_class(receiver, values.Place(there, scopes, statement).stack)
+                if built is not None and os.path.abspath(built.place.context.filename) == own and _stands_at(
+                    built, index, class_name,
+                ):
+                    found.append(CallStack(there, values.path_to(call, scopes)))
+        return found
+
+
+def _stands_at(built: "Origin", index: int, class_name: str) -> bool:
+    body = built.place.context.module.body
+    return index < len(body) and body[index] is built.node and built.node.name.value == class_name
+
+
+def _only_calls_class(path: str, own: str, class_name: str, config: "Config") -> bool:
+    """The project file `path` names the class `class_name` of the module `own` (through a re-export too:
+    `defining_file`) and reads it, and the module, only to call the class (`model = RNN(4)`); by its section
+    "imported-uses", without its tree."""
+    uses = SUMMARIES.section(path, config, _IMPORTED_USES, _imported_uses)
+    if not isinstance(uses, dict):
+        return False  # does not parse
+    called = False
+    for dotted, (calls, reads, _) in uses.items():
+        if dotted.startswith("*"):
+            continue  # the names a star import binds are counted by their own paths
+        located = defining_file(path, dotted, config)
+        if located is None or located[0] != own or located[1].partition(".")[0] not in ("", class_name):
+            continue  # not the class, nor its module, nor an attribute of the class (`RNN.init_state = ...`)
+        if reads or located[1] != class_name:
+            return False
+        called = called or calls > 0
+    return called
+
+
+class _AttributeCalls:
+    """One walk of a file (`ctx.shared`): the calls `obj.name(...)` by each attribute name, with the scopes around each
+    and its statement, and the attribute names read otherwise (`fit = trainer.fit`, `model.init_hidden = ...`)."""
+
+    def __init__(self, ctx: "FileContext"):
+        self.calls: Dict[str, List[Tuple[cst.Call, Tuple[cst.CSTNode, ...], Optional[cst.CSTNode]]]] = {}
+        self.reads: Set[str] = set()
+        stack: List[cst.CSTNode] = []
+        scope_nodes: List[cst.CSTNode] = []
+
+        def on_visit(node: cst.CSTNode) -> bool:
+            stack.append(node)
+            if type(node) in SCOPE_TYPES:
+                scope_nodes.append(node)
+            elif type(node) is cst.Attribute:
+                parent = stack[-2] if len(stack) >= 2 else None
+                if type(parent) is cst.Call and parent.func is node:
+                    statement = next((item for item in reversed(stack) if type(item) in STATEMENT_TYPES), None)
+                    self.calls.setdefault(node.attr.value, []).append((parent, tuple(scope_nodes), statement))
+                else:
+                    self.reads.add(node.attr.value)
+            return True
+
+        def on_leave(node: cst.CSTNode) -> None:
+            stack.pop()
+            if scope_nodes and scope_nodes[-1] is node:
+                scope_nodes.pop()
+
+        walk(ctx.module, on_visit, on_leave)

@@ -132,7 +132,7 @@ class Argument(NamedTuple):
     @property
     def call_stack(self) -> Tuple[cst.CSTNode, ...]:
         """Every node around the call, outermost first, ending with it: a rule's stack at the call."""
-        return _path_to(self.call, self.site.scopes)
+        return path_to(self.call, self.site.scopes)
 
 
 def constant_of(origins: List[Origin]):
@@ -567,7 +567,7 @@ class Values:
         uses = self._name_uses_of_file()
         for call, scopes, statement in uses.method_calls.get(name, ()):
             if self.called_method(call, Place(self.ctx, scopes, statement).stack) == (model_class, name):
-                found.append((call, _path_to(call, scopes)))
+                found.append((call, path_to(call, scopes)))
         return found
 
     def called_method(self, call: cst.Call, stack: Sequence[cst.CSTNode]) -> Optional[Tuple[cst.ClassDef, str]]:
@@ -582,20 +582,27 @@ class Values:
             self._methods = _top_level_methods(self.ctx.module)
         if func.attr.value not in self._methods:  # most method calls are of other objects (`plt.plot`)
             return None
-        classes = set()
-        for origin in self.origins(func.value, stack):
-            if type(origin.node) is not cst.Call or origin.applied or origin.opaque or origin.place.context is not self.ctx:
-                return None
-            built = [built.node for built in self.origins(origin.node.func, origin.place.stack) if type(built.node) is cst.ClassDef]
-            if len(built) != 1:
-                return None
-            classes.add(built[0])
-        if len(classes) != 1:
+        built = self.instance_class(func.value, stack)
+        if built is None or built.place.context is not self.ctx:
             return None
-        model_class = classes.pop()
+        model_class = built.node
         if not any(statement is model_class for statement in self.ctx.module.body) or method_of(model_class, func.attr.value) is None:
             return None
         return model_class, func.attr.value
+
+    def instance_class(self, receiver: cst.BaseExpression, stack: Sequence[cst.CSTNode]) -> Optional[Origin]:
+        """The class that `receiver` (evaluated inside `stack`) is, by every origin, an instance built in this file of
+        (`model = RNN(...)`, then `model`, also through parameters and `self.model`): the class's origin, in the file
+        that defines it (another project file for an imported class); None for anything else."""
+        classes: Dict[int, Origin] = {}
+        for origin in self.origins(receiver, stack):
+            if type(origin.node) is not cst.Call or origin.applied or origin.opaque or origin.place.context is not self.ctx:
+                return None
+            built = [built for built in self.origins(origin.node.func, origin.place.stack) if type(built.node) is cst.ClassDef]
+            if len(built) != 1:
+                return None
+            classes[id(built[0].node)] = built[0]
+        return next(iter(classes.values())) if len(classes) == 1 else None
 
     def _imported_by_neighbours(self) -> bool:
         if self._imported_elsewhere is None:
@@ -612,7 +619,7 @@ class Values:
         uses = self._name_uses_of_file()
         if name in uses.other:
             return None
-        return [(call, _path_to(call, scopes)) for call, scopes, _ in uses.calls.get(name, ())]
+        return [(call, path_to(call, scopes)) for call, scopes, _ in uses.calls.get(name, ())]
 
     def _name_uses_of_file(self) -> "_NameUses":
         if self._name_uses is None:
@@ -1198,7 +1205,7 @@ def _top_level_methods(module: cst.Module) -> FrozenSet[str]:
     )
 
 
-def _path_to(node: cst.CSTNode, scopes: Tuple[cst.CSTNode, ...]) -> Tuple[cst.CSTNode, ...]:
+def path_to(node: cst.CSTNode, scopes: Tuple[cst.CSTNode, ...]) -> Tuple[cst.CSTNode, ...]:
     """Every node around `node`, outermost first, ending with it (a rule's stack), found from the innermost of the
     scopes around it: asked for a few calls, so no stack is kept for every call of the file."""
     # Depth first without recursion (a long `a + b + ...` nests as deep as it is long): each entry is a node and
