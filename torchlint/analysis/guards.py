@@ -1,7 +1,9 @@
 """Whether code under an `if` runs, when its test reads values known where the code is reached.
 
 Two sources of known values: the literal arguments of the call that runs a function (`run_epoch(...,
-mode="eval")` against its `if mode == "train":`), and the flags a function sets to a literal before its loop
+mode="eval")` against its `if mode == "train":`), also where that function passes a parameter on unchanged to
+the functions it calls (`loss_epoch(..., opt=None)` calling `loss_batch(..., opt)` against its `if opt is not
+None:`), and the flags a function sets to a literal before its loop
 (`self.is_test = False` against `if self.is_test:` in a helper the loop calls). A test that reads anything else
 is unknown, and code under it may run.
 """
@@ -16,6 +18,7 @@ import libcst as cst
 from torchlint.analysis import syntax
 from torchlint.analysis.loops import enclosing
 from torchlint.analysis.weights_only import argument_for
+from torchlint.engine.callgraph import CallGraph
 from torchlint.engine.scopes import dotted_name
 
 # An `if` test (or an `a if c else b` condition) and the arm that holds the code: True for the body.
@@ -99,6 +102,96 @@ def literal_arguments(call: cst.Call, function: cst.FunctionDef, method: bool) -
     return found
 
 
+# Values a forwarded parameter carries on: those no call can change in place (a list passed on may be appended to).
+_IMMUTABLE = (type(None), bool, int, float, complex, str, bytes)
+
+
+def forwarded_arguments(callgraph: CallGraph, call: cst.Call, callee: str, method: bool) -> Dict[str, Dict[str, object]]:
+    """Function key -> parameter name -> the literal it holds in every run of that function that `call` of the
+    file's function `callee` starts: `callee`'s own `literal_arguments`, and in the functions it reaches, a
+    parameter whose every call there passes a literal, leaves it to a literal default, or passes on a parameter of
+    the caller known there and never rebound in it (`loss_epoch(..., opt=None)` calling `loss_batch(..., opt)`).
+    Only immutable values are carried on. A function reached in a cycle, named anywhere there but as the callee of
+    a call (a callback run with other arguments), or when `callee` calls itself back, gets nothing past `callee`."""
+    first = callgraph.functions.get(callee)
+    if first is None or type(first.node) is not cst.FunctionDef:
+        return {}
+    known = {callee: literal_arguments(call, first.node, method)}
+    region = {function.key: function for function in callgraph.reachable(callee, depth=len(callgraph.functions))}
+    sites = {key: [(caller, site) for caller in region.values() for site in caller.calls if site.callee == key] for key in region}
+    if sites[callee]:
+        return known
+    escaping = _named_besides_calls(region.values())
+    pending = [key for key in region if key != callee]
+    progress = True
+    while progress:
+        progress = False
+        for key in list(pending):
+            if all(caller.key in known for caller, _ in sites[key]):
+                pending.remove(key)
+                progress = True
+                node = region[key].node
+                if type(node) is cst.FunctionDef and key.rsplit(".", 1)[-1] not in escaping:
+                    known[key] = _agreed(
+                        _site_arguments(site.node, node, region[caller.key].node, known[caller.key]) for caller, site in sites[key]
+                    )
+    return known
+
+
+def _site_arguments(call: cst.Call, function: cst.FunctionDef, caller: cst.CSTNode, caller_known: Mapping[str, object]) -> Dict[str, object]:
+    """Parameter name of `function` -> the literal `call` in `caller` gives it: a literal argument, a literal default,
+    or a parameter of `caller` that holds a known value and that `caller` never rebinds."""
+    if any(argument.star for argument in call.args) or type(caller) is not cst.FunctionDef:
+        return {}
+    method = type(call.func) is cst.Attribute
+    params = function.params
+    rebound = assigned_among(caller.body, set(caller_known))
+    found = {}
+    for param in (list(params.posonly_params) + list(params.params))[1 if method else 0:] + list(params.kwonly_params):
+        given = argument_for(call, function, param.name.value, method)
+        if type(given) is cst.Name and given.value in caller_known and given.value not in rebound:
+            value = caller_known[given.value]
+        else:
+            value = syntax.literal(given if given is not None else param.default, _UNKNOWN)
+        if isinstance(value, _IMMUTABLE):
+            found[param.name.value] = value
+    return found
+
+
+def _agreed(passed: Iterator[Dict[str, object]]) -> Dict[str, object]:
+    """The entries every one of `passed` holds with the same value (`1` and `True` differ)."""
+    found: Optional[Dict[str, object]] = None
+    for arguments in passed:
+        if found is None:
+            found = dict(arguments)
+            continue
+        for name in list(found):
+            if name not in arguments or type(arguments[name]) is not type(found[name]) or arguments[name] != found[name]:
+                del found[name]
+    return found or {}
+
+
+def _named_besides_calls(functions) -> Set[str]:
+    """Names (and attribute names) that the bodies of `functions` use other than as what a call calls: a function
+    named there may be passed on and run with other arguments."""
+    found: Set[str] = set()
+
+    called: Set[int] = set()  # ids of the names calls call, seen before the call's children
+
+    class _Names(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            called.add(id(node.func.attr if type(node.func) is cst.Attribute else node.func))
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if id(node) not in called:
+                found.add(node.value)
+
+    for function in functions:
+        if function.node is not None:
+            function.node.body.visit(_Names())
+    return found
+
+
 def literal_flags_before(statement_path: Sequence[cst.CSTNode]) -> Dict[str, object]:
     """Dotted name -> the literal it is set to by the plain assignments (`self.is_test = False`) that run before
     the last of `statement_path` in the same blocks: `statement_path` holds the nodes from a function down to a
@@ -129,8 +222,8 @@ def _plain_assignments(statement: cst.CSTNode) -> Iterator[Tuple[str, object]]:
 
 
 def assigned_among(node: cst.CSTNode, names: Collection[str]) -> Set[str]:
-    """Those of the dotted `names` that something in `node` binds (an assignment, augmented or annotated, a loop or
-    `with` target)."""
+    """Those of the dotted `names` that something in `node` binds (an assignment, augmented or annotated, a loop,
+    comprehension, `with` or walrus target, a `del`)."""
     found: Set[str] = set()
 
     class _Targets(cst.CSTVisitor):
@@ -157,6 +250,15 @@ def assigned_among(node: cst.CSTNode, names: Collection[str]) -> Set[str]:
 
         def visit_AsName(self, node: cst.AsName) -> None:
             self._note(node.name)
+
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            self._note(node.target)
+
+        def visit_CompFor(self, node: cst.CompFor) -> None:
+            self._note(node.target)
+
+        def visit_Del(self, node: cst.Del) -> None:
+            self._note(node.target)
 
     node.visit(_Targets())
     return found

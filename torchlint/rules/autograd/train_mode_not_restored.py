@@ -75,8 +75,12 @@ class TrainModeNotRestored(Rule):
     sets it again), or a shared train/eval function called in eval mode
     (`run_epoch(..., mode="eval")` whose steps run only `if mode == "train":`): that
     call is no training step, so a `model.train()` at the top of the epoch covers it.
+    Also where the function passes the parameter on unchanged to the step's function
+    (`loss_epoch(model, val_dl)` whose `opt=None` goes to `loss_batch(..., opt)`,
+    which steps only `if opt is not None:`), when every call that reaches it agrees.
     Only literals are read (the call's arguments, the parameter's default, a flag set
-    to a literal); a test on anything else may run either arm.
+    to a literal; a parameter passed on only while nothing rebinds it and nothing
+    passes its function on as a callback); a test on anything else may run either arm.
 
     ## Why is this bad?
     `eval()` is a switch, not a scope. From the second epoch on, training runs with
@@ -132,6 +136,8 @@ class TrainModeNotRestored(Rule):
         self.held_by: Dict[int, Tuple[str, Tuple[guards.Arm, ...]]] = {}
         # id of a loop -> its function's flags (`_flags_at`), found when a test asks
         self.flags: Dict[int, Dict[str, object]] = {}
+        # id of a call of the file's function -> function key -> the literals its parameters hold in that run
+        self.passed: Dict[int, Dict[str, Dict[str, object]]] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
         event = self.loops.observe(node)
@@ -274,8 +280,10 @@ class TrainModeNotRestored(Rule):
     def _runs(self, node: cst.CSTNode, event: Event, loop: Loop) -> bool:
         """`node`, reached through the loop's `event`, may run: no `if` holding it in its function is known to take
         the other arm, given the flags set before the loop (in another function, those on `self` only: a plain
-        name there is another variable) and, in the function `event` calls, the literals it passes (a helper's
-        `if self.is_test: self.net.eval()` while training sets `self.is_test = False`)."""
+        name there is another variable) and, in the function `event` calls, the literals it passes, also where
+        that function passes them on (a helper's `if self.is_test: self.net.eval()` while training sets
+        `self.is_test = False`; `loss_epoch(model, val_dl)` whose `opt=None` reaches `loss_batch`'s
+        `if opt is not None:`)."""
         function, held_by = self.held_by.get(id(node), (None, ()))
         if not held_by:
             return True
@@ -286,11 +294,14 @@ class TrainModeNotRestored(Rule):
             known = dict(flags)
         else:
             known = {name: value for name, value in flags.items() if name.startswith("self.")}
-        if function is not None and function == event.callee and type(event.node) is cst.Call:
-            callee = self.ctx.callgraph.functions[function].node
-            if type(callee) is cst.FunctionDef:
+        if function is not None and event.callee is not None and type(event.node) is cst.Call:
+            passed = self.passed.get(id(event.node))
+            if passed is None:
                 method = type(event.node.func) is cst.Attribute
-                known.update(guards.literal_arguments(event.node, callee, method))
+                passed = self.passed[id(event.node)] = guards.forwarded_arguments(
+                    self.ctx.callgraph, event.node, event.callee, method
+                )
+            known.update(passed.get(function, {}))
         return not guards.skipped(held_by, known)
 
     def _flags_at(self, loop: Loop) -> Dict[str, object]:
