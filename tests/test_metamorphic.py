@@ -22,7 +22,6 @@ from metamorphic.rewrites import MARK_COMMENT, Rewrite, all_rewrites
 # (rewrite, rule): why the rule's findings do not survive the rewrite yet. Misses and findings no marker explains
 # alike; benchmarks/metamorphic.py --details lists each one.
 GAPS = {
-    ("compile", "TL707"): "`torch.compile(model)` of a module made on a device: an instance passed to a call keeps TL707's finding (the trap's premise, a module never moved, no longer holds for the rule)",
     ("data-parallel", "TL502"): "`nn.DataParallel(model)` saved whole pickles the wrapper's class too: a load under `safe_globals([Net, nn.Linear])` is refused (`Unsupported global: GLOBAL torch.nn.parallel.data_parallel.DataParallel`, checked on torch 2.13), so TL502's finding on the rewritten allow-listed traps is true (the rewrite changes the program)",
     ("data-parallel", "TL707"): "`nn.DataParallel(model)` of a module made on a device: the wrapper may move it (to its first device), so TL707's finding stays",
     ("notebook", "TL203"): "`loss/TL401_library_function_trap.py`, `projects/library_module_imported_by_no_file/steps.py`: a library module's public function becomes a notebook's own, which no file can import: its one caller, the notebook's `fit()`, passes `nn.CrossEntropyLoss()`, so the float labels TL203 reports are all it gets (the rewrite changes the program)",

@@ -74,7 +74,8 @@ class TensorAttributeNotBuffer(Rule):
     builds and never moves or converts: every instance bound to a name that is only
     called or read for attributes (`model(x)`, `model.parameters()`), no
     `.to()`/`.cuda()`/`.half()`-style call on it (in any function: the value model
-    follows the name) nor on `self` in the class. An instance given to a call, returned,
+    follows the name, also through `model = torch.compile(model)`, which wraps the
+    instance without moving it) nor on `self` in the class. An instance given to any other call, returned,
     held by another module or aliased may be moved where the rule does not look: it is
     still reported, as is a class the file does not build.
 
@@ -357,9 +358,19 @@ class _NeverMoved:
         elif type(node) is cst.Name and len(self.stack) > 1:
             parent = self.stack[-2]
             read = (type(parent) is cst.Attribute and parent.value is node) or (type(parent) is cst.Call and parent.func is node)
-            if not read and type(parent) not in (cst.AssignTarget, cst.Attribute, cst.Param, cst.FunctionDef, cst.ClassDef):
+            if not read and type(parent) not in (cst.AssignTarget, cst.Attribute, cst.Param, cst.FunctionDef, cst.ClassDef) and not self._compiled(node):
                 self.used.append((node, tuple(self.stack)))
         return True
+
+    def _compiled(self, name: cst.Name) -> bool:
+        """`name` is what `torch.compile(name)` compiles: the compiled module wraps the same instance without moving
+        it, and the value model follows the instance through the result, so moves of that are still seen."""
+        if len(self.stack) < 3 or type(self.stack[-2]) is not cst.Arg or type(self.stack[-3]) is not cst.Call:
+            return False
+        call, arg = self.stack[-3], self.stack[-2]
+        return bool(call.args) and call.args[0] is arg and not arg.keyword and not arg.star and (
+            self.ctx.qualified_name(call.func, tuple(self.stack[:-2])) == "torch.compile"
+        )
 
     def _call(self, call: cst.Call) -> None:
         if syntax.method_name(call) in _CONVERTING:
