@@ -52,23 +52,25 @@ _STRING = r"[\"']"
 # (kind, what the message says of it, pattern), in the order they decide: an explicit fallback first, then CUDA-only
 # design (a program that falls back nowhere but takes a `device="cpu"` parameter somewhere is still CUDA-only), then
 # the rest.
-_EVIDENCE: Tuple[Tuple[str, str, "re.Pattern[str]"], ...] = tuple(
-    (kind, what, re.compile(pattern, re.MULTILINE)) for kind, what, pattern in (
-        (CPU, "a device fallback", rf"is_available\(\)[^\n#]*\belse\b[^\n#]*{_STRING}cpu{_STRING}"),
-        (CPU, "a device fallback", rf"{_STRING}cpu{_STRING}[^\n#]*\bif\b[^\n#]*\bnot\b[^\n#]*is_available\(\)"),
-        (CUDA, "an NCCL process group", rf"{_STRING}nccl{_STRING}"),
-        (CUDA, "an assertion that CUDA is there", r"^[ \t]*assert[ \t]+torch\.cuda\.is_available\(\)"),
-        (CUDA, "`torch.cuda.set_device`", r"\btorch\.cuda\.set_device\("),
-        (CUDA, "a process rank read at import", r"^(?:\w+[ \t]*=[ \t]*)?(?:dist|torch\.distributed)\.get_rank\(\)"),
-        (CUDA, "a CUDA extension", rf"\bCUDAExtension\(|{_STRING}[\w/.-]+\.cuh?{_STRING}"),
+_EVIDENCE: Tuple[Tuple[str, str, "re.Pattern[str]", Tuple[str, ...]], ...] = tuple(
+    # The last item: text one of which each match contains, looked for first (a plain `in` is far cheaper than a
+    # search, and most files show none of it: the project scan reads every file of the project).
+    (kind, what, re.compile(pattern, re.MULTILINE), needs) for kind, what, pattern, needs in (
+        (CPU, "a device fallback", rf"is_available\(\)[^\n#]*\belse\b[^\n#]*{_STRING}cpu{_STRING}", ("is_available()",)),
+        (CPU, "a device fallback", rf"{_STRING}cpu{_STRING}[^\n#]*\bif\b[^\n#]*\bnot\b[^\n#]*is_available\(\)", ("is_available()",)),
+        (CUDA, "an NCCL process group", rf"{_STRING}nccl{_STRING}", ("nccl",)),
+        (CUDA, "an assertion that CUDA is there", r"^[ \t]*assert[ \t]+torch\.cuda\.is_available\(\)", ("is_available()",)),
+        (CUDA, "`torch.cuda.set_device`", r"\btorch\.cuda\.set_device\(", ("set_device(",)),
+        (CUDA, "a process rank read at import", r"^(?:\w+[ \t]*=[ \t]*)?(?:dist|torch\.distributed)\.get_rank\(\)", ("get_rank()",)),
+        (CUDA, "a CUDA extension", rf"\bCUDAExtension\(|{_STRING}[\w/.-]+\.cuh?{_STRING}", ("CUDAExtension(", ".cu")),
         (CUDA, "a CUDA-only library", r"^(?:import|from)[ \t]+(?:%s)\b" % "|".join(
-            re.escape(library) for library in CUDA_ONLY_LIBRARIES)),
-        (CPU, "a `--device` default of \"cpu\"", rf"add_argument\([^\n]*device[^\n]*default[ \t]*=[ \t]*{_STRING}cpu{_STRING}"),
+            re.escape(library) for library in CUDA_ONLY_LIBRARIES), CUDA_ONLY_LIBRARIES),
+        (CPU, "a `--device` default of \"cpu\"", rf"add_argument\([^\n]*device[^\n]*default[ \t]*=[ \t]*{_STRING}cpu{_STRING}", ("cpu",)),
         (CPU, "a `device` parameter defaulting to \"cpu\"",
-         rf"^[ \t]*def[ \t][^\n]*\bdevice[ \t]*(?::[^=\n]*)?=[ \t]*{_STRING}cpu{_STRING}"),
-        (CPU, "a `device` parameter defaulting to \"cpu\"", rf"^[ \t]*device[ \t]*:[^=\n]*=[ \t]*{_STRING}cpu{_STRING}[ \t]*,?[ \t]*(?:#.*)?$"),
+         rf"^[ \t]*def[ \t][^\n]*\bdevice[ \t]*(?::[^=\n]*)?=[ \t]*{_STRING}cpu{_STRING}", ("cpu",)),
+        (CPU, "a `device` parameter defaulting to \"cpu\"", rf"^[ \t]*device[ \t]*:[^=\n]*=[ \t]*{_STRING}cpu{_STRING}[ \t]*,?[ \t]*(?:#.*)?$", ("cpu",)),
         (CPU, "a `device = \"cpu\"` setting",
-         rf"^[ \t]*(?:self\.)?device[ \t]*=[ \t]*(?:torch\.device\()?{_STRING}cpu{_STRING}\)?[ \t]*(?:#.*)?$"),
+         rf"^[ \t]*(?:self\.)?device[ \t]*=[ \t]*(?:torch\.device\()?{_STRING}cpu{_STRING}\)?[ \t]*(?:#.*)?$", ("cpu",)),
     )
 )
 _IMPORT = re.compile(
@@ -114,7 +116,9 @@ class Verdict(NamedTuple):
 
 def evidence_in(text: str, path: str) -> Optional[Evidence]:
     """The evidence a file's text shows (the first kind of `_EVIDENCE` that matches, at its first match)."""
-    for kind, what, pattern in _EVIDENCE:
+    for kind, what, pattern, needs in _EVIDENCE:
+        if not any(need in text for need in needs):
+            continue
         found = pattern.search(text)
         if found is not None:
             return Evidence(kind, what, found.group(0).strip(), path, text.count("\n", 0, found.start()) + 1)
@@ -264,6 +268,12 @@ def _read(root: str, files: List[Tuple[str, int]], workflows: List[str]) -> tupl
     evidence: Dict[str, tuple] = {}
     importers: Dict[str, List[str]] = {}
     digests: Dict[str, bytes] = {}
+    # The names an absolute import must start with to name a file of the project (a module's or a folder's): the
+    # others (`torch`, `numpy`, ...) are not looked up.
+    local_names = {
+        part for path, _ in files
+        for part in os.path.splitext(os.path.relpath(path, root))[0].split(os.sep)
+    }
     for path, _ in files:
         try:
             data = sources.read_bytes(path)
@@ -275,6 +285,8 @@ def _read(root: str, files: List[Tuple[str, int]], workflows: List[str]) -> tupl
         if found is not None:
             evidence[path] = tuple(found)
         for dotted in _imported_paths(text):
+            if not dotted.startswith(".") and dotted.partition(".")[0] not in local_names:
+                continue
             located = PROJECT.locate(path, dotted)
             if located is not None and located[0] != path:
                 importers.setdefault(os.path.abspath(located[0]), []).append(path)
