@@ -632,7 +632,7 @@ def calls_from_importers(ctx: "FileContext", name: str) -> Optional[List[Tuple["
     return sites
 
 
-def _parsed(path: str, config: "Config") -> Optional["ParsedModule"]:
+def _parsed(path: str, config: "Config") -> Optional["ProjectModule"]:
     read = PROJECT.read(path)
     return PROJECT.parsed(path, read[0], read[1], config) if read is not None else None
 
@@ -659,17 +659,11 @@ class _ImportUses:
         for local, path in top.imports.items():
             if local not in top.variables:
                 self.counts.setdefault(path, (0, 0, True))
-        stack: List[cst.CSTNode] = []
-        scope_nodes: List[cst.CSTNode] = []
-
         def count(path: str, called: bool, local: str) -> None:
             calls, reads, at_top = self.counts.get(path, (0, 0, False))
             self.counts[path] = (calls + called, reads + (not called), at_top or top.imports.get(local) is not None)
 
-        def on_visit(node: cst.CSTNode) -> bool:
-            stack.append(node)
-            if type(node) in SCOPE_TYPES:
-                scope_nodes.append(node)
+        def on_visit(node: cst.CSTNode, stack: List[cst.CSTNode], scope_nodes: List[cst.CSTNode]) -> bool:
             if type(node) is not cst.Name or len(stack) < 2 or type(stack[-2]) in _NOT_READ_PARENTS:
                 return type(node) not in (cst.Import, cst.ImportFrom)
             parent = stack[-2]
@@ -693,12 +687,7 @@ class _ImportUses:
                 self.sites.append((used, caller, tuple(scope_nodes), statement))
             return True
 
-        def on_leave(node: cst.CSTNode) -> None:
-            stack.pop()
-            if scope_nodes and scope_nodes[-1] is node:
-                scope_nodes.pop()
-
-        walk(ctx.module, on_visit, on_leave)
+        _walk_in_scopes(ctx.module, on_visit)
 
 
 # Parents of a name that defines rather than reads it (an import's own names are not entered).
@@ -816,14 +805,9 @@ class _AttributeCalls:
     def __init__(self, ctx: "FileContext"):
         self.calls: Dict[str, List[Tuple[cst.Call, Tuple[cst.CSTNode, ...], Optional[cst.CSTNode]]]] = {}
         self.reads: Set[str] = set()
-        stack: List[cst.CSTNode] = []
-        scope_nodes: List[cst.CSTNode] = []
 
-        def on_visit(node: cst.CSTNode) -> bool:
-            stack.append(node)
-            if type(node) in SCOPE_TYPES:
-                scope_nodes.append(node)
-            elif type(node) is cst.Attribute:
+        def on_visit(node: cst.CSTNode, stack: List[cst.CSTNode], scope_nodes: List[cst.CSTNode]) -> bool:
+            if type(node) is cst.Attribute:
                 parent = stack[-2] if len(stack) >= 2 else None
                 if type(parent) is cst.Call and parent.func is node:
                     statement = next((item for item in reversed(stack) if type(item) in STATEMENT_TYPES), None)
@@ -832,9 +816,24 @@ class _AttributeCalls:
                     self.reads.add(node.attr.value)
             return True
 
-        def on_leave(node: cst.CSTNode) -> None:
-            stack.pop()
-            if scope_nodes and scope_nodes[-1] is node:
-                scope_nodes.pop()
+        _walk_in_scopes(ctx.module, on_visit)
 
-        walk(ctx.module, on_visit, on_leave)
+
+def _walk_in_scopes(module: cst.Module, visit: Callable[[cst.CSTNode, List[cst.CSTNode], List[cst.CSTNode]], bool]) -> None:
+    """One walk of `module`: `visit(node, stack, scope_nodes)` for each node entered, with the nodes and the scopes
+    around it (the node itself last in `stack`, and in `scope_nodes` when it is a scope); False skips its children."""
+    stack: List[cst.CSTNode] = []
+    scope_nodes: List[cst.CSTNode] = []
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        stack.append(node)
+        if type(node) in SCOPE_TYPES:
+            scope_nodes.append(node)
+        return visit(node, stack, scope_nodes)
+
+    def on_leave(node: cst.CSTNode) -> None:
+        stack.pop()
+        if scope_nodes and scope_nodes[-1] is node:
+            scope_nodes.pop()
+
+    walk(module, on_visit, on_leave)
