@@ -158,10 +158,12 @@ def link_tree(source: Path, target: Path) -> None:
 
 
 def bench_folders(packages: Sequence[corpus.Package]) -> Dict[int, Path]:
-    """The sample once, twice and four times, each copy in its own folder."""
+    """The sample once, twice and four times, each copy in its own folder. Each is a project of its own, as a user's
+    checkout is (a folder just below the cache's hidden folder: `analysis/intent.project_root`): TL205's project scan
+    reads the sample it lints, not the other scales' copies beside it."""
     folders = {}
     for scale in (1, 2, 4):
-        folder = BENCH / f"x{scale}"
+        folder = corpus.CACHE / f"bench-x{scale}"
         marker = folder / corpus.COMPLETE
         wanted = ",".join(f"{package.name}-{package.version}" for package in packages)
         if not (marker.exists() and marker.read_text() == wanted):

@@ -48,6 +48,10 @@ class Positions:
         # for positions asked after the walk (`_stack_to`). Kept with the file's tree when the parse keeps one
         # (engine/parsing.TREES): an edit's reparse hands on the maps of the statements it did not touch.
         self._statement_parents: StatementParents = {} if kept_parents is None else kept_parents
+        # id of a node -> index of the first top-level statement holding it, for the statements `_stack_to` has read
+        # so far (`_read_up_to` of them, in order): each statement is searched once per lint, not once per finding.
+        self._holder: Dict[int, int] = {}
+        self._read_up_to = 0
 
     def range_of(self, node: cst.CSTNode, stack: Sequence[cst.CSTNode] = ()) -> CodeRange:
         """`node`'s range; `stack` holds the nodes being visited (outermost first), which probably enclose it."""
@@ -78,18 +82,24 @@ class Positions:
         first, as a walk looking for it would stop there."""
         if node is self.module:
             return [node]
-        for statement in self.module.body:
-            parents = self._parents_in(statement)
-            if id(node) in parents:
-                stack: List[cst.CSTNode] = []
-                current: Optional[cst.CSTNode] = node
-                while current is not None:
-                    stack.append(current)
-                    current = parents[id(current)]
-                stack.append(self.module)
-                stack.reverse()
-                return stack
-        return []
+        body = self.module.body
+        index = self._holder.get(id(node))
+        while index is None and self._read_up_to < len(body):
+            for held in self._parents_in(body[self._read_up_to]):
+                self._holder.setdefault(held, self._read_up_to)
+            self._read_up_to += 1
+            index = self._holder.get(id(node))
+        if index is None:
+            return []
+        parents = self._parents_in(body[index])
+        stack: List[cst.CSTNode] = []
+        current: Optional[cst.CSTNode] = node
+        while current is not None:
+            stack.append(current)
+            current = parents[id(current)]
+        stack.append(self.module)
+        stack.reverse()
+        return stack
 
     def _parents_in(self, statement: cst.CSTNode) -> Dict[int, Optional[cst.CSTNode]]:
         kept = self._statement_parents.get(id(statement))

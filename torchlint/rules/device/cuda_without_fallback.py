@@ -236,6 +236,8 @@ class CudaWithoutFallback(Rule):
         self.project_calls: List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]] = []
         # `pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), ...)`: every test of the file is gated.
         self.module_gated = False
+        # name -> its reads in the module, for the names module settings assign (`_replaced_before_any_read`).
+        self.setting_reads: Optional[Dict[str, List[Tuple[cst.Name, Tuple[cst.CSTNode, ...]]]]] = None
         # The names the file passes as devices (`_names_passed_as_devices`), found on first need.
         self.passed_as_devices: Optional[FrozenSet[str]] = None
         # id of a decorator -> whether it gates on GPUs (`_gates_on_gpus`), asked once per decorator
@@ -469,8 +471,14 @@ class CudaWithoutFallback(Rule):
         names = self.module_values[id(site)][1]
         if any("." in name for name in names):
             return False
+        if self.setting_reads is None:
+            # Every module setting's names read in one walk, not one walk per setting (a file of many settings).
+            every_name = frozenset(name for _, assigned in self.module_values.values() for name in assigned)
+            self.setting_reads = {}
+            for name, stack in _reads_of(self.ctx.module, every_name):
+                self.setting_reads.setdefault(name.value, []).append((name, stack))
         values = Values.of(self.ctx)
-        for name, stack in _reads_of(self.ctx.module, frozenset(names)):
+        for name, stack in (read for each in names for read in self.setting_reads.get(each, ())):
             found = values.bindings(name, values.place(stack))
             if found is not None and any(binding.value is site for binding in found[1]):
                 return False

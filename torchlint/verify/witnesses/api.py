@@ -28,6 +28,7 @@ from torchlint.verify.witness import FROM_FINDING, Code, witness
 PROBES = {
     "torch.solve": "(B, A)",
     "torch.symeig": "(A)",
+    "torch.utils.serialization.load_lua": "('model.t7')",
     "torch.lstsq": "(B, A)",
     "torch.matrix_rank": "(A)",
     "torch.eig": "(A)",
