@@ -20,6 +20,7 @@ from torchlint.analysis.loops import enclosing
 from torchlint.analysis.weights_only import argument_for
 from torchlint.engine.callgraph import CallGraph
 from torchlint.engine.scopes import dotted_name
+from torchlint.engine.walk import walk_visitor
 
 # An `if` test (or an `a if c else b` condition) and the arm that holds the code: True for the body.
 Arm = Tuple[cst.BaseExpression, bool]
@@ -188,7 +189,7 @@ def _named_besides_calls(functions) -> Set[str]:
 
     for function in functions:
         if function.node is not None:
-            function.node.body.visit(_Names())
+            walk_visitor(function.node.body, _Names())
     return found
 
 
@@ -260,5 +261,5 @@ def assigned_among(node: cst.CSTNode, names: Collection[str]) -> Set[str]:
         def visit_Del(self, node: cst.Del) -> None:
             self._note(node.target)
 
-    node.visit(_Targets())
+    walk_visitor(node, _Targets())
     return found

@@ -9,6 +9,7 @@ from torchlint.analysis.dtypes import made_dtype
 from torchlint.analysis.loops import loop_nodes
 from torchlint.analysis.steps import in_a_step_loop, per_step_function
 from torchlint.analysis.values import IDENTITY_WRAPPERS, Values
+from torchlint.engine.walk import walk_visitor
 from torchlint.finding import Fix
 from torchlint.fixes.rewrites import code_in_place, with_keywords
 from torchlint.rules.base import Rule
@@ -163,6 +164,8 @@ class FactoryThenMove(Rule):
         # A factory bound to a variable that only a move reads (`hidden = torch.zeros(...)` ...
         # `return hidden.to(device)`), with the stacks at the factory and at the move.
         self.named_moves: List[Tuple[cst.Call, Tuple[cst.CSTNode, ...], Tuple[cst.CSTNode, ...]]] = []
+        # id of a function (or the module) -> each variable's mentions in it (`_Mentions`), found once per scope.
+        self._mentions: Dict[int, Dict[str, List[Tuple[cst.Name, Optional[cst.BaseExpression]]]]] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -237,9 +240,13 @@ class FactoryThenMove(Rule):
         function = _innermost_function(stack)
         if function is not _innermost_function(made_at) or not _same_nodes(loop_nodes(stack), loop_nodes(made_at)):
             return
-        mentions = _Mentions(name.value)
-        (function or self.ctx.module).visit(mentions)
-        if _only_moved(mentions.found, values[0], node, name, stack, self._wrapping):
+        scope = function or self.ctx.module
+        mentions = self._mentions.get(id(scope))
+        if mentions is None:
+            finder = _Mentions()
+            walk_visitor(scope, finder)
+            mentions = self._mentions[id(scope)] = finder.found
+        if _only_moved(mentions.get(name.value, []), values[0], node, name, stack, self._wrapping):
             self.named_moves.append((factory, made_at, stack))
 
     def _unwrapped(
@@ -395,12 +402,12 @@ def _only_moved(
 
 
 class _Mentions(cst.CSTVisitor):
-    """Where a variable's name is written in a piece of code, in source order (read or bound; not as an attribute's or
-    a keyword's name): each mention, with the value assigned when it is the only target of an `=` statement."""
+    """Where each variable's name is written in a piece of code, in source order (read or bound; not as an attribute's
+    or a keyword's name): by name, each mention, with the value assigned when it is the only target of an `=`
+    statement. One walk of a scope serves every variable of it."""
 
-    def __init__(self, name: str):
-        self.name = name
-        self.found: List[Tuple[cst.Name, Optional[cst.BaseExpression]]] = []
+    def __init__(self):
+        self.found: Dict[str, List[Tuple[cst.Name, Optional[cst.BaseExpression]]]] = {}
         # id of the target `Name` of each `name = value` statement visited -> its value
         self.assigned: Dict[int, cst.BaseExpression] = {}
 
@@ -423,13 +430,12 @@ class _Mentions(cst.CSTVisitor):
             self.assigned[id(node.target)] = node.value
 
     def visit_Name(self, node: cst.Name) -> None:
-        if node.value == self.name:
-            self.found.append((node, self.assigned.get(id(node))))
+        self.found.setdefault(node.value, []).append((node, self.assigned.get(id(node))))
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
+        walk_visitor(node.value, self)
         return False
 
     def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
+        walk_visitor(node.value, self)
         return False

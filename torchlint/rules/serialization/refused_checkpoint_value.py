@@ -6,7 +6,7 @@ from torchlint import semantics
 from torchlint.analysis.values import Values
 from torchlint.analysis.weights_only import Caller, Leaf, allow_listed_nearby, argument_for, refused_leaves, stacks_to
 from torchlint.engine.context import FileContext
-from torchlint.engine.walk import OwnScopeVisitor
+from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
 from torchlint.rules.serialization.unsafe_torch_load import SAFE_DEFAULT_SINCE, TORCH_LOAD, TORCH_SAVE
@@ -311,7 +311,7 @@ def _saves_in(context: FileContext, function: cst.FunctionDef, nested: bool, kno
     if key in known:
         return known[key]
     visitor = _Saves(context, function, nested)
-    function.body.visit(visitor)
+    walk_visitor(function.body, visitor)
     found = visitor.found
     stacks = stacks_to(context.module, [save for save, _, _ in found] + visitor.nested_calls)
     for call in visitor.nested_calls:
