@@ -165,6 +165,7 @@ def _shuffling_samplers(loader: Origin) -> List[Origin]:
         there = origin.place.context
         if there.qualified_name_in(node.func, DISTRIBUTED_SAMPLER, origin.place.stack):
             shuffle = semantics.keyword(node, "shuffle") or semantics.positional(node, _SHUFFLE_POSITION)
-            if shuffle is None or semantics.literal(shuffle.value) is True:
+            # A helper's `shuffle=shuffle` is what every call of the helper passes it.
+            if shuffle is None or Values.of(there).constant(shuffle.value, origin.place.stack) is True:
                 found.append(origin)
     return found
