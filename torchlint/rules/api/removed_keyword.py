@@ -24,7 +24,8 @@ class RemovedKeyword(Rule):
 
     - `retain_variables=` in `loss.backward(...)` or `torch.autograd.backward(...)`;
     - `size_average=` and `reduce=` in a torch loss, module (`nn.CrossEntropyLoss(size_average=False)`)
-      or function (`F.nll_loss(out, y, reduce=False)`).
+      or function (`F.nll_loss(out, y, reduce=False)`), also fixed by `functools.partial`
+      (`partial(nn.CrossEntropyLoss, reduce=False)`: every call of the partial passes them on).
 
     Not flagged: `retain_graph=` and `reduction=`; keywords named `reduce` of other calls
     (`scatter_reduce`, `torch.distributed`); losses of other libraries; these keywords
@@ -45,7 +46,8 @@ class RemovedKeyword(Rule):
     `retain_graph`); `size_average`/`reduce` -> the `reduction=` torch derives from them
     (`size_average=False` -> `reduction="sum"`, `reduce=False` -> `reduction="none"`,
     otherwise `"mean"`), the mapping of torch's own `legacy_get_string`, offered only when
-    every legacy keyword is a literal `True`, `False` or `None` and no `reduction=` is given.
+    every legacy keyword is a literal `True`, `False` or `None` and no `reduction=` is given
+    (in a `partial`, the partial's keywords are rewritten).
     The test suite runs each rewrite before and after on CPU.
     """
 
