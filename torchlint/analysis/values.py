@@ -75,6 +75,8 @@ PROGRESS_BARS = frozenset({
 SEQUENTIAL = frozenset({"torch.nn.Sequential", "torch.nn.modules.container.Sequential"})
 # Among them, the casts: on a tensor they make a value of another dtype (`origins(..., through_casts=False)`).
 CASTS = frozenset({"float", "double", "half", "bfloat16"})
+# `functools.partial(f, *args, **keywords)`: each call of it calls `f` with those arguments first (`partial_call`).
+PARTIAL = frozenset({"functools.partial"})
 _WRAPPER_LAST_PARTS = frozenset(name.rpartition(".")[2] for name in IDENTITY_WRAPPERS)
 # The attributes through which a wrapper gives the module it wraps: DataParallel's and DDP's, `torch.compile`'s.
 _WRAPPED_ATTRIBUTES = frozenset({"module", "_orig_mod"})
@@ -997,6 +999,20 @@ def _names_of(node: cst.CSTNode) -> List[cst.Name]:
 
 def _is_none(node: cst.CSTNode) -> bool:
     return type(node) is cst.Name and node.value == "None"
+
+
+def partial_call(call: cst.Call, ctx: "FileContext", stack: Optional[Sequence[cst.CSTNode]] = None) -> Optional[cst.Call]:
+    """For `functools.partial(f, *args, **keywords)` (`from functools import partial as p` too): the call of `f` that
+    every call of the partial makes, as far as the partial fixes it, `f(*args, **keywords)`, for the rules that judge a
+    call by its callee and keywords (`partial(nn.CrossEntropyLoss, reduce=False)` passes `reduce=False` to the loss);
+    else None. The view is made of the partial's own nodes, so a finding on its callee or an argument lands on the
+    partial's; the view itself is not in the file: a rule reports on, or replaces, the partial call."""
+    if not call.args or not ctx.qualified_name_in(call.func, PARTIAL, stack):
+        return None
+    wrapped = call.args[0]
+    if wrapped.keyword is not None or wrapped.star:
+        return None
+    return call.with_changes(func=wrapped.value, args=call.args[1:])
 
 
 def _wrapped_module(origin: Origin) -> Optional[cst.BaseExpression]:

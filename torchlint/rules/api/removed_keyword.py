@@ -6,6 +6,7 @@ from torchlint import semantics
 from torchlint.engine.context import last_parts
 from torchlint.finding import Fix
 from torchlint.fixes.rewrites import code_in_place
+from torchlint.analysis.values import PARTIAL, partial_call
 from torchlint.rules.api._losses import LEGACY_KEYWORDS, LEGACY_REDUCTION_FUNCTIONS, LEGACY_REDUCTION_MODULES, legacy_reduction
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
@@ -23,7 +24,8 @@ class RemovedKeyword(Rule):
 
     - `retain_variables=` in `loss.backward(...)` or `torch.autograd.backward(...)`;
     - `size_average=` and `reduce=` in a torch loss, module (`nn.CrossEntropyLoss(size_average=False)`)
-      or function (`F.nll_loss(out, y, reduce=False)`).
+      or function (`F.nll_loss(out, y, reduce=False)`), also fixed by `functools.partial`
+      (`partial(nn.CrossEntropyLoss, reduce=False)`: every call of the partial passes them on).
 
     Not flagged: `retain_graph=` and `reduction=`; keywords named `reduce` of other calls
     (`scatter_reduce`, `torch.distributed`); losses of other libraries; these keywords
@@ -44,7 +46,8 @@ class RemovedKeyword(Rule):
     `retain_graph`); `size_average`/`reduce` -> the `reduction=` torch derives from them
     (`size_average=False` -> `reduction="sum"`, `reduce=False` -> `reduction="none"`,
     otherwise `"mean"`), the mapping of torch's own `legacy_get_string`, offered only when
-    every legacy keyword is a literal `True`, `False` or `None` and no `reduction=` is given.
+    every legacy keyword is a literal `True`, `False` or `None` and no `reduction=` is given
+    (in a `partial`, the partial's keywords are rewritten).
     The test suite runs each rewrite before and after on CPU.
     """
 
@@ -52,7 +55,7 @@ class RemovedKeyword(Rule):
     name = "removed-keyword"
     # The flagged keyword is written in the file.
     triggers = words("retain_variables", "size_average", "reduce")
-    call_parts = last_parts(_BACKWARD_FUNCTIONS | _LEGACY_LOSSES) | {"backward"}
+    call_parts = last_parts(_BACKWARD_FUNCTIONS | _LEGACY_LOSSES | PARTIAL) | {"backward"}
     fix_safety = "safe"
     message = (
         "`retain_variables=` is the old name of `retain_graph=` and no longer exists: `backward()` raises "
@@ -78,15 +81,17 @@ class RemovedKeyword(Rule):
     """
 
     def visit_Call(self, node: cst.Call) -> None:
-        retain = semantics.keyword(node, "retain_variables")
-        if retain is not None and (semantics.method_name(node) == "backward" or self.ctx.qualified_name_in(node.func, _BACKWARD_FUNCTIONS)):
+        # `partial(nn.CrossEntropyLoss, reduce=False)` passes its keywords to every call it makes of the loss.
+        called = partial_call(node, self.ctx) or node
+        retain = semantics.keyword(called, "retain_variables")
+        if retain is not None and (semantics.method_name(called) == "backward" or self.ctx.qualified_name_in(called.func, _BACKWARD_FUNCTIONS)):
             fix = None
-            if semantics.keyword(node, "retain_graph") is None:
+            if semantics.keyword(called, "retain_graph") is None:
                 fix = Fix.safe("Rename to `retain_graph=`", self.ctx.replace(retain.keyword, "retain_graph"))
             self.report(retain, fix=fix)
             return
-        legacy = [arg for arg in node.args if arg.keyword is not None and arg.keyword.value in LEGACY_KEYWORDS]
-        if not legacy or self.ctx.config.torch_version < REDUCTION_SINCE or not self.ctx.qualified_name_in(node.func, _LEGACY_LOSSES):
+        legacy = [arg for arg in called.args if arg.keyword is not None and arg.keyword.value in LEGACY_KEYWORDS]
+        if not legacy or self.ctx.config.torch_version < REDUCTION_SINCE or not self.ctx.qualified_name_in(called.func, _LEGACY_LOSSES):
             return
         values = {arg.keyword.value: semantics.literal(arg.value) for arg in legacy}
         exact = all(value is None or isinstance(value, bool) for value in values.values())

@@ -30,9 +30,14 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     `loader.sampler.set_epoch(epoch)`, directly or in a function of the module the
     loop calls. The loop over the loader may sit in the epoch loop's body or in a
     function of the file called from it (`for epoch in ...: train_one_epoch(loader)`),
-    where a `set_epoch` counts too.
+    where a `set_epoch` counts too. A sampler a function of the project makes and
+    returns (`sampler=data_sampler(dataset, shuffle=True, distributed=...)`) is
+    followed into the function's `return`s, and its `shuffle=shuffle` to what every
+    call of the function passes.
 
-    Not flagged: `shuffle=False` (or a shuffle flag that is not a literal), a
+    Not flagged: `shuffle=False` (or a shuffle flag not known to be `True`: neither
+    a literal nor a parameter that every call of its function in the file passes
+    `True`; a helper of another file whose shuffle is its parameter stays quiet), a
     `set_epoch` anywhere in the epoch loop or the functions it calls, and loaders
     whose epoch loop is in another file (the rule does not guess across files); a
     loader torchlint cannot trace to its `DataLoader(...)` call (built by a
@@ -165,6 +170,7 @@ def _shuffling_samplers(loader: Origin) -> List[Origin]:
         there = origin.place.context
         if there.qualified_name_in(node.func, DISTRIBUTED_SAMPLER, origin.place.stack):
             shuffle = semantics.keyword(node, "shuffle") or semantics.positional(node, _SHUFFLE_POSITION)
-            if shuffle is None or semantics.literal(shuffle.value) is True:
+            # A helper's `shuffle=shuffle` is what every call of the helper passes it.
+            if shuffle is None or Values.of(there).constant(shuffle.value, origin.place.stack) is True:
                 found.append(origin)
     return found
