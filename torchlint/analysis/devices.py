@@ -42,7 +42,7 @@ def names_device(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bo
     # A variable named otherwise (`v23 = torch.device(...)`) holds a device when every value it may hold is one.
     origins = Values.of(ctx).origins(expr, stack) if type(expr) is cst.Name else ()
     return bool(origins) and all(
-        type(origin.node) in (cst.SimpleString, cst.FormattedString, cst.Call, cst.IfExp) and not origin.applied
+        type(origin.node) in (cst.SimpleString, cst.FormattedString, cst.Call) and not origin.applied
         and names_device(origin.node, origin.place.context, origin.place.stack) for origin in origins
     )
 

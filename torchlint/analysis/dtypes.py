@@ -5,7 +5,7 @@ the dtype a torch factory call makes (`made_dtype`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, NamedTuple, Optional, Tuple
 
 import libcst as cst
 
@@ -90,21 +90,13 @@ def named_type(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> Opti
     if found is not None or type(expr) is not cst.Name:
         return found
     named = {
-        None if origin.applied or origin.opaque else _named_here(arm, origin.place.context, origin.place.stack)
+        None if origin.applied or origin.opaque else _named_here(origin.node, origin.place.context, origin.place.stack)
         for origin in Values.of(ctx).origins(expr, stack)
-        for arm in _arms(origin.node)
     }
     if None in named or len({(each.dtype, each.legacy) for each in named}) != 1:
         return None
     first = next(iter(named))
     return first if len(named) == 1 else first._replace(cuda=None)
-
-
-def _arms(expr: cst.CSTNode) -> List[cst.CSTNode]:
-    """The values a conditional expression may take (the value model keeps `a if c else b` whole)."""
-    if type(expr) is cst.IfExp:
-        return _arms(expr.body) + _arms(expr.orelse)
-    return [expr]
 
 
 def _named_here(expr: cst.CSTNode, ctx: "FileContext", stack) -> Optional[NamedType]:

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import libcst as cst
 
@@ -43,8 +43,16 @@ def is_loss_call(call: cst.CSTNode, ctx: "FileContext", stack=None) -> bool:
 
 def is_loss_value(expr: cst.CSTNode, ctx: "FileContext", stack=None) -> bool:
     """A loss call, possibly scaled or summed: `criterion(out, y) / accumulation_steps`."""
-    if isinstance(expr, cst.BinaryOperation):
-        return is_loss_value(expr.left, ctx, stack) or is_loss_value(expr.right, ctx, stack)
-    if isinstance(expr, cst.UnaryOperation):
-        return is_loss_value(expr.expression, ctx, stack)
-    return is_loss_call(expr, ctx, stack)
+    return any(is_loss_call(operand, ctx, stack) for operand in arithmetic_operands(expr))
+
+
+def arithmetic_operands(expr: cst.CSTNode) -> List[cst.CSTNode]:
+    """The values arithmetic combines in `expr` (`loss` and `n` of `-loss / n`), or `[expr]` when it is no arithmetic.
+    A tensor operand's autograd graph goes into the result: `loss / n` holds the graph `loss` holds, and a loss
+    scaled or summed is still a loss."""
+    expr_type = type(expr)
+    if expr_type is cst.BinaryOperation:
+        return arithmetic_operands(expr.left) + arithmetic_operands(expr.right)
+    if expr_type is cst.UnaryOperation and type(expr.operator) is not cst.Not:  # `not loss` is a Python bool
+        return arithmetic_operands(expr.expression)
+    return [expr]

@@ -309,6 +309,8 @@ class Values:
             found = self._call(expr, place, depth, seen)
         elif expr_type is cst.NamedExpr:
             found = self._follow(expr.value, place, depth, seen)
+        elif expr_type is cst.IfExp:  # `net.module if use_cuda else net`: either arm, joined as `if` arms are
+            found = self._follow(expr.body, place, depth, seen) + self._follow(expr.orelse, place, depth, seen)
         else:
             found = [Origin(expr, place)]
         if len(found) > 1:

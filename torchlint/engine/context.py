@@ -13,6 +13,7 @@ from torchlint.engine.file_text import FileText
 from torchlint.engine.positions import Positions
 from torchlint.engine.reparse import Layout, StatementParents
 from torchlint.engine.scopes import Scopes, dotted_name, scope_nodes_of
+from torchlint.engine.walk import child_nodes
 from torchlint.finding import Edit, Finding, Fix, Location
 
 if TYPE_CHECKING:
@@ -188,11 +189,26 @@ class FileContext:
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
 
-    def _range(self, node: cst.CSTNode):
+    def _positions_of_file(self) -> Positions:
         # Positions cost code generation: paid only by files that report something, statement by statement.
         if self._positions is None:
             self._positions = Positions(self.module, self.text, self._layout, self._statement_parents)
-        return self._positions.range_of(node, self.stack)
+        return self._positions
+
+    def _range(self, node: cst.CSTNode):
+        return self._positions_of_file().range_of(node, self.stack)
+
+    def stack_to(self, node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+        """The nodes from the module down to `node`, outermost first (empty when `node` is not in the module): the
+        walk's stack while `node` is the visited node or lies in it (a rule reporting the callee of the call it
+        visits), else found in the tree as positions after the walk are."""
+        if self.stack:
+            if self.stack[-1] is node:
+                return self.stack
+            below = _path_below(self.stack[-1], node)
+            if below is not None:
+                return self.stack + below
+        return self._positions_of_file().stack_to(node)
 
     def location(self, node: cst.CSTNode):
         code_range = self._range(node)
@@ -214,6 +230,18 @@ class FileContext:
     def report(self, rule: "Rule", node: cst.CSTNode, message: str, fix: Optional[Fix] = None) -> None:
         start, end = self.location(node)
         self.findings.append(Finding(rule.code, rule.name, message, self.filename, start, end, fix))
+
+
+def _path_below(root: cst.CSTNode, node: cst.CSTNode) -> Optional[List[cst.CSTNode]]:
+    """The nodes below `root` down to `node`, outermost first; None when `node` is not below `root`."""
+    for child in child_nodes(root):
+        if child is node:
+            return [child]
+        found = _path_below(child, node)
+        if found is not None:
+            found.insert(0, child)
+            return found
+    return None
 
 
 @lru_cache(maxsize=None)

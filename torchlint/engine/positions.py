@@ -45,10 +45,10 @@ class Positions:
         self._layout = layout
         self._read_statements: Set[int] = set()
         # id of a top-level statement -> (the statement, id of each node in it -> its parent, None for the statement),
-        # for positions asked after the walk (`_stack_to`). Kept with the file's tree when the parse keeps one
+        # for positions asked after the walk (`stack_to`). Kept with the file's tree when the parse keeps one
         # (engine/parsing.TREES): an edit's reparse hands on the maps of the statements it did not touch.
         self._statement_parents: StatementParents = {} if kept_parents is None else kept_parents
-        # id of a node -> index of the first top-level statement holding it, for the statements `_stack_to` has read
+        # id of a node -> index of the first top-level statement holding it, for the statements `stack_to` has read
         # so far (`_read_up_to` of them, in order): each statement is searched once per lint, not once per finding.
         self._holder: Dict[int, int] = {}
         self._read_up_to = 0
@@ -62,7 +62,7 @@ class Positions:
             if enclosing is None:
                 # Asked without the nodes around it (a report made after the walk): find them, which costs
                 # a walk to the node, far less than generating the whole module.
-                enclosing = self._stack_to(node)
+                enclosing = self.stack_to(node)
             top = enclosing[1] if len(enclosing) > 1 else node
             for statement, indents in self._units(node, enclosing):
                 if id(statement) not in self._done and self._generate(statement, indents, top):
@@ -72,7 +72,7 @@ class Positions:
         self._module()
         return self._ranges[node]
 
-    def _stack_to(self, node: cst.CSTNode) -> List[cst.CSTNode]:
+    def stack_to(self, node: cst.CSTNode) -> List[cst.CSTNode]:
         """The nodes from the module down to `node`, outermost first; empty when `node` is not in the module.
 
         From each node's parent in its top-level statement, found by one walk of the statement the first time it is

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, ClassVar, FrozenSet, Optional
 
 import libcst as cst
 
+from torchlint.analysis.reachability import Reachability
 from torchlint.engine.expectations import EXPECT_COMMENT
 
 if TYPE_CHECKING:
@@ -28,6 +29,12 @@ if TYPE_CHECKING:
     from torchlint.rules.triggers import Trigger
 
 SECTION_ORDER = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety", "Options")
+# Said on the page of every rule whose findings are about what happens at run time (`Rule.about_the_source`).
+UNREACHABLE_NOT_REPORTED = (
+    "Code that never runs is not reported: statements after an unconditional `return`, `raise`, `continue` or "
+    "`break` in the same block (or after an `if`/`else` whose every arm ends in one), and the body of `if False:` "
+    "or the `else` of `if True:`."
+)
 
 
 class Rule:
@@ -59,12 +66,19 @@ class Rule:
     # about) or in the import its first name comes from (`DL` after `from torch.utils.data import DataLoader as DL`).
     # The engine then calls them only for such calls. None: every call.
     call_parts: ClassVar[Optional[FrozenSet[str]]] = None
+    # What a finding says. False: what happens when the code runs (a graph kept, a crash without a GPU), so a finding
+    # in code that never runs (after an unconditional `return`, in an `if False:` arm: analysis/reachability.py) is
+    # dropped. True: what the source holds, run or not (a removed or deprecated API still has to be migrated in code
+    # switched off for now).
+    about_the_source: ClassVar[bool] = False
 
     def __init__(self, ctx: "FileContext"):
         self.ctx = ctx
         self.crashed = False
 
     def report(self, node: cst.CSTNode, message: Optional[str] = None, fix: Optional["Fix"] = None) -> None:
+        if not self.about_the_source and Reachability.of(self.ctx).node_unreachable(node):
+            return
         self.ctx.report(self, node, message or self.message, fix)
 
     def finish(self) -> None:
@@ -86,6 +100,8 @@ class Rule:
             elif heading is not None:
                 found[heading].append(line)
         sections = {heading: "\n".join(lines).strip() for heading, lines in found.items()}
+        if not cls.about_the_source and sections.get("What it does"):
+            sections["What it does"] += "\n\n" + UNREACHABLE_NOT_REPORTED
         if cls.example:
             sections["Example"] = _python_block(strip_expectations(cls.example))
         if cls.use_instead:

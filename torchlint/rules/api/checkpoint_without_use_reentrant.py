@@ -32,6 +32,7 @@ class CheckpointWithoutUseReentrant(Rule):
 
     code = "TL604"
     name = "checkpoint-without-use-reentrant"
+    about_the_source = True
     # Both functions live in `torch.utils.checkpoint`, and each part of a resolved name is written in the file.
     triggers = words("checkpoint")
     call_parts = last_parts(CHECKPOINT_FUNCTIONS)

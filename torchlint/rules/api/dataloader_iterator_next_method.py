@@ -37,6 +37,7 @@ class DataLoaderIteratorNextMethod(Rule):
 
     code = "TL610"
     name = "dataloader-iterator-next-method"
+    about_the_source = True
     # The flagged call is `<receiver>.next()`, and the receiver leads to a DataLoader the file names.
     triggers = attributes("next") & words("DataLoader")
     call_parts = frozenset({"next"})

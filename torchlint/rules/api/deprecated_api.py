@@ -50,6 +50,7 @@ class DeprecatedApi(ApiTableRule):
 
     code = "TL602"
     name = "deprecated-api"
+    about_the_source = True
     kind = "deprecated"
     fix_safety = "safe or unsafe"
     message = "this torch API is deprecated and will be removed; use the replacement the message names"

@@ -28,6 +28,7 @@ class Expm1(Rule):
 
     code = "TL607"
     name = "expm1"
+    about_the_source = True
     # Only a call resolving to `torch.exp` is flagged: its last part is written in the import or the attribute chain.
     triggers = words("exp")
     fix_safety = "unsafe"

@@ -56,6 +56,7 @@ class IndexZeroDimTensor(Rule):
 
     code = "TL611"
     name = "index-zero-dim-tensor"
+    about_the_source = True
     # The value is a torch loss or a reduction: the file names torch (an import, or a call of one).
     triggers = fragments("torch")
     fix_safety = "safe or unsafe"

@@ -41,6 +41,7 @@ class Log1p(Rule):
 
     code = "TL606"
     name = "log1p"
+    about_the_source = True
     # Only a call resolving to `torch.log` is flagged: its last part is written in the import or the attribute chain.
     triggers = words("log")
     call_parts = frozenset({"log"})

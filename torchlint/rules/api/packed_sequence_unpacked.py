@@ -43,6 +43,7 @@ class PackedSequenceUnpacked(Rule):
 
     code = "TL614"
     name = "packed-sequence-unpacked"
+    about_the_source = True
     # The unpacked value is a packing call, whose name's last part is written in the file.
     triggers = words("pack_padded_sequence", "pack_sequence")
     fix_safety = "safe"

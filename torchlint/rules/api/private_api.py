@@ -30,6 +30,7 @@ class PrivateApi(ApiTableRule):
 
     code = "TL605"
     name = "private-api"
+    about_the_source = True
     kind = "private"
     fix_safety = "safe"
     message = "a private torch name with a public equivalent: use the public name"

@@ -36,6 +36,7 @@ class RemovedApi(ApiTableRule):
 
     code = "TL601"
     name = "removed-api"
+    about_the_source = True
     kind = "removed"
     import_fails = True
     message = "this torch API was removed: the code fails when it reaches it; use the replacement the message names"

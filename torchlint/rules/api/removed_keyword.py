@@ -53,6 +53,7 @@ class RemovedKeyword(Rule):
 
     code = "TL613"
     name = "removed-keyword"
+    about_the_source = True
     # The flagged keyword is written in the file.
     triggers = words("retain_variables", "size_average", "reduce")
     call_parts = last_parts(_BACKWARD_FUNCTIONS | _LEGACY_LOSSES | PARTIAL) | {"backward"}

@@ -40,6 +40,7 @@ class RequiresGradTypo(Rule):
 
     code = "TL603"
     name = "requires-grad-typo"
+    about_the_source = True
     # Only an assignment to the attribute `require_grad` is flagged.
     triggers = words("require_grad")
     fix_safety = "safe"

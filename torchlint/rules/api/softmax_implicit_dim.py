@@ -44,6 +44,7 @@ class SoftmaxImplicitDim(Rule):
 
     code = "TL615"
     name = "softmax-implicit-dim"
+    about_the_source = True
     # The call is a softmax variant of torch.nn or torch.nn.functional, all spelled with "soft".
     triggers = fragments("soft")
     call_parts = last_parts(FUNCTIONS | MODULES)

@@ -76,6 +76,7 @@ class TorchvisionPretrained(Rule):
 
     code = "TL608"
     name = "torchvision-pretrained"
+    about_the_source = True
     # A flagged builder resolves to a name under `torchvision.models`, so the file imports `torchvision` by name.
     triggers = words("torchvision")
     # Every name it acts on resolves under `torchvision.models`.

@@ -33,6 +33,7 @@ class TorchvisionToTensorV2(Rule):
 
     code = "TL609"
     name = "torchvision-to-tensor-v2"
+    about_the_source = True
     # Only a reference resolving to `v2.ToTensor` is flagged: its last part is written in the import or the chain.
     triggers = words("ToTensor")
     reference_parts = frozenset({"ToTensor"})

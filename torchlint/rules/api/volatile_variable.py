@@ -56,6 +56,7 @@ class VolatileVariable(Rule):
 
     code = "TL612"
     name = "volatile-variable"
+    about_the_source = True
     # The flagged call passes the keyword `volatile`.
     triggers = words("volatile")
     call_parts = last_parts(VARIABLE)

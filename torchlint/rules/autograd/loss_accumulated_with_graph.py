@@ -9,7 +9,7 @@ from torchlint import semantics
 from torchlint.analysis.flow import innermost_scope
 from torchlint.analysis.grad_mode import evaluates, grad_disabled_by_a_caller, under_dynamic_grad_mode
 from torchlint.analysis.loops import iteration, iterations_around, loop_nodes
-from torchlint.analysis.losses import LOSS_FUNCTIONS, is_loss_call, is_loss_value
+from torchlint.analysis.losses import LOSS_FUNCTIONS, arithmetic_operands, is_loss_call, is_loss_value
 from torchlint.analysis.syntax import names_in
 from torchlint.analysis.values import Values
 from torchlint.analysis.facts import BACKWARD_FUNCTIONS, holds_no_graph, is_backward_call
@@ -51,8 +51,9 @@ class LossAccumulatedWithGraph(Rule):
     `xs += [loss]`) where
     `loss` is a tensor from a loss computation (a call of an `nn.*Loss` instance or a
     criterion variable, `F.cross_entropy`, `F.*_loss`, or a variable `.backward()` is
-    called on) rather than `loss.item()`, `loss.detach()`, `float(loss)` or
-    `loss.tolist()`.
+    called on), or arithmetic of one (`xs.append(loss / n)`, `acc += -loss * 2`: the
+    result carries the loss's graph), rather than `loss.item()`, `loss.detach()`,
+    `float(loss)` or `loss.tolist()` (also divided: `loss.item() / n`).
 
     It does not flag accumulation into a loss that is then backpropagated (summing
     several losses and calling `.backward()` on the sum, returning the sum, or
@@ -271,6 +272,10 @@ class LossAccumulatedWithGraph(Rule):
         )
 
     def _is_loss(self, operand: cst.BaseExpression) -> Optional[bool]:
+        operands = arithmetic_operands(operand)
+        if operands != [operand]:  # `loss / n`: a loss if one operand is (the graph goes into the result)
+            found = [self._is_loss(each) for each in operands]
+            return True if True in found else None if None in found else False
         if is_loss_call(operand, self.ctx):
             return not (_of_detached_inputs(operand) or holds_no_graph(operand, self.ctx))
         name = dotted_name(operand)
@@ -317,8 +322,8 @@ class LossAccumulatedWithGraph(Rule):
         for accumulation in self.accumulations:
             scope = accumulation.scope
             if accumulation.is_loss is None:
-                operand = dotted_name(accumulation.operand)
-                if operand not in self.backward_receivers.get(scope, ()):
+                receivers = self.backward_receivers.get(scope, ())
+                if not any(dotted_name(operand) in receivers for operand in arithmetic_operands(accumulation.operand)):
                     continue
             if accumulation.accumulator in self._backpropagated(scope, accumulation.function):
                 continue
@@ -328,7 +333,10 @@ class LossAccumulatedWithGraph(Rule):
             if grad_disabled_by_a_caller(accumulation.function, self.ctx) is not None:
                 continue
             method = ".detach()" if self._used_as_tensor(accumulation) else ".item()"
-            detached = self.ctx.code(accumulation.operand) + method
+            operand = self.ctx.code(accumulation.operand)
+            if arithmetic_operands(accumulation.operand) != [accumulation.operand] and not accumulation.operand.lpar:
+                operand = f"({operand})"  # `(loss / n).item()`, not `loss / n.item()`
+            detached = operand + method
             fix = Fix.unsafe(f"accumulate `{detached}`", self.ctx.replace(accumulation.operand, detached))
             self.report(accumulation.statement, fix=fix)
 

@@ -45,7 +45,7 @@ class WholeObjectCheckpoint(Rule):
       entry such as `checkpoint["net"]`), an
       optimizer or scheduler of `torch.optim`, or a dictionary, list or tuple holding one
       (`{"model": model, "epoch": epoch}`, `[encoder, decoder]`), followed through the file's
-      assignments;
+      assignments and both arms of a conditional expression (`{"net": net.module if use_cuda else net}`);
     - when the project supports only torch 2.6 or later (`torch-version`), `torch.load(f)`
       without `weights_only=False` of a file that such a save in the same file writes: the
       same path string (also through a module-level constant), the same

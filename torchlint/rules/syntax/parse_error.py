@@ -25,6 +25,7 @@ class ParseError(Rule):
 
     code = "TL000"
     name = "parse-error"
+    about_the_source = True
     message = "the file cannot be parsed"
     example = """
     def train(:  # expect: TL000:11

@@ -25,6 +25,7 @@ class UnusedNoqa(Rule):
     """
 
     code, name = UNUSED_NOQA
+    about_the_source = True
     message = "unused `noqa` code: it suppresses nothing on this line; remove it"
     fix_safety = "safe"
     # The engine finds the unused codes after every rule ran (engine/noqa.py): the rule only marks the file as one
