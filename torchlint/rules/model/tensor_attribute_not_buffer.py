@@ -55,7 +55,11 @@ class TensorAttributeNotBuffer(Rule):
     0-dim tensors of one number (`torch.tensor(0.5)`: torch combines a 0-dim CPU tensor
     with tensors on any device), tensors created inside `forward`, constants used only
     in `__init__` or in methods `forward` does not call, attributes other methods assign
-    again (state the class manages itself), attributes `forward` moves where it
+    again (state the class manages itself), a tensor that a later statement of the same
+    block of `__init__` rebinds to an `nn.Parameter` or a module (`self.w = torch.randn(m, d)`
+    then `self.w = nn.Parameter(f(self.w))`: a temporary; rebound to another factory's
+    tensor, the attribute is judged at that line; rebound to a tensor computed from it,
+    `self.w = self.w / self.w.norm()`, it stays a plain tensor and is flagged), attributes `forward` moves where it
     reads them (`self.mask.to(x.device)`, `.type_as(x)`), reads only in the test
     of an `if`/`while` (MONAI's `if self.node_a[0][d]:`, host-side control flow), only
     for their shape (`self.grid.size()`, `.shape`, `len(self.grid)`), or only copied into
