@@ -22,7 +22,7 @@ import libcst as cst
 from torchlint.analysis import syntax
 from torchlint.analysis.summaries import no_module_class
 from torchlint.analysis.values import Values, method_of
-from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
+from torchlint.engine.scopes import SCOPE_TYPES, dotted_name, scope_nodes_of
 from torchlint.engine.walk import walk_visitor
 
 if TYPE_CHECKING:
@@ -406,6 +406,32 @@ def is_self_attribute(expr: cst.CSTNode, method: cst.FunctionDef) -> bool:
     return (
         type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == self_name(method)
     )
+
+
+def rebound_later(stack: Sequence[cst.CSTNode], target: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """The value that the last of the statements after the one at the innermost point of `stack`, in its block,
+    assigns to `target` (an attribute, `self.w`): a straight-line rebinding that replaces the first value whenever
+    that one is made (`self.w = torch.randn(m, d)` then `self.w = nn.Parameter(f(self.w))`, as T2T-ViT writes it);
+    None when no later statement of the block rebinds it before a `return` or `raise`. An attribute is what its
+    last such binding holds."""
+    written = dotted_name(target)
+    index = next((index for index in range(len(stack) - 1, 0, -1) if type(stack[index]) is cst.SimpleStatementLine), None)
+    if written is None or index is None or type(stack[index - 1]) not in (cst.IndentedBlock, cst.Module):
+        return None
+    statements = stack[index - 1].body
+    position = next(position for position, statement in enumerate(statements) if statement is stack[index])
+    found = None
+    for statement in statements[position + 1:]:
+        if type(statement) is not cst.SimpleStatementLine:
+            continue
+        for small in statement.body:
+            if type(small) in (cst.Return, cst.Raise):
+                return found
+            if type(small) is cst.Assign and any(dotted_name(each.target) == written for each in small.targets):
+                found = small.value
+            elif type(small) is cst.AnnAssign and small.value is not None and dotted_name(small.target) == written:
+                found = small.value
+    return found
 
 
 def under_training_test(ctx: "FileContext", method: cst.FunctionDef, stack: Optional[Sequence[cst.CSTNode]] = None) -> bool:

@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING, AbstractSet, Dict, Iterator, List, Sequence
 
 import libcst as cst
 
+from torchlint.analysis import syntax
+from torchlint.analysis.conversions import CONVERSION_METHODS
 from torchlint.analysis.file_kind import FileKind
-from torchlint.analysis.loops import FUNCTION_BOUNDARIES, loop_nodes
+from torchlint.analysis.loops import FUNCTION_BOUNDARIES, iteration, loop_nodes
 from torchlint.analysis.modules import runs_only_while_built
 from torchlint.analysis.summaries import CallStack, method_calls_from_importers
-from torchlint.analysis.values import Values
-from torchlint.engine.scopes import scope_nodes_of
+from torchlint.analysis.values import PROGRESS_BARS, Values
+from torchlint.engine.scopes import dotted_name, scope_nodes_of
 from torchlint.engine.walk import statement_structure, walk
 
 if TYPE_CHECKING:
@@ -30,6 +32,15 @@ _TRAIN_WORDS = frozenset({"train", "training"})
 _CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # How many callers up a function is followed to a loop or a per-step function.
 _CALLER_DEPTH = 3
+# What a loop that fills a collection calls (`fills_a_collection`): the container's adding methods, tensor methods
+# that make, shape or convert a tensor, and builtins of numbers.
+_ADDING_METHODS = frozenset({"append", "extend", "insert", "add"})
+_BUILDING_METHODS = CONVERSION_METHODS | {
+    "normal_", "uniform_", "bernoulli_", "exponential_", "random_", "cauchy_", "log_normal_", "geometric_", "fill_",
+    "zero_", "view", "reshape", "unsqueeze", "squeeze", "expand", "repeat", "permute", "transpose", "t", "contiguous",
+    "clone", "detach", "requires_grad_",
+}
+_BUILDING_BUILTINS = frozenset({"range", "len", "int", "float", "min", "max", "abs", "round", "iter", "enumerate"})
 
 
 def name_words(name: str) -> frozenset:
@@ -44,8 +55,97 @@ def in_a_step_loop(ctx: "FileContext", stack: Sequence[cst.CSTNode]) -> bool:
     runs once per epoch. Not in a test file, whose loops run the test once per parameter (`for device in devices:`)."""
     if ctx.file_kind is FileKind.TEST:
         return False
-    loops = loop_nodes(stack) or _while_tested(stack)
+    loops = [loop for loop in loop_nodes(stack) if not fills_a_collection(ctx, loop, stack)] or _while_tested(stack)
     return bool(loops) and not ctx.shared(_EpochLoops).holds_a_training_loop(loops[0], stack)
+
+
+def fills_a_collection(ctx: "FileContext", loop: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> bool:
+    """`loop` (inside `stack`, the nodes around the point asked about) only fills a collection, as a comprehension
+    would: it goes through `range(...)` or a literal list, tuple or set (also wrapped in `enumerate(...)` or a
+    progress bar, or stepped by hand in a `while`, `loops.iteration`), and its every statement adds to a container
+    (`tensors.append(...)`, `.extend`, `.insert`, `.add`, `table[i] = ...`), names one (`t = ...`) or is such a loop
+    of its own, with values built
+    by torch's functions, tensor methods that make or convert a tensor, and a few builtins. Not a step loop: it calls
+    no model, runs no backward and reads no loader (`for x in range(10): tensors.append(torch.randn(n, 10).cuda())`,
+    a notebook's demo of GPU memory, is `[torch.randn(n, 10).cuda() for x in range(10)]`). A loop around it may be
+    one."""
+    index = next((index for index in range(len(stack) - 1, -1, -1) if stack[index] is loop), None)
+    if index is None or getattr(loop, "orelse", None) is not None or type(loop.body) is not cst.IndentedBlock:
+        return False
+    around = tuple(stack[: index + 1])
+    looped = iteration(ctx, loop, around)
+    if looped is None or not _counted(ctx, looped.iterable, looped.evaluated_at):
+        return False
+    statements = list(loop.body.body)
+    if type(loop) is cst.While:
+        statements = statements[1:]  # the `next(...)` that `iteration` read
+    fills = False  # a loop that only names values (`mask = torch.ones(n).cuda()`) fills nothing: it stands for a step
+    for statement in statements:
+        if type(statement) in (cst.For, cst.While):
+            if not fills_a_collection(ctx, statement, (*around, loop.body, statement)):
+                return False
+            fills = True
+            continue
+        if type(statement) is not cst.SimpleStatementLine:
+            return False
+        for small in statement.body:
+            if type(small) is cst.Pass:
+                continue
+            if type(small) is cst.Expr and type(small.value) is cst.Call and syntax.method_name(small.value) in _ADDING_METHODS:
+                added: List[cst.CSTNode] = [arg.value for arg in small.value.args]
+                fills = True
+            elif type(small) is cst.Assign and all(type(target.target) in (cst.Subscript, cst.Name) for target in small.targets):
+                # `table[i] = ...`, or a name for a value built on the way (`t = torch.randn(n).cuda()`, then
+                # `tensors.append(t)`)
+                added = [small.value] + [
+                    element for target in small.targets if type(target.target) is cst.Subscript
+                    for element in target.target.slice
+                ]
+                fills = fills or any(type(target.target) is cst.Subscript for target in small.targets)
+            else:
+                return False
+            if not all(_only_builds(ctx, value, around) for value in added):
+                return False
+    return fills
+
+
+def _counted(ctx: "FileContext", iterable: cst.BaseExpression, stack: Sequence[cst.CSTNode]) -> bool:
+    """`range(...)` or a literal list, tuple or set, also inside `enumerate(...)` or a progress bar (`tqdm(...)`):
+    items that are numbers or settings, not batches."""
+    while type(iterable) is cst.Call and iterable.args and (
+        dotted_name(iterable.func) == "enumerate" or syntax.terminal_name(iterable.func) == "tqdm"
+        or ctx.qualified_name_in(iterable.func, PROGRESS_BARS, stack)
+    ):
+        iterable = iterable.args[0].value
+    if type(iterable) is cst.Call:
+        return type(iterable.func) is cst.Name and iterable.func.value == "range"
+    return type(iterable) in (cst.List, cst.Tuple, cst.Set)
+
+
+def _only_builds(ctx: "FileContext", value: cst.CSTNode, stack: Sequence[cst.CSTNode]) -> bool:
+    """Every call in `value` is a torch function, a tensor method that makes or converts a tensor (`.cuda()`,
+    `.normal_()`, `.view(...)`) or a builtin of `_BUILDING_BUILTINS`: nothing in it calls a model or a function of
+    the file."""
+    calls: List[cst.Call] = []
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        if type(node) is cst.Call:
+            calls.append(node)
+        return type(node) not in FUNCTION_BOUNDARIES
+
+    walk(value, on_visit, lambda node: None)
+    scopes = scope_nodes_of(stack)
+    for call in calls:
+        func = call.func
+        if type(func) is cst.Name and func.value in _BUILDING_BUILTINS and ctx.scopes.binding_scope(func.value, scopes) is None:
+            continue
+        qualified = ctx.qualified_name(func, stack)
+        if qualified is not None:
+            if not qualified.startswith("torch."):
+                return False
+        elif type(func) is not cst.Attribute or func.attr.value not in _BUILDING_METHODS:
+            return False
+    return True
 
 
 def _while_tested(stack: Sequence[cst.CSTNode]) -> List[cst.CSTNode]:

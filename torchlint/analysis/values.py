@@ -348,7 +348,9 @@ class Values:
         if scope.node is place.scopes[-1]:
             reaching = flow.reaching(name.value, _position_read(flow, place))
         else:
-            reaching = _seen_inside(flow, name.value, place.scopes[index + 1] if index + 1 < len(place.scopes) else None)
+            reaching = self._bound_where_called(flow, name.value, place.scopes[index:]) or _seen_inside(
+                flow, name.value, place.scopes[index + 1] if index + 1 < len(place.scopes) else None,
+            )
         found: List[Origin] = []
         for binding in reaching:
             if imported is not None and type(binding.definition) in _IMPORTS:
@@ -376,6 +378,47 @@ class Values:
                     origins = self._elements(origins, index, depth, seen)
                 found += origins
         return found or [Origin(name, place, opaque=True)]
+
+    def _bound_where_called(self, flow: Flow, name: str, scopes: Tuple[cst.CSTNode, ...]) -> Optional[List[Binding]]:
+        """The bindings of the module-level `name` that code run by calls of the module sees, read in a function of the
+        module or in a class's `__init__` (`scopes`: the module, then the scopes down to the read): those that reach
+        the calls of the function, or of the class, by its name, when its definition is one a later one of the same
+        name replaces (a notebook's "wrong, then right" cells) or the file is a notebook, and every use of the name is
+        such a call at module level. A class defined in one cell and built right there sees the list that cell made,
+        not the one a later cell rebinds the name to. None otherwise (`_seen_inside` answers)."""
+        if type(flow.node) is not cst.Module or len(scopes) < 2:
+            return None
+        inner = scopes[1]
+        if type(inner) is cst.FunctionDef:
+            runs_at_call = len(scopes) == 2
+        else:
+            runs_at_call = (
+                type(inner) is cst.ClassDef and len(scopes) == 3 and type(scopes[2]) is cst.FunctionDef
+                and scopes[2].name.value == "__init__"
+            )
+        defined = flow.statements.get(id(inner))
+        if not runs_at_call or inner.decorators or defined is None:
+            return None
+        called = inner.name.value
+        uses = self._name_uses_of_file()
+        if called in uses.other:
+            return None
+        replaced = any(binding.order > defined[0] for binding in flow.bindings.get(called, ()))
+        if not replaced and self.ctx.file_kind is not FileKind.NOTEBOOK:
+            return None  # another file may import it and call it once the module has run
+        found: Dict[int, Binding] = {}
+        for _, call_scopes, statement in uses.calls.get(called, ()):
+            if len(call_scopes) != 1:
+                return None  # a call in a function runs whenever that function does
+            position = flow.position(Place(self.ctx, call_scopes, statement).stack)
+            if position is None:
+                return None
+            callees = flow.reaching(called, position)
+            if any(binding.definition is inner for binding in callees):
+                if len(callees) != 1:
+                    return None
+                found.update((id(binding), binding) for binding in flow.reaching(name, position))
+        return list(found.values()) or None
 
     def _parameter(
         self, name: cst.Name, function: cst.FunctionDef, scopes: Tuple[cst.CSTNode, ...], place: Place, depth: int,

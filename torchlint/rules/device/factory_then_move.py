@@ -77,7 +77,14 @@ class FactoryThenMove(Rule):
     running backward, written inside it or in a function of the file it calls:
     `for epoch in ...: train(epoch)`), besides that inner loop: initial states or a
     sample drawn once per epoch; comprehensions (`[torch.zeros(n).cuda() for _ in
-    range(k)]` builds a list once); state made on first use under `if len(state) == 0:`,
+    range(k)]` builds a list once), and a loop over `range(...)` or a literal
+    collection (also through `enumerate`, a progress bar or a `while` stepping it by
+    hand) that does the same as a statement: it adds to a container (`append`,
+    `extend`, `insert`, `add`, `table[i] = ...`), and each of its statements adds or
+    names (`t = ...`) values only torch functions, tensor methods and number builtins
+    make (`for x in range(10):
+    tensors.append(torch.randn(n, 10).cuda())`, a notebook's demo of GPU memory; a step
+    loop around it still counts, and a loop that also calls a model is a step loop); state made on first use under `if len(state) == 0:`,
     `if not state:`, `if x is None:` or `if key not in cache:` (an optimizer's `step()`
     initialising its buffers); loops in test files (`test_*.py`, `tests/`),
     which repeat a test once per parameter. A variable holding a factory's result

@@ -4,7 +4,9 @@ from typing import Dict, List, Optional, Set, Tuple
 import libcst as cst
 
 from torchlint.analysis import syntax
-from torchlint.analysis.modules import ModuleClass, ModuleClasses, is_self_attribute, self_name
+from torchlint.analysis.modules import (
+    PARAMETER, ModuleClass, ModuleClasses, builds_module, is_self_attribute, rebound_later, self_name,
+)
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.summaries import SUMMARIES, calls_from_importers
 from torchlint.analysis.values import Values
@@ -53,7 +55,11 @@ class TensorAttributeNotBuffer(Rule):
     0-dim tensors of one number (`torch.tensor(0.5)`: torch combines a 0-dim CPU tensor
     with tensors on any device), tensors created inside `forward`, constants used only
     in `__init__` or in methods `forward` does not call, attributes other methods assign
-    again (state the class manages itself), attributes `forward` moves where it
+    again (state the class manages itself), a tensor that a later statement of the same
+    block of `__init__` rebinds to an `nn.Parameter` or a module (`self.w = torch.randn(m, d)`
+    then `self.w = nn.Parameter(f(self.w))`: a temporary; rebound to another factory's
+    tensor, the attribute is judged at that line; rebound to a tensor computed from it,
+    `self.w = self.w / self.w.norm()`, it stays a plain tensor and is flagged), attributes `forward` moves where it
     reads them (`self.mask.to(x.device)`, `.type_as(x)`), reads only in the test
     of an `if`/`while` (MONAI's `if self.node_a[0][d]:`, host-side control flow), only
     for their shape (`self.grid.size()`, `.shape`, `len(self.grid)`), or only copied into
@@ -192,6 +198,8 @@ class TensorAttributeNotBuffer(Rule):
             key = (id(module.node), target.attr.value)
             if key in self.registered or self._assigned_elsewhere(module, target.attr.value, init):
                 continue
+            if self._replaced(target, stack):
+                continue
             if self._built_under_a_default_device(module):
                 continue
             forwards = self.classes.forward_methods(module)
@@ -205,15 +213,27 @@ class TensorAttributeNotBuffer(Rule):
             else:
                 self.report(target, self._message(target), self._fix(target, statement, init))
 
-    def _is_tensor(self, value: cst.BaseExpression) -> bool:
-        """A torch factory's result, possibly with tensor methods chained on it; not a 0-dim tensor of a number."""
+    def _replaced(self, target: cst.Attribute, stack: tuple) -> bool:
+        """A later statement of `__init__`'s block rebinds the attribute (`rebound_later`) to a factory's tensor,
+        judged there, or to a Parameter or a module, which the module registers: the first tensor was a temporary
+        (`self.w = torch.randn(m, d)` then `self.w = nn.Parameter(f(self.w))`). A tensor computed from it
+        (`self.w = self.w / self.w.norm()`) stays a plain tensor and is judged here."""
+        final = rebound_later(stack, target)
+        return type(final) is cst.Call and (
+            self._is_tensor(final, stack) or self.ctx.qualified_name_in(final.func, PARAMETER, stack)
+            or builds_module(self.ctx, final, stack)
+        )
+
+    def _is_tensor(self, value: cst.BaseExpression, stack: Optional[tuple] = None) -> bool:
+        """A torch factory's result, possibly with tensor methods chained on it; not a 0-dim tensor of a number (read
+        where `stack` ends; default: the node being visited)."""
         while type(value) is cst.Call and type(value.func) is cst.Attribute and type(value.func.value) is cst.Call:
             if value.func.attr.value in _NOT_TENSOR_METHODS:
                 return False
             value = value.func.value
-        if type(value) is not cst.Call or not self.ctx.qualified_name_in(value.func, TENSOR_FACTORIES):
+        if type(value) is not cst.Call or not self.ctx.qualified_name_in(value.func, TENSOR_FACTORIES, stack):
             return False
-        if self.ctx.qualified_name(value.func) in _SCALAR_FACTORIES:
+        if self.ctx.qualified_name(value.func, stack) in _SCALAR_FACTORIES:
             data = syntax.positional(value, 0) or syntax.keyword(value, "data")
             return data is None or not isinstance(syntax.literal(data.value), (int, float, bool))
         return True
