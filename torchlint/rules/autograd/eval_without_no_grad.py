@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+from functools import cache, partial
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -207,12 +208,16 @@ class EvalWithoutNoGrad(Rule):
 
     def finish(self) -> None:
         for forward in self.forwards:
-            if not self.models.is_model(forward.model, forward.stack) or _runs_once(forward.loops[0].node):
+            if _runs_once(forward.loops[0].node):
                 continue
+            # Whether the forward evaluates is asked before whether it calls a model: most calls in a loop are in no
+            # evaluation at all, and telling a model follows the value model, the dearer question.
             evaluation = self._eval_before(forward)
             if evaluation is None and (forward.in_model_method or not names_an_evaluation(forward.function_name)) and (
-                forward.in_model_method or not self._evaluated_by_callers(forward.function, self._built_by(forward.model, forward.stack))
+                forward.in_model_method or not self._evaluated_by_callers(forward.function, cache(partial(self._built_by, forward.model, forward.stack)))
             ):
+                continue
+            if not self.models.is_model(forward.model, forward.stack):
                 continue
             if self._backpropagates(forward, evaluation) or uses_autograd_grad(forward.function, self.ctx):
                 continue
@@ -224,17 +229,21 @@ class EvalWithoutNoGrad(Rule):
     def _eval_before(self, forward: _Forward) -> Optional[_Eval]:
         """The last `eval()` of the forward's function before it, on a model that may be the one called: one put
         in eval mode cells earlier in a notebook does not make a demo of another model an evaluation."""
+        before = [evaluation for evaluation in self.evals.get(forward.function, ()) if evaluation.seq < forward.seq]
+        if not before:
+            return None
         called = self._built_by(forward.model, forward.stack)
         earlier = [
-            evaluation for evaluation in self.evals.get(forward.function, ())
-            if evaluation.seq < forward.seq and (called is None or evaluation.models is None or not called.isdisjoint(evaluation.models))
+            evaluation for evaluation in before
+            if called is None or evaluation.models is None or not called.isdisjoint(evaluation.models)
         ]
         return earlier[-1] if earlier else None
 
-    def _evaluated_by_callers(self, function: str, called: Optional[FrozenSet[int]], depth: int = 3) -> bool:
-        """A call of `function` runs after an `eval()` of a model that may be the one called, in its caller's code
-        (`model.eval()`, then `main()`, which calls `evaluate(model)` or `Trainer(model).fit()`), `depth` callers up,
-        none of the calls under a grad mode."""
+    def _evaluated_by_callers(self, function: str, called: Callable[[], Optional[FrozenSet[int]]], depth: int = 3) -> bool:
+        """A call of `function` runs after an `eval()` of a model that may be the one called (`called()`: `_built_by`
+        of the forward's model, asked only once an `eval()` is found), in its caller's code (`model.eval()`, then
+        `main()`, which calls `evaluate(model)` or `Trainer(model).fit()`), `depth` callers up, none of the calls under
+        a grad mode."""
         if depth == 0:
             return False
         for call, stack in self._calls_into(function):
@@ -245,7 +254,7 @@ class EvalWithoutNoGrad(Rule):
             if caller == function:
                 continue
             if any(
-                evaluation.seq < seq and (called is None or evaluation.models is None or not called.isdisjoint(evaluation.models))
+                evaluation.seq < seq and (evaluation.models is None or called() is None or not called().isdisjoint(evaluation.models))
                 for evaluation in self.evals.get(caller, ())
             ) or self._evaluated_by_callers(caller, called, depth - 1):
                 return True
