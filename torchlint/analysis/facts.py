@@ -16,7 +16,7 @@ from torchlint.analysis import syntax
 from torchlint.analysis.loops import is_accumulating_backward
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.summaries import function_facts, imported_function, shows_no_fact
-from torchlint.analysis.values import PROGRESS_BARS, Origin, Values
+from torchlint.analysis.values import PROGRESS_BARS, Origin, Values, advanced_iterator, iterated_items
 from torchlint.engine.context import last_parts
 from torchlint.engine.facts import recognizes
 from torchlint.engine.scopes import dotted_name, scope_nodes_of
@@ -31,6 +31,8 @@ PROCESS_CLASSES = frozenset({"torch.multiprocessing.Process", "multiprocessing.P
 _ITERATING_CALLS = frozenset({"iter", "list", "enumerate", "next", "tuple", "zip"})
 # Those of them that iterate their argument at once (`enumerate` and `zip` iterate when their result is).
 _ITERATING_BUILTINS = frozenset({"iter", "next", "list", "tuple"})
+# The methods `iter()` and `next()` call, which older code calls itself (`loader.__iter__()`).
+_ITERATING_DUNDERS = frozenset({"__iter__", "__next__"})
 
 
 # Distributed autograd's backward keeps the gradients in its context (`dist_autograd.get_gradients`) and never writes
@@ -152,7 +154,7 @@ def sets_mode(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     return None
 
 
-@recognizes(cst.Call, last_parts(MULTIPROCESSING_SPAWN) | {"start"} | _ITERATING_BUILTINS)
+@recognizes(cst.Call, last_parts(MULTIPROCESSING_SPAWN) | {"start"} | _ITERATING_BUILTINS | _ITERATING_DUNDERS)
 def starts_processes(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     """`torch.multiprocessing.spawn(...)`, `Process(...).start()`, and iterating a DataLoader with workers."""
     if ctx.qualified_name_in(call.func, MULTIPROCESSING_SPAWN):
@@ -178,9 +180,15 @@ def _is_process(expr: Optional[cst.BaseExpression], ctx: "FileContext") -> bool:
 
 
 def worker_loader_iterated_by_call(call: cst.Call, ctx: "FileContext") -> Optional[cst.Call]:
-    """For `next(iter(loader))`, `list(loader)`: the DataLoader construction with workers it iterates."""
+    """For `next(iter(loader))`, `list(loader)`, `loader.__iter__()`: the DataLoader construction with workers it
+    iterates."""
     if not ctx.may_name(semantics.DATALOADER):
         return None
+    if type(call.func) is cst.Attribute:
+        operand = iterated_items(call, ctx, ctx.scope_nodes)
+        if operand is None:
+            operand = advanced_iterator(call, ctx, ctx.scope_nodes)
+        return None if operand is None else worker_loader_in(operand, ctx)
     if type(call.func) is cst.Name and call.func.value in _ITERATING_BUILTINS and ctx.scopes.binding_scope(call.func.value, ctx.scope_nodes) is None:
         for arg in call.args:
             found = worker_loader_in(arg.value, ctx)
@@ -200,6 +208,9 @@ def worker_loader_in(expr: cst.BaseExpression, ctx: "FileContext") -> Optional[c
             if found is not None:
                 return found
         return None
+    iterated = iterated_items(expr, ctx, ctx.scope_nodes)
+    if iterated is not None:  # `loader.__iter__()`
+        return worker_loader_in(iterated, ctx)
     for origin in _beneath_wrappers(Values.of(ctx).origins(expr), starting_workers=expr):
         there, stack = origin.place.context, origin.place.stack
         if semantics.is_dataloader_call(origin.node, there, stack) and semantics.may_start_workers(origin.node, there, stack):
@@ -209,7 +220,7 @@ def worker_loader_in(expr: cst.BaseExpression, ctx: "FileContext") -> Optional[c
 
 # Calls whose iteration yields the items of their first argument, in order: progress bars (`PROGRESS_BARS`), which
 # iterate it only when they are iterated, and iterator helpers, which call `iter()` on it when they are made.
-_ITEM_PRESERVING = PROGRESS_BARS | {"itertools.islice", "itertools.cycle", "iter"}
+_ITEM_PRESERVING = PROGRESS_BARS | {"itertools.islice", "itertools.cycle"}
 # Iterating these iterates every argument (`enumerate`'s index aside): enough to start a loader's workers.
 _ITERATING_EVERY_ARGUMENT = frozenset({"enumerate", "zip", "itertools.chain", "itertools.zip_longest"})
 # Accelerate's methods returning the loader they are given, wrapped: its workers start when the wrapper is iterated.
@@ -246,9 +257,12 @@ def _beneath_wrappers(
 def _wrapped(origin: Origin, starting_workers: bool, inline: bool) -> Optional[List[cst.BaseExpression]]:
     """What the wrapper call `origin` iterates, None when it is no wrapper (`_beneath_wrappers`)."""
     call = origin.node
+    ctx, stack = origin.place.context, origin.place.stack
+    items = iterated_items(call, ctx, origin.place.scopes)
+    if items is not None:  # `iter(loader)`, `loader.__iter__()`
+        return [items] if inline or not starting_workers else None
     if type(call) is not cst.Call or not call.args:
         return None
-    ctx, stack = origin.place.context, origin.place.stack
     positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
     if not positional:
         return None
@@ -336,7 +350,7 @@ def _bound_to_tensors(name: cst.Name, place, ctx: "FileContext") -> bool:
     # Unknown: parameters, loop targets (`next(batches)` of `batches = iter(loader)` too), `+=`, `with ... as`.
     unknown = [
         (binding, values.items_bound(binding, place.scopes)) for binding in bindings
-        if binding.definition is None and (binding.value is None or _calls_next(binding.value))
+        if binding.definition is None and (binding.value is None or advanced_iterator(binding.value, ctx, place.scopes) is not None)
     ]
     unknown = [(binding, items) for binding, items in unknown if binding.value is None or items is not None]
     if not unknown:
@@ -348,10 +362,6 @@ def _bound_to_tensors(name: cst.Name, place, ctx: "FileContext") -> bool:
         elif items is None or not _unpacked_from_loader(binding, items):
             return False
     return True
-
-
-def _calls_next(value: cst.BaseExpression) -> bool:
-    return type(value) is cst.Call and type(value.func) is cst.Name and value.func.value == "next"
 
 
 def _unpacked_from_loader(binding, items) -> bool:
