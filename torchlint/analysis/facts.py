@@ -15,12 +15,12 @@ from torchlint import semantics
 from torchlint.analysis import syntax
 from torchlint.analysis.loops import is_accumulating_backward
 from torchlint.analysis.project import PROJECT
-from torchlint.analysis.summaries import function_facts, imported_function, shows_no_fact
+from torchlint.analysis.summaries import SUMMARIES, defining_file, function_facts, imported_function, shows_no_fact
 from torchlint.analysis.values import PROGRESS_BARS, Origin, Values, advanced_iterator, iterated_items
 from torchlint.engine.context import last_parts
 from torchlint.engine.facts import recognizes
 from torchlint.engine.scopes import dotted_name, scope_nodes_of
-from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
+from torchlint.engine.walk import OwnScopeVisitor, walk, walk_visitor
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
@@ -216,6 +216,111 @@ def worker_loader_in(expr: cst.BaseExpression, ctx: "FileContext") -> Optional[c
         if semantics.is_dataloader_call(origin.node, there, stack) and semantics.may_start_workers(origin.node, there, stack):
             return origin.node
     return None
+
+
+def worker_loader_given_to_iteration(call: cst.Call, ctx: "FileContext") -> Optional[Tuple[cst.Call, str, str]]:
+    """For a call (evaluated at `ctx.stack`) of a function another project file defines at module level
+    (`fit(model, dataloader=loader)` after `from lib.train import fit`) that iterates the parameter the call gives a
+    DataLoader with workers (`iterated_parameters`): that DataLoader construction, the function's name and its file.
+    Read from the summary of the defining file, so the file is parsed once, by the first lint that asks."""
+    if not ctx.may_name(semantics.DATALOADER):
+        return None
+    path = Values.of(ctx).import_path(call.func, ctx.scope_nodes)
+    located = defining_file(ctx.filename, path, ctx.config) if path is not None else None
+    if located is None or not located[1]:
+        return None
+    where, name = located
+    iterated = (SUMMARIES.section(where, ctx.config, _ITERATED_PARAMETERS, iterated_parameters) or {}).get(name, ())
+    for parameter, position in iterated:
+        given = syntax.keyword(call, parameter)
+        if given is None and position >= 0 and not any(arg.star == "*" for arg in call.args):  # `*args` shifts them
+            given = syntax.positional(call, position)
+        if given is not None:
+            found = worker_loader_in(given.value, ctx)
+            if found is not None:
+                return found, name, where
+    return None
+
+
+_ITERATED_PARAMETERS = "iterated-parameters"
+
+
+def iterated_parameters(ctx: "FileContext") -> Dict[str, Tuple[Tuple[str, int], ...]]:
+    """A summary section: for each function the file defines at module level (its name bound by that definition
+    only), the parameters its own body iterates as they were given: `for batch in dataloader`, also beneath
+    `enumerate`, `zip`, `tqdm` and the like (`_wrapped`), `iter(dataloader)`, `next(iter(dataloader))`,
+    `list(dataloader)`, a comprehension over it, before any rebinding of the name. Each parameter comes with its
+    position among the positional parameters, -1 for a keyword-only one. What a function does with a loader it is
+    given, for the calls of it in other files (`worker_loader_given_to_iteration`)."""
+    flow = Values.of(ctx).flow(ctx.module)
+    found: Dict[str, Tuple[Tuple[str, int], ...]] = {}
+    for statement in ctx.module.body:
+        if type(statement) is not cst.FunctionDef:
+            continue
+        bindings = flow.reaching(statement.name.value, None)
+        if len(bindings) == 1 and bindings[0].definition is statement:
+            iterated = _parameters_iterated_in(statement, ctx)
+            if iterated:
+                found[statement.name.value] = iterated
+    return found
+
+
+def _parameters_iterated_in(function: cst.FunctionDef, ctx: "FileContext") -> Tuple[Tuple[str, int], ...]:
+    params = function.params
+    positions = {param.name.value: index for index, param in enumerate((*params.posonly_params, *params.params))}
+    positions.update((param.name.value, -1) for param in params.kwonly_params)
+    values = Values.of(ctx)
+    stack: List[cst.CSTNode] = [ctx.module, function]
+    iterated: Set[str] = set()
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        stack.append(node)
+        if type(node) in _NOT_THIS_FUNCTION:
+            return False
+        place = values.place(stack)
+        for expr in _iterated_by(node, ctx, place.scopes):
+            for name in _beneath_inline_wrappers(expr, place, 0):
+                if type(name) is cst.Name and name.value in positions and _still_the_parameter(name, values, place):
+                    iterated.add(name.value)
+        return True
+
+    walk(function.body, on_visit, lambda node: stack.pop())
+    return tuple(sorted((name, positions[name]) for name in iterated))
+
+
+_NOT_THIS_FUNCTION = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+
+
+def _iterated_by(node: cst.CSTNode, ctx: "FileContext", scopes) -> List[cst.BaseExpression]:
+    """What `node` iterates itself: the iterable of a `for` or a comprehension, the argument of `iter`, `next`,
+    `list`, `tuple` (the builtins) and the receiver of `__iter__()`, `__next__()`."""
+    node_type = type(node)
+    if node_type in (cst.For, cst.CompFor):
+        return [node.iter]
+    if node_type is not cst.Call:
+        return []
+    if type(node.func) is cst.Name and node.func.value in _ITERATING_BUILTINS and ctx.scopes.binding_scope(node.func.value, scopes) is None:
+        return [arg.value for arg in node.args if arg.keyword is None and not arg.star]
+    dunder = iterated_items(node, ctx, scopes)
+    if dunder is None:
+        dunder = advanced_iterator(node, ctx, scopes)
+    return [dunder] if dunder is not None else []
+
+
+def _beneath_inline_wrappers(expr: cst.BaseExpression, place, depth: int) -> List[cst.BaseExpression]:
+    """What iterating `expr` iterates, beneath the wrappers written around it there (`enumerate(tqdm(loader))`)."""
+    wrapped = _wrapped(Origin(expr, place), True, True) if depth < _WRAPPER_DEPTH else None
+    if wrapped is None:
+        return [expr]
+    return [inner for each in wrapped for inner in _beneath_inline_wrappers(each, place, depth + 1)]
+
+
+def _still_the_parameter(name: cst.Name, values: Values, place) -> bool:
+    """`name`, read at `place`, holds the parameter of its function as given: no other binding of it reaches."""
+    found = values.bindings(name, place)
+    return found is not None and type(found[0]) is cst.FunctionDef and bool(found[1]) and all(
+        binding.statement is None and binding.value is None and binding.definition is None for binding in found[1]
+    )
 
 
 # Calls whose iteration yields the items of their first argument, in order: progress bars (`PROGRESS_BARS`), which
