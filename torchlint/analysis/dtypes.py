@@ -1,18 +1,18 @@
 """Torch dtypes as code names them: `torch.float32` and its aliases (`torch.float`), the casting methods
 (`x.float()`), the legacy tensor types (`torch.cuda.FloatTensor`), names that by their spelling hold a dtype, and
-the dtype a torch factory call makes (`made_dtype`).
+the dtype a torch factory call makes (`made_dtype`), and where the dtype of a value was decided (`dtype_origins`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, List, NamedTuple, Optional, Tuple
 
 import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.facts import holds_tensor
 from torchlint.analysis.syntax import call_argument
-from torchlint.analysis.values import Values
+from torchlint.analysis.values import Origin, Values
 from torchlint.engine.scopes import scope_nodes_of
 
 if TYPE_CHECKING:
@@ -47,6 +47,15 @@ DEFAULT_FLOAT_FACTORIES = frozenset(
 INT64_FACTORIES = frozenset({"torch.randint", "torch.randperm"})
 # Methods of a tensor or array that return a Python int.
 _INT_METHODS = frozenset({"size", "numel", "dim", "nelement", "ndimension"})
+# Tensor methods whose result has their receiver's dtype: views, reshapes, repeats and copies (`view` only when given
+# a shape: `x.view(torch.float16)` reinterprets the bytes as another dtype).
+DTYPE_KEEPING_METHODS = frozenset({
+    "view", "view_as", "reshape", "reshape_as", "expand", "expand_as", "contiguous", "permute", "transpose", "t",
+    "squeeze", "unsqueeze", "flatten", "unflatten", "movedim", "repeat", "repeat_interleave", "flip", "roll",
+    "clone", "detach", "narrow", "select",
+})
+# How many reshapes `dtype_origins` looks through, one after the other.
+_DTYPE_KEEPING_DEPTH = 8
 # Operators that keep two Python ints an int (`/` makes a float, `**` does for a negative exponent).
 _INT_OPERATORS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
 
@@ -153,6 +162,58 @@ def made_dtype(call: cst.Call, ctx: "FileContext", stack=None) -> Optional[str]:
         alone = data is not None and len(call.args) == 1
         return None if alone and holds_tensor(data, ctx, stack) else "float32"
     return tensor_type_of(call.func, ctx, stack)[0]
+
+
+def dtype_origins(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> List[Origin]:
+    """Where the dtype of the tensor `expr` holds at `stack` was decided: the origins of its value, stopping at casts
+    (`Values.origins(..., through_casts=False)`), with each reshape, view, copy or index of a tensor among them
+    (`x.expand(n, m).contiguous().view(-1)`, `x.clone()`, `x[mask]`) replaced by those of the tensor it is made from,
+    whose dtype it has. A factory among them (`torch.arange(10)` of `torch.arange(10).view(-1)`) tells the dtype."""
+    return _dtype_origins(expr, ctx, ctx.stack if stack is None else stack, 0)
+
+
+def _dtype_origins(expr: cst.BaseExpression, ctx: "FileContext", stack, depth: int) -> List[Origin]:
+    found: List[Origin] = []
+    for origin in Values.of(ctx).origins(expr, stack, through_casts=False):
+        there, at = origin.place.context, origin.place.stack
+        source = None
+        if not origin.applied and not origin.opaque and depth < _DTYPE_KEEPING_DEPTH:
+            source = _dtype_kept_from(origin.node, there, at)
+        if source is None:
+            found.append(origin)
+        else:
+            found += _dtype_origins(source, there, at, depth + 1)
+    return found
+
+
+def _dtype_kept_from(node: cst.CSTNode, ctx: "FileContext", stack) -> Optional[cst.BaseExpression]:
+    """The tensor whose dtype `node` has: the receiver of a dtype-keeping method (`x` of `x.view(-1)`), the value
+    indexed by a subscript (`x` of `x[:, 0]`: indexing a tensor keeps its dtype; a literal container's items the
+    value model follows already); None for anything else."""
+    if type(node) is cst.Subscript:
+        return node.value
+    if type(node) is not cst.Call or type(node.func) is not cst.Attribute:
+        return None
+    method = node.func.attr.value
+    if method not in DTYPE_KEEPING_METHODS or ctx.qualified_name(node.func, stack) is not None:
+        return None  # `torch.flatten(x)`-style functions are named by the module; only methods are read here
+    if method == "view" and not _gives_shape(node, ctx, stack):
+        return None
+    return node.func.value
+
+
+def _gives_shape(view: cst.Call, ctx: "FileContext", stack) -> bool:
+    """`x.view(...)` is given a shape, not a dtype: several sizes, an unpacked shape, an int, a literal tuple or list,
+    or a tensor's shape (`y.shape`, `y.size()`)."""
+    args = view.args
+    if len(args) != 1 or args[0].star:
+        return bool(args)
+    given = args[0].value
+    return (
+        type(given) in (cst.Tuple, cst.List) or _python_int(given, ctx, stack, 0)
+        or type(given) is cst.Attribute and given.attr.value == "shape"
+        or type(given) is cst.Call and type(given.func) is cst.Attribute and given.func.attr.value == "size" and not given.args
+    )
 
 
 def _python_int(expr: cst.BaseExpression, ctx: "FileContext", stack, depth: int) -> bool:

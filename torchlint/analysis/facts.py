@@ -15,12 +15,12 @@ from torchlint import semantics
 from torchlint.analysis import syntax
 from torchlint.analysis.loops import is_accumulating_backward
 from torchlint.analysis.project import PROJECT
-from torchlint.analysis.summaries import function_facts, imported_function, shows_no_fact
-from torchlint.analysis.values import PROGRESS_BARS, Origin, Values
+from torchlint.analysis.summaries import SUMMARIES, defining_file, function_facts, imported_function, shows_no_fact
+from torchlint.analysis.values import PROGRESS_BARS, Origin, Values, advanced_iterator, iterated_items
 from torchlint.engine.context import last_parts
 from torchlint.engine.facts import recognizes
 from torchlint.engine.scopes import dotted_name, scope_nodes_of
-from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
+from torchlint.engine.walk import OwnScopeVisitor, walk, walk_visitor
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
@@ -31,6 +31,8 @@ PROCESS_CLASSES = frozenset({"torch.multiprocessing.Process", "multiprocessing.P
 _ITERATING_CALLS = frozenset({"iter", "list", "enumerate", "next", "tuple", "zip"})
 # Those of them that iterate their argument at once (`enumerate` and `zip` iterate when their result is).
 _ITERATING_BUILTINS = frozenset({"iter", "next", "list", "tuple"})
+# The methods `iter()` and `next()` call, which older code calls itself (`loader.__iter__()`).
+_ITERATING_DUNDERS = frozenset({"__iter__", "__next__"})
 
 
 # Distributed autograd's backward keeps the gradients in its context (`dist_autograd.get_gradients`) and never writes
@@ -152,7 +154,7 @@ def sets_mode(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     return None
 
 
-@recognizes(cst.Call, last_parts(MULTIPROCESSING_SPAWN) | {"start"} | _ITERATING_BUILTINS)
+@recognizes(cst.Call, last_parts(MULTIPROCESSING_SPAWN) | {"start"} | _ITERATING_BUILTINS | _ITERATING_DUNDERS)
 def starts_processes(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     """`torch.multiprocessing.spawn(...)`, `Process(...).start()`, and iterating a DataLoader with workers."""
     if ctx.qualified_name_in(call.func, MULTIPROCESSING_SPAWN):
@@ -178,9 +180,15 @@ def _is_process(expr: Optional[cst.BaseExpression], ctx: "FileContext") -> bool:
 
 
 def worker_loader_iterated_by_call(call: cst.Call, ctx: "FileContext") -> Optional[cst.Call]:
-    """For `next(iter(loader))`, `list(loader)`: the DataLoader construction with workers it iterates."""
+    """For `next(iter(loader))`, `list(loader)`, `loader.__iter__()`: the DataLoader construction with workers it
+    iterates."""
     if not ctx.may_name(semantics.DATALOADER):
         return None
+    if type(call.func) is cst.Attribute:
+        operand = iterated_items(call, ctx, ctx.scope_nodes)
+        if operand is None:
+            operand = advanced_iterator(call, ctx, ctx.scope_nodes)
+        return None if operand is None else worker_loader_in(operand, ctx)
     if type(call.func) is cst.Name and call.func.value in _ITERATING_BUILTINS and ctx.scopes.binding_scope(call.func.value, ctx.scope_nodes) is None:
         for arg in call.args:
             found = worker_loader_in(arg.value, ctx)
@@ -200,6 +208,9 @@ def worker_loader_in(expr: cst.BaseExpression, ctx: "FileContext") -> Optional[c
             if found is not None:
                 return found
         return None
+    iterated = iterated_items(expr, ctx, ctx.scope_nodes)
+    if iterated is not None:  # `loader.__iter__()`
+        return worker_loader_in(iterated, ctx)
     for origin in _beneath_wrappers(Values.of(ctx).origins(expr), starting_workers=expr):
         there, stack = origin.place.context, origin.place.stack
         if semantics.is_dataloader_call(origin.node, there, stack) and semantics.may_start_workers(origin.node, there, stack):
@@ -207,9 +218,114 @@ def worker_loader_in(expr: cst.BaseExpression, ctx: "FileContext") -> Optional[c
     return None
 
 
+def worker_loader_given_to_iteration(call: cst.Call, ctx: "FileContext") -> Optional[Tuple[cst.Call, str, str]]:
+    """For a call (evaluated at `ctx.stack`) of a function another project file defines at module level
+    (`fit(model, dataloader=loader)` after `from lib.train import fit`) that iterates the parameter the call gives a
+    DataLoader with workers (`iterated_parameters`): that DataLoader construction, the function's name and its file.
+    Read from the summary of the defining file, so the file is parsed once, by the first lint that asks."""
+    if not ctx.may_name(semantics.DATALOADER):
+        return None
+    path = Values.of(ctx).import_path(call.func, ctx.scope_nodes)
+    located = defining_file(ctx.filename, path, ctx.config) if path is not None else None
+    if located is None or not located[1]:
+        return None
+    where, name = located
+    iterated = (SUMMARIES.section(where, ctx.config, _ITERATED_PARAMETERS, iterated_parameters) or {}).get(name, ())
+    for parameter, position in iterated:
+        given = syntax.keyword(call, parameter)
+        if given is None and position >= 0 and not any(arg.star == "*" for arg in call.args):  # `*args` shifts them
+            given = syntax.positional(call, position)
+        if given is not None:
+            found = worker_loader_in(given.value, ctx)
+            if found is not None:
+                return found, name, where
+    return None
+
+
+_ITERATED_PARAMETERS = "iterated-parameters"
+
+
+def iterated_parameters(ctx: "FileContext") -> Dict[str, Tuple[Tuple[str, int], ...]]:
+    """A summary section: for each function the file defines at module level (its name bound by that definition
+    only), the parameters its own body iterates as they were given: `for batch in dataloader`, also beneath
+    `enumerate`, `zip`, `tqdm` and the like (`_wrapped`), `iter(dataloader)`, `next(iter(dataloader))`,
+    `list(dataloader)`, a comprehension over it, before any rebinding of the name. Each parameter comes with its
+    position among the positional parameters, -1 for a keyword-only one. What a function does with a loader it is
+    given, for the calls of it in other files (`worker_loader_given_to_iteration`)."""
+    flow = Values.of(ctx).flow(ctx.module)
+    found: Dict[str, Tuple[Tuple[str, int], ...]] = {}
+    for statement in ctx.module.body:
+        if type(statement) is not cst.FunctionDef:
+            continue
+        bindings = flow.reaching(statement.name.value, None)
+        if len(bindings) == 1 and bindings[0].definition is statement:
+            iterated = _parameters_iterated_in(statement, ctx)
+            if iterated:
+                found[statement.name.value] = iterated
+    return found
+
+
+def _parameters_iterated_in(function: cst.FunctionDef, ctx: "FileContext") -> Tuple[Tuple[str, int], ...]:
+    params = function.params
+    positions = {param.name.value: index for index, param in enumerate((*params.posonly_params, *params.params))}
+    positions.update((param.name.value, -1) for param in params.kwonly_params)
+    values = Values.of(ctx)
+    stack: List[cst.CSTNode] = [ctx.module, function]
+    iterated: Set[str] = set()
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        stack.append(node)
+        if type(node) in _NOT_THIS_FUNCTION:
+            return False
+        place = values.place(stack)
+        for expr in _iterated_by(node, ctx, place.scopes):
+            for name in _beneath_inline_wrappers(expr, place, 0):
+                if type(name) is cst.Name and name.value in positions and _still_the_parameter(name, values, place):
+                    iterated.add(name.value)
+        return True
+
+    walk(function.body, on_visit, lambda node: stack.pop())
+    return tuple(sorted((name, positions[name]) for name in iterated))
+
+
+_NOT_THIS_FUNCTION = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+
+
+def _iterated_by(node: cst.CSTNode, ctx: "FileContext", scopes) -> List[cst.BaseExpression]:
+    """What `node` iterates itself: the iterable of a `for` or a comprehension, the argument of `iter`, `next`,
+    `list`, `tuple` (the builtins) and the receiver of `__iter__()`, `__next__()`."""
+    node_type = type(node)
+    if node_type in (cst.For, cst.CompFor):
+        return [node.iter]
+    if node_type is not cst.Call:
+        return []
+    if type(node.func) is cst.Name and node.func.value in _ITERATING_BUILTINS and ctx.scopes.binding_scope(node.func.value, scopes) is None:
+        return [arg.value for arg in node.args if arg.keyword is None and not arg.star]
+    dunder = iterated_items(node, ctx, scopes)
+    if dunder is None:
+        dunder = advanced_iterator(node, ctx, scopes)
+    return [dunder] if dunder is not None else []
+
+
+def _beneath_inline_wrappers(expr: cst.BaseExpression, place, depth: int) -> List[cst.BaseExpression]:
+    """What iterating `expr` iterates, beneath the wrappers written around it there (`enumerate(tqdm(loader))`)."""
+    wrapped = _wrapped(Origin(expr, place), True, True) if depth < _WRAPPER_DEPTH else None
+    if wrapped is None:
+        return [expr]
+    return [inner for each in wrapped for inner in _beneath_inline_wrappers(each, place, depth + 1)]
+
+
+def _still_the_parameter(name: cst.Name, values: Values, place) -> bool:
+    """`name`, read at `place`, holds the parameter of its function as given: no other binding of it reaches."""
+    found = values.bindings(name, place)
+    return found is not None and type(found[0]) is cst.FunctionDef and bool(found[1]) and all(
+        binding.statement is None and binding.value is None and binding.definition is None for binding in found[1]
+    )
+
+
 # Calls whose iteration yields the items of their first argument, in order: progress bars (`PROGRESS_BARS`), which
 # iterate it only when they are iterated, and iterator helpers, which call `iter()` on it when they are made.
-_ITEM_PRESERVING = PROGRESS_BARS | {"itertools.islice", "itertools.cycle", "iter"}
+_ITEM_PRESERVING = PROGRESS_BARS | {"itertools.islice", "itertools.cycle"}
 # Iterating these iterates every argument (`enumerate`'s index aside): enough to start a loader's workers.
 _ITERATING_EVERY_ARGUMENT = frozenset({"enumerate", "zip", "itertools.chain", "itertools.zip_longest"})
 # Accelerate's methods returning the loader they are given, wrapped: its workers start when the wrapper is iterated.
@@ -246,9 +362,12 @@ def _beneath_wrappers(
 def _wrapped(origin: Origin, starting_workers: bool, inline: bool) -> Optional[List[cst.BaseExpression]]:
     """What the wrapper call `origin` iterates, None when it is no wrapper (`_beneath_wrappers`)."""
     call = origin.node
+    ctx, stack = origin.place.context, origin.place.stack
+    items = iterated_items(call, ctx, origin.place.scopes)
+    if items is not None:  # `iter(loader)`, `loader.__iter__()`
+        return [items] if inline or not starting_workers else None
     if type(call) is not cst.Call or not call.args:
         return None
-    ctx, stack = origin.place.context, origin.place.stack
     positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
     if not positional:
         return None
@@ -336,7 +455,7 @@ def _bound_to_tensors(name: cst.Name, place, ctx: "FileContext") -> bool:
     # Unknown: parameters, loop targets (`next(batches)` of `batches = iter(loader)` too), `+=`, `with ... as`.
     unknown = [
         (binding, values.items_bound(binding, place.scopes)) for binding in bindings
-        if binding.definition is None and (binding.value is None or _calls_next(binding.value))
+        if binding.definition is None and (binding.value is None or advanced_iterator(binding.value, ctx, place.scopes) is not None)
     ]
     unknown = [(binding, items) for binding, items in unknown if binding.value is None or items is not None]
     if not unknown:
@@ -348,10 +467,6 @@ def _bound_to_tensors(name: cst.Name, place, ctx: "FileContext") -> bool:
         elif items is None or not _unpacked_from_loader(binding, items):
             return False
     return True
-
-
-def _calls_next(value: cst.BaseExpression) -> bool:
-    return type(value) is cst.Call and type(value.func) is cst.Name and value.func.value == "next"
 
 
 def _unpacked_from_loader(binding, items) -> bool:

@@ -789,29 +789,20 @@ class Values:
         return self.next_item(binding.value, Place(self.ctx, scopes, binding.statement).stack)
 
     def _next_item(self, value: cst.BaseExpression, place: Place, depth: int, seen: frozenset) -> Optional[Tuple[cst.BaseExpression, Place]]:
-        if not self._calls_builtin(value, "next", place) or len(value.args) != 1 or value.args[0].star or value.args[0].keyword:
+        iterator = advanced_iterator(value, self.ctx, place.scopes)
+        if iterator is None:
             return None
         found: Optional[Tuple[cst.BaseExpression, Place]] = None
-        for origin in self._follow(value.args[0].value, place, depth, seen):
-            iterator = origin.node
+        for origin in self._follow(iterator, place, depth, seen):
             there = self._at(origin.place)
-            if (
-                origin.applied or origin.opaque or not there._calls_builtin(iterator, "iter", origin.place)
-                or len(iterator.args) != 1 or iterator.args[0].star or iterator.args[0].keyword
-            ):
+            items = None if origin.applied or origin.opaque else iterated_items(origin.node, there.ctx, origin.place.scopes)
+            if items is None:
                 return None
             # `except StopIteration: batches = iter(loader)` starts the same items again: one `items` all the same.
-            if found is not None and found[1].context.code(found[0]) != there.ctx.code(iterator.args[0].value):
+            if found is not None and found[1].context.code(found[0]) != there.ctx.code(items):
                 return None
-            found = (iterator.args[0].value, origin.place)
+            found = (items, origin.place)
         return found
-
-    def _calls_builtin(self, node: cst.CSTNode, name: str, place: Place) -> bool:
-        """`node` calls the builtin `name` (no binding of the name hides it at `place`)."""
-        return (
-            type(node) is cst.Call and type(node.func) is cst.Name and node.func.value == name
-            and self.ctx.scopes.binding_scope(name, place.scopes) is None
-        )
 
     def _iterated(
         self, iterable: cst.BaseExpression, element: Tuple[int, ...], place: Place, depth: int, seen: frozenset,
@@ -829,9 +820,12 @@ class Values:
                     return None
                 wrapped = iterable.args[0 if builtin == "enumerate" else element[0]].value
                 return self._iterated(wrapped, element[1:], place, depth, seen)
+            items = iterated_items(iterable, self.ctx, place.scopes)
+            if items is not None:  # `iter(loaders)`, `loaders.__iter__()`: the items of what it wraps
+                return self._iterated(items, element, place, depth, seen)
             first = iterable.args[0] if iterable.args else None
             if first is not None and first.keyword is None and not first.star and (
-                builtin == "iter" or self.ctx.qualified_name_in(func, PROGRESS_BARS, place.stack)
+                self.ctx.qualified_name_in(func, PROGRESS_BARS, place.stack)
             ):  # `tqdm(loaders.items())`: the items of what it wraps
                 return self._iterated(first.value, element, place, depth, seen)
             method = syntax.method_name(iterable)
@@ -972,6 +966,35 @@ class Values:
                     found += self._module_outputs(layer, depth + 1, seen) if type(layer.node) is cst.Call else [layer]
                 return found
         return [Origin(built, place, applied=True)]
+
+
+def iterated_items(node: cst.CSTNode, ctx: "FileContext", scopes: Sequence[cst.CSTNode]) -> Optional[cst.BaseExpression]:
+    """`items` when `node` makes an iterator over them: `iter(items)` (the builtin, which no binding hides at `scopes`)
+    or `items.__iter__()`, the method `iter()` calls, which older code writes out (`loader.__iter__().next()`)."""
+    return _builtin_or_dunder(node, ctx, scopes, "iter", "__iter__")
+
+
+def advanced_iterator(node: cst.CSTNode, ctx: "FileContext", scopes: Sequence[cst.CSTNode]) -> Optional[cst.BaseExpression]:
+    """`it` when `node` takes its next item: `next(it)` (the builtin, no default) or `it.__next__()`."""
+    return _builtin_or_dunder(node, ctx, scopes, "next", "__next__")
+
+
+def _builtin_or_dunder(
+    node: cst.CSTNode, ctx: "FileContext", scopes: Sequence[cst.CSTNode], builtin: str, dunder: str,
+) -> Optional[cst.BaseExpression]:
+    """The one operand of `builtin(operand)` or `operand.dunder()`, the method the builtin calls."""
+    if type(node) is not cst.Call:
+        return None
+    func = node.func
+    if type(func) is cst.Attribute and func.attr.value == dunder and not node.args:
+        return func.value
+    if (
+        type(func) is cst.Name and func.value == builtin and len(node.args) == 1
+        and not node.args[0].star and node.args[0].keyword is None
+        and ctx.scopes.binding_scope(builtin, scopes) is None
+    ):
+        return node.args[0].value
+    return None
 
 
 def _repeated_item(origin: Origin) -> Optional[cst.BaseExpression]:

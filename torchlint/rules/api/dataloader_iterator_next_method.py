@@ -3,7 +3,7 @@ from typing import List, Optional
 import libcst as cst
 
 from torchlint import semantics
-from torchlint.analysis.values import Origin, Values
+from torchlint.analysis.values import Origin, Values, iterated_items
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import attributes, words
@@ -13,7 +13,8 @@ class DataLoaderIteratorNextMethod(Rule):
     """
     ## What it does
     Flags `.next()` called on an iterator of a `torch.utils.data.DataLoader`:
-    `iter(loader).next()`, and `it.next()` after `it = iter(loader)`, where `loader` is
+    `iter(loader).next()`, `loader.__iter__().next()` (the method `iter()` calls), and
+    `it.next()` after `it = iter(loader)`, where `loader` is
     followed through the file's assignments to a `DataLoader(...)` call (also
     `loaders["train"]`, or a loader a function of the file returns).
 
@@ -79,7 +80,7 @@ class DataLoaderIteratorNextMethod(Rule):
         values = Values.of(self.ctx)
         found = []
         for origin in values.origins(receiver):
-            iterated = _iterated(origin.node, self.ctx, origin.place.scopes)
+            iterated = None if origin.applied or origin.opaque else iterated_items(origin.node, origin.place.context, origin.place.scopes)
             if iterated is not None:
                 found += [
                     loader for loader in values.origins(iterated, origin.place.stack)
@@ -102,11 +103,3 @@ class DataLoaderIteratorNextMethod(Rule):
             return None
         return Fix.safe("Call `next(...)` on the iterator", self.ctx.replace(call, f"next({self.ctx.code(receiver)})"))
 
-
-def _iterated(node: cst.CSTNode, ctx, scopes) -> Optional[cst.BaseExpression]:
-    """`loader` for `iter(loader)` (the builtin, not shadowed), else None."""
-    if type(node) is not cst.Call or type(node.func) is not cst.Name or node.func.value != "iter" or len(node.args) != 1:
-        return None
-    if ctx.scopes.binding_scope("iter", scopes) is not None:
-        return None
-    return node.args[0].value

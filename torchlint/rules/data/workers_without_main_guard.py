@@ -10,7 +10,7 @@ from torchlint.analysis.file_kind import FileKind, is_main_guard
 from torchlint.analysis.summaries import imported_function_showing
 from torchlint.analysis.values import Values
 from torchlint.engine.callgraph import MODULE
-from torchlint.analysis.facts import MULTIPROCESSING_SPAWN, project_import_names
+from torchlint.analysis.facts import MULTIPROCESSING_SPAWN, project_import_names, worker_loader_given_to_iteration
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import project_imports, words
 
@@ -32,7 +32,11 @@ class WorkersWithoutMainGuard(Rule):
     that does one of these, however many calls deep: a function of the same module
     (also a method through an instance of a class of the module: `trainer.fit()`),
     or one imported from another file of the project (`from data import
-    train_epoch`), read from disk as the value model finds it. A call of an imported
+    train_epoch`), read from disk as the value model finds it; also a call of a
+    function another project file defines that iterates the parameter the call gives
+    a DataLoader with workers (`fit(model, dataloader=loader)` after `from lib.train
+    import fit`, where `fit` runs `for batch in dataloader`, also through `enumerate`
+    or `tqdm`, in its own body). A call of an imported
     function is reported only in a file that may run as a script: one with a
     `__main__` guard, or outside a package (no `__init__.py` beside it), and not a
     test.
@@ -139,6 +143,14 @@ class WorkersWithoutMainGuard(Rule):
             origin, name = found
             where = os.path.basename(origin.place.context.filename)
             self._note(self.ctx.stack, f"calling `{name}()`, which starts worker processes in {where},")
+            return
+        given = worker_loader_given_to_iteration(call, self.ctx)
+        if given is not None:
+            _, name, where = given
+            self._note(
+                self.ctx.stack,
+                f"calling `{name}()` of {os.path.basename(where)}, which iterates the DataLoader with workers given to it,",
+            )
 
     def _starts_workers(self, node: cst.CSTNode) -> bool:
         facts = self.ctx.callgraph.functions[MODULE].facts.get(STARTS_WORKERS)

@@ -4,7 +4,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.conversions import CONVERSION_METHODS, Conversion, TORCH_FROM_ARRAY, conversion, peel_moves, stays_on_its_device
-from torchlint.analysis.dtypes import made_dtype
+from torchlint.analysis.dtypes import dtype_origins, made_dtype
 from torchlint.analysis.modules import builds_module
 from torchlint.analysis.syntax import call_argument
 from torchlint.analysis.values import Values
@@ -56,7 +56,9 @@ class ChainedConversion(Rule):
     `np.argmax`, `np.argsort`, `np.random.randint` and the like give int64 on Linux,
     numpy 2.4), the dtype a factory was given (`dtype=torch.int64`), directly or through
     a name: the cast returns the tensor it is given, and the move is the whole
-    conversion.
+    conversion. The dtype is followed through reshapes, views, copies and indexing,
+    which keep it (`label = torch.arange(10).expand(10, 10).contiguous().view(-1)`,
+    then `label.long().cuda()`), but not through `x.view(dtype)`, which reinterprets.
 
     Nor a move chained before a cast to 32 or 64 bits (`x.cuda().float()`,
     `y.to(device).long()`, `.double()`, `.int()`), or to a dtype held in a variable
@@ -213,11 +215,12 @@ class ChainedConversion(Rule):
         """Every value reaching `cast` has its dtype already, as the source shows: a factory that makes float32 by
         default (`torch.zeros(n)`, `torch.rand(n)`, without `dtype=`; in a file that does not change the default), one
         that makes int64 (`torch.randint`, `torch.randperm`), a factory given that `dtype=`, or a conversion of a
-        numpy array that is int64 (`torch.from_numpy(np.argmax(scores, 1))`)."""
+        numpy array that is int64 (`torch.from_numpy(np.argmax(scores, 1))`), also reshaped, viewed, copied or indexed
+        since (`dtype_origins`: `torch.arange(10).expand(10, 10).contiguous().view(-1)`)."""
         if cast.dtype is None or cast.dtype == "float32" and "set_default_" in self.ctx.text:
             return False
         receiver = semantics.receiver(cast.call)
-        origins = Values.of(self.ctx).origins(receiver, through_casts=False) if receiver is not None else []
+        origins = dtype_origins(receiver, self.ctx) if receiver is not None else []
         return bool(origins) and all(
             type(origin.node) is cst.Call and not origin.applied and origin.place.context is self.ctx
             and cast.dtype in (_made_as(self.ctx, origin.node, origin.place.stack), _cast_by(self.ctx, origin.node, origin.place.stack))
