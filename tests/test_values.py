@@ -430,6 +430,33 @@ CASES = {
         y = x.foo()
         print(y)  # <-
         """, "y", ["x.foo()"]),
+    "a method called through an instance of a class of the file returns what the method returns": ("""
+        class Net(nn.Module):
+            def __init__(self):
+                self.criterion = nn.CrossEntropyLoss()
+            def train_model(self, x, y):
+                self.cost = self.criterion(self(x), y)
+                return self.cost
+        model = Net()
+        cost = model.train_model(x, y)
+        print(cost)  # <-
+        """, "cost", ["applied(nn.CrossEntropyLoss())"]),
+    "a method of a receiver that may be something else is its own origin": ("""
+        class Net(nn.Module):
+            def train_model(self, x, y):
+                return criterion(self(x), y)
+        model = Net() if fresh else pretrained
+        cost = model.train_model(x, y)
+        print(cost)  # <-
+        """, "cost", ["model.train_model(x, y)"]),
+    "a method the instance's class does not define is its own origin": ("""
+        class Net(Base):
+            def train_model(self, x, y):
+                return criterion(self(x), y)
+        model = Net()
+        cost = model.evaluate(x, y)
+        print(cost)  # <-
+        """, "cost", ["model.evaluate(x, y)"]),
     "a marimo cell's parameter is what the one cell that returns the name binds it to": ("""
         import marimo
         app = marimo.App()

@@ -12,6 +12,7 @@ import libcst as cst
 from torchlint import semantics
 
 if TYPE_CHECKING:
+    from torchlint.analysis.values import Origin
     from torchlint.engine.context import FileContext
 
 # Names that say "this computes a loss": `criterion`, `loss_fn`, `ce_loss_func`.
@@ -44,6 +45,18 @@ def is_loss_call(call: cst.CSTNode, ctx: "FileContext", stack=None) -> bool:
 def is_loss_value(expr: cst.CSTNode, ctx: "FileContext", stack=None) -> bool:
     """A loss call, possibly scaled or summed: `criterion(out, y) / accumulation_steps`."""
     return any(is_loss_call(operand, ctx, stack) for operand in arithmetic_operands(expr))
+
+
+def is_loss_origin(origin: "Origin") -> bool:
+    """An origin of the value model (`Values.origins`) that is a loss: a loss computed where the origin is (scaled or
+    summed, `is_loss_value`), or the output of a torch loss module applied (`nn.CrossEntropyLoss()`, built and then
+    called: the criterion's result)."""
+    if origin.opaque:
+        return False
+    ctx, stack = origin.place.context, origin.place.stack
+    if origin.applied:
+        return type(origin.node) is cst.Call and is_loss_module(ctx.qualified_name(origin.node.func, stack))
+    return is_loss_value(origin.node, ctx, stack)
 
 
 def arithmetic_operands(expr: cst.CSTNode) -> List[cst.CSTNode]:

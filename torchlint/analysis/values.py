@@ -17,8 +17,9 @@ here, have been made?" with a list of `Origin`s, found by following:
   `.cuda`, `.train`, `.eval`, `.half`, ...): `model = model.cuda()` is the model;
   `.module`/`._orig_mod` of such a wrapper is what it wraps;
 - `self.x` to what any method of the class assigns it;
-- calls: of a function of the file to what it returns, of a model instance to what
-  its class's `forward` returns, of an `nn.Sequential` to what its last layer
+- calls: of a function of the file to what it returns, of a method through an
+  instance of a class of the file (`trainer.step(x)` after `trainer = Trainer()`)
+  to what the method returns, of a model instance to what its class's `forward` returns, of an `nn.Sequential` to what its last layer
   gives, of a module that cannot be followed further to an origin that names the
   module (`Origin.applied`): the output of `nn.Softmax(dim=1)` at the end of a
   `Sequential` is an origin applied from `nn.Softmax(dim=1)`.
@@ -224,6 +225,24 @@ class Values:
         flow = self.flow(scope.node)
         position = flow.position(place.stack) if scope.node is place.scopes[-1] else None
         return scope.node, flow.reaching(name.value, position)
+
+    def returned(self, call: cst.Call, stack: Optional[Sequence[cst.CSTNode]] = None) -> List[Tuple[cst.BaseExpression, Place]]:
+        """The values `call` (made at the innermost point of `stack`) may return, each where its `return` statement is:
+        those of the function of a project file it calls by its name, or of the method of a class of the file it
+        calls through an instance (`called_method`); [] when it may call anything else."""
+        stack = self.ctx.stack if stack is None else stack
+        if type(call.func) not in (cst.Name, cst.Attribute):
+            return []
+        try:
+            callees = self._callees(call, call.func, self.place(stack), 0, frozenset())
+        finally:
+            _ANSWERED.clear()
+        if not callees or any(type(callee.node) is not cst.FunctionDef for callee in callees):
+            return []
+        found: List[Tuple[cst.BaseExpression, Place]] = []
+        for callee in _distinct(callees):
+            found += self._at(callee.place)._returned(callee.node, callee.place)
+        return found
 
     def imported(self, path: str) -> Optional[List[Origin]]:
         """The origins of what the import path `path` (`fp16_util.zero_grad`) names in a project file, as this file
@@ -622,6 +641,16 @@ class Values:
         top of the module that defines the method (`model = RNN(...)`, then `model.init_hidden(n)`, also through
         parameters and `self.model`): that class and the method's name. None for `self.name(...)` (the call graph's)
         and anything else."""
+        try:
+            called = self._called_method(call, self.place(stack), 0, frozenset())
+        finally:
+            _ANSWERED.clear()
+        return (called[0], call.func.attr.value) if called is not None else None
+
+    def _called_method(
+        self, call: cst.Call, place: Place, depth: int, seen: frozenset,
+    ) -> Optional[Tuple[cst.ClassDef, Tuple[cst.CSTNode, ...]]]:
+        """`called_method` within the question being answered: the class, and the scopes around it."""
         func = call.func
         if type(func) is not cst.Attribute or (type(func.value) is cst.Name and func.value.value in ("self", "cls")):
             return None
@@ -629,23 +658,34 @@ class Values:
             self._methods = _top_level_methods(self.ctx.module)
         if func.attr.value not in self._methods:  # most method calls are of other objects (`plt.plot`)
             return None
-        built = self.instance_class(func.value, stack)
+        built = self._instance_class(func.value, place, depth, seen)
         if built is None or built.place.context is not self.ctx:
             return None
         model_class = built.node
         if not any(statement is model_class for statement in self.ctx.module.body) or method_of(model_class, func.attr.value) is None:
             return None
-        return model_class, func.attr.value
+        return model_class, built.place.scopes
 
     def instance_class(self, receiver: cst.BaseExpression, stack: Sequence[cst.CSTNode]) -> Optional[Origin]:
         """The class that `receiver` (evaluated inside `stack`) is, by every origin, an instance built in this file of
         (`model = RNN(...)`, then `model`, also through parameters and `self.model`): the class's origin, in the file
         that defines it (another project file for an imported class); None for anything else."""
+        try:
+            return self._instance_class(receiver, self.place(stack), 0, frozenset())
+        finally:
+            _ANSWERED.clear()
+
+    def _instance_class(self, receiver: cst.BaseExpression, place: Place, depth: int, seen: frozenset) -> Optional[Origin]:
+        """`instance_class` within the question being answered (a method's returns followed through its receiver,
+        `_callees`): it keeps that question's path and settings."""
         classes: Dict[int, Origin] = {}
-        for origin in self.origins(receiver, stack):
+        for origin in _distinct(self._follow(receiver, place, depth, seen)):
             if type(origin.node) is not cst.Call or origin.applied or origin.opaque or origin.place.context is not self.ctx:
                 return None
-            built = [built for built in self.origins(origin.node.func, origin.place.stack) if type(built.node) is cst.ClassDef]
+            built = [
+                built for built in _distinct(self._follow(origin.node.func, origin.place, depth, seen))
+                if type(built.node) is cst.ClassDef
+            ]
             if len(built) != 1:
                 return None
             classes[id(built[0].node)] = built[0]
@@ -924,9 +964,22 @@ class Values:
                 return self._forward_outputs(owner[0], owner[1], depth, seen) or [Origin(call, place)]
         if type(func) not in (cst.Name, cst.Attribute):
             return self._applied(self._follow(func, place, depth, seen), call, place, depth, seen)
-        if type(func) is cst.Attribute and not _is_self(func.value, place.scopes[-1]) and func.attr.value not in _WRAPPED_ATTRIBUTES:
+        callees = self._callees(call, func, place, depth, seen)
+        if callees is None:
             return [Origin(call, place)]  # a method of something else: what it returns is not known here
-        return self._applied(self._follow(func, place, depth + 1, seen), call, place, depth, seen)
+        return self._applied(callees, call, place, depth, seen)
+
+    def _callees(self, call: cst.Call, func: cst.BaseExpression, place: Place, depth: int, seen: frozenset) -> Optional[List[Origin]]:
+        """What `func`, the name or attribute `call` calls, may be: its origins (a function, a module, a class), or for
+        `obj.name(...)` through an instance of a class of the file (`called_method`) the method the class defines;
+        None for a method of anything else."""
+        if type(func) is cst.Attribute and not _is_self(func.value, place.scopes[-1]) and func.attr.value not in _WRAPPED_ATTRIBUTES:
+            called = self._called_method(call, place, depth + 1, seen)
+            if called is None:
+                return None
+            model_class, around = called
+            return [Origin(method_of(model_class, func.attr.value), Place(self.ctx, around + (model_class,)))]
+        return self._follow(func, place, depth + 1, seen)
 
     def _applied(self, callees: List[Origin], call: cst.Call, place: Place, depth: int, seen: frozenset) -> List[Origin]:
         """What calling each of `callees` returns."""
@@ -935,14 +988,19 @@ class Values:
             node = callee.node
             there = self._at(callee.place)
             if type(node) is cst.FunctionDef:
-                for statement in there.returns(node):
-                    statement_place = Place(there.ctx, callee.place.scopes + (node,), statement)
-                    found += there._follow(statement.value, statement_place, depth + 1, seen)
+                for value, statement_place in there._returned(node, callee.place):
+                    found += there._follow(value, statement_place, depth + 1, seen)
             elif type(node) is cst.Call and not callee.applied:
                 found += there._module_outputs(callee, depth, seen)
             else:
                 found.append(Origin(call, place))
         return found or [Origin(call, place)]
+
+    def _returned(self, function: cst.FunctionDef, defined: Place) -> List[Tuple[cst.BaseExpression, Place]]:
+        """The values the `return` statements of `function` (defined at `defined`, in this file) give, each where its
+        statement is."""
+        scopes = defined.scopes + (function,)
+        return [(statement.value, Place(self.ctx, scopes, statement)) for statement in self.returns(function)]
 
     def _module_outputs(self, module: Origin, depth: int, seen: frozenset) -> List[Origin]:
         """What applying the module built by `module` (a call such as `Net()` or `nn.Sequential(...)`) returns."""

@@ -9,9 +9,9 @@ from torchlint import semantics
 from torchlint.analysis.flow import innermost_scope
 from torchlint.analysis.grad_mode import evaluates, grad_disabled_by_a_caller, under_dynamic_grad_mode
 from torchlint.analysis.loops import iteration, iterations_around, loop_nodes
-from torchlint.analysis.losses import LOSS_FUNCTIONS, arithmetic_operands, is_loss_call, is_loss_value
+from torchlint.analysis.losses import LOSS_FUNCTIONS, arithmetic_operands, is_loss_call, is_loss_origin, is_loss_value
 from torchlint.analysis.syntax import names_in
-from torchlint.analysis.values import Values
+from torchlint.analysis.values import Values, path_to
 from torchlint.analysis.facts import BACKWARD_FUNCTIONS, holds_no_graph, is_backward_call
 from torchlint.engine.context import last_parts
 from torchlint.engine.scopes import dotted_name
@@ -51,7 +51,10 @@ class LossAccumulatedWithGraph(Rule):
     `xs += [loss]`) where
     `loss` is a tensor from a loss computation (a call of an `nn.*Loss` instance or a
     criterion variable, `F.cross_entropy`, `F.*_loss`, or a variable `.backward()` is
-    called on), or arithmetic of one (`xs.append(loss / n)`, `acc += -loss * 2`: the
+    called on), a loss a function of the file, or a method called through an instance
+    of a class of the file, returns with gradients on (`cost = model.train_model(x, y)`
+    where `train_model` returns `self.cost`, its criterion's result), or arithmetic of
+    one (`xs.append(loss / n)`, `acc += -loss * 2`: the
     result carries the loss's graph), rather than `loss.item()`, `loss.detach()`,
     `float(loss)` or `loss.tolist()` (also divided: `loss.item() / n`).
 
@@ -61,7 +64,8 @@ class LossAccumulatedWithGraph(Rule):
     loss.backward()`, `accelerator.backward(losses[i])`), an accumulator reset in the
     same loop, accumulation with gradients disabled, nor a variable named like the
     backpropagated loss that holds a number (`loss = mini_batch(...)`, a helper of the
-    file returning `np.mean` of `.item()` values), nor a loss computed from detached
+    file returning `np.mean` of `.item()` values, a method returning `self.cost.item()`
+    or `cost.detach()`), nor a loss computed from detached
     tensors only (`criterion(pred.detach().cpu(), y.detach().cpu())`: no graph), or from
     tensors that never required grad (a test's `F.log_softmax(torch.randn(5, 5), dim=1)`,
     `Variable(torch.randn(n))`, `torch.LongTensor([random.randint(0, 4) for _ in range(5)])`,
@@ -278,6 +282,8 @@ class LossAccumulatedWithGraph(Rule):
             return True if True in found else None if None in found else False
         if is_loss_call(operand, self.ctx):
             return not (_of_detached_inputs(operand) or holds_no_graph(operand, self.ctx))
+        if type(operand) is cst.Call:  # `total += trainer.step(x, y)`
+            return True if _returns_a_loss(operand, self.ctx, self.ctx.stack) else None
         name = dotted_name(operand)
         if name is None:
             return False
@@ -291,7 +297,10 @@ class LossAccumulatedWithGraph(Rule):
             return not (type(value) is cst.Call and _of_detached_inputs(value) or holds_no_graph(value, self.ctx, stack))
         # A helper of the file that returns a number (`np.mean` of `.item()` values: numpy's functions make no
         # graph), followed by the value model.
-        return False if type(operand) is cst.Name and self._only_numbers(operand) else None
+        if type(operand) is cst.Name and self._only_numbers(operand):
+            return False
+        # A function or method of the file that returns a loss (`cost = model.train_model(x, y)`).
+        return True if type(value) is cst.Call and _returns_a_loss(value, self.ctx, stack) else None
 
     def _only_numbers(self, name: cst.Name) -> bool:
         origins = Values.of(self.ctx).origins(name)
@@ -362,6 +371,21 @@ class LossAccumulatedWithGraph(Rule):
                     found.add(name)
                     pending.append(name)
         return found
+
+
+def _returns_a_loss(call: cst.Call, ctx, stack) -> bool:
+    """`call` runs a function or method of the file (`Values.returned`) that may return a loss holding its graph: a
+    returned value one of whose origins is a loss (`return self.cost` after `self.cost = self.criterion(out, y)`),
+    returned with gradients on and not known to hold no graph. A number or a detached copy (`return cost.item()`) is
+    no loss."""
+    for value, place in Values.of(ctx).returned(call, stack):
+        there = place.context
+        if semantics.grad_enabled_at(path_to(place.statement, place.scopes), there) is False:
+            continue
+        if any(is_loss_origin(origin) for origin in Values.of(there).origins(value, place.stack)):
+            if not holds_no_graph(value, there, place.stack):
+                return True
+    return False
 
 
 def _appended(operand: cst.BaseExpression) -> cst.BaseExpression:

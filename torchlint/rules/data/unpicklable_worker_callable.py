@@ -1,3 +1,4 @@
+import os
 from typing import Iterator, Optional
 
 import libcst as cst
@@ -5,6 +6,7 @@ import libcst as cst
 from torchlint.engine.walk import walk_visitor
 from torchlint import semantics
 from torchlint.analysis.file_kind import FileKind
+from torchlint.analysis.values import Values
 from torchlint.engine.context import last_parts
 from torchlint.engine.scopes import Scope
 from torchlint.rules.base import Rule
@@ -30,8 +32,14 @@ class UnpicklableWorkerCallable(Rule):
     that no call of the helper sets otherwise), given as a transform
     (any keyword argument whose name contains `transform`, including lambdas nested
     in a `Compose([...])`) to the dataset such a loader reads, or stored on `self` by
-    that dataset's class. A lambda bound to a module-level name is flagged too:
-    pickle looks it up as `<lambda>` and fails the same way.
+    that dataset's class, bare or held by what it stores (`self.transform =
+    Compose([lambda x: ..., ...])`, an element of a list or dict, an argument of a
+    class built): the class defined in the same file, or in a project file the
+    loader's file imports (`from MiniImagenet import MiniImagenet`; reported at the
+    loader's dataset argument, naming the attribute and the file). A lambda that only
+    serves a function's call (`sorted(files, key=lambda f: ...)`) is not stored. A
+    lambda bound to a module-level name is flagged too: pickle looks it up as
+    `<lambda>` and fails the same way.
 
     In a notebook, a function or class the notebook itself defines (a module-level
     `def` or `class` in any cell) is flagged too, in the same places, and so is a
@@ -109,7 +117,7 @@ class UnpicklableWorkerCallable(Rule):
         for arg in built.args:
             if arg.keyword is not None and "transform" in arg.keyword.value:
                 self._check_transform(arg.value, f"the dataset's `{arg.keyword.value}`")
-        self._check_dataset_class(built)
+        self._check_dataset_class(built, dataset.value)
 
     def _check_transform(self, expr: cst.BaseExpression, role: str) -> None:
         for part in _callables_in(expr):
@@ -169,19 +177,28 @@ class UnpicklableWorkerCallable(Rule):
                 return statement
         return None
 
-    def _check_dataset_class(self, built: cst.Call) -> None:
-        """Lambdas a same-module Dataset class stores on `self` travel to the workers with the dataset."""
-        if not isinstance(built.func, cst.Name) or self.ctx.scopes.resolve(built.func.value, self.ctx.stack) is not None:
+    def _check_dataset_class(self, built: cst.Call, dataset: cst.BaseExpression) -> None:
+        """Lambdas the dataset's class (of this file, or of a project file it imports) stores on `self`, bare or held
+        by what it stores (`self.transform = Compose([lambda x: ..., ...])`), travel to the workers with the dataset.
+        One in this file is reported where it is written; one in another file at the loader's `dataset`, naming it."""
+        if not isinstance(built.func, (cst.Name, cst.Attribute)):
             return
-        scope = self.ctx.scopes.binding_scope(built.func.value, self.ctx.stack)
-        if scope is None or isinstance(scope.node, cst.Lambda):
-            return
-        for statement in _statements(scope.node):
-            if isinstance(statement, cst.ClassDef) and statement.name.value == built.func.value:
-                for attribute, values in self.ctx.scopes.scope_of(statement).attributes.items():
-                    for value in values:
-                        if isinstance(value, cst.Lambda):
-                            self._report(value, f"the dataset's `self.{attribute}` (a lambda)")
+        for origin in Values.of(self.ctx).origins(built.func):
+            if not isinstance(origin.node, cst.ClassDef):
+                continue
+            there = origin.place.context
+            elsewhere = []
+            for attribute, values in there.scopes.scope_of(origin.node).attributes.items():
+                held = [found for value in values for found in _held_lambdas(value)]
+                if there is self.ctx:
+                    for found in held:
+                        self._report(found, f"the dataset's `self.{attribute}` (a lambda)")
+                elif held:
+                    elsewhere.append(attribute)
+            if elsewhere and there is not self.ctx:
+                stored = ", ".join(f"`self.{attribute}`" for attribute in elsewhere)
+                where = os.path.basename(there.filename)
+                self._report(dataset, f"the dataset's {stored} (a lambda, stored by `{origin.node.name.value}` in {where})")
 
     def _report(self, node: cst.CSTNode, what: str, notebook_name: Optional[str] = None) -> None:
         """`notebook_name`: the notebook's own definition that `what` needs, which a worker cannot find."""
@@ -207,6 +224,24 @@ def _callables_in(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
     elif isinstance(expr, (cst.List, cst.Tuple)):
         for element in expr.elements:
             yield from _callables_in(element.value)
+
+
+def _held_lambdas(value: cst.BaseExpression) -> Iterator[cst.Lambda]:
+    """The lambdas a stored value holds: itself, the elements of a list, tuple, set or dict, and the arguments of a
+    class built (`Compose([lambda x: ..., Resize(n)])`, `transforms.Lambda(lambda x: ...)`: its instance keeps them);
+    not those of a function's call (`sorted(files, key=lambda f: ...)` returns a list without it)."""
+    if isinstance(value, cst.Lambda):
+        yield value
+    elif isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+        for element in value.elements:
+            yield from _held_lambdas(element.value)
+    elif isinstance(value, cst.Dict):
+        for element in value.elements:
+            if isinstance(element, cst.DictElement):
+                yield from _held_lambdas(element.value)
+    elif isinstance(value, cst.Call) and (semantics.terminal_name(value.func) or "")[:1].isupper():
+        for arg in value.args:
+            yield from _held_lambdas(arg.value)
 
 
 def _statements(scope_node: cst.CSTNode) -> Iterator[cst.CSTNode]:
