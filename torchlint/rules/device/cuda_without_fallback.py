@@ -8,6 +8,7 @@ from torchlint.analysis.conversions import computed_cuda_device, conversion, imp
 from torchlint.analysis.devices import CUDA_STRING, in_a_cuda_branch, is_cuda_string, names_device
 from torchlint.analysis.facts import project_import_names
 from torchlint.analysis.intent import CUDA_ONLY_LIBRARIES, evidence_in, project_intent
+from torchlint.analysis.loops import counters_around
 from torchlint.analysis.modules import ModuleClasses
 from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.project import PROJECT
@@ -224,6 +225,8 @@ class CudaWithoutFallback(Rule):
         self.exempt = False
         # The GPU indices the file names (`"cuda:1"`, `.cuda(2)`): two or more is a multi-GPU program.
         self.indices: Set[int] = set()
+        # A GPU named by a loop's counter (`for i in range(n): ... .cuda(i)`): one per pass, several GPUs.
+        self.gpus_by_loop = False
         # Every module path the file imports (`pkg._C` for `from pkg import _C`), for its project's extensions.
         self.imports: List[str] = []
         # id of the value of a module-level `name = <device>` -> (the value, the names it is assigned to)
@@ -251,7 +254,9 @@ class CudaWithoutFallback(Rule):
                 self.project_calls.append((node, tuple(self.ctx.stack)))
         elif semantics.method_name(node) == "cuda":
             read = conversion(node, self.ctx)
-            if read is not None and not computed_cuda_device(read) and not self._moves_nothing(node):
+            if read is not None and computed_cuda_device(read):
+                self._note_loop_index(read.device_node)
+            elif read is not None and not self._moves_nothing(node):
                 self._note_index(read.device_node)
                 self._add(node)
         elif semantics.method_name(node) == "to":
@@ -361,8 +366,21 @@ class CudaWithoutFallback(Rule):
             if _unconditional(self.ctx.stack):
                 self.exempt = True
 
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        # `f"cuda:{i}"`: a GPU by index, however the string is used.
+        parts = node.parts
+        if len(parts) == 2 and type(parts[0]) is cst.FormattedStringText and parts[0].value == "cuda:" \
+                and type(parts[1]) is cst.FormattedStringExpression:
+            self._note_loop_index(parts[1].expression)
+
+    def _note_loop_index(self, expr: Optional[cst.BaseExpression]) -> None:
+        """Remember a GPU index that counts the passes of a loop around it (`.cuda(i)` in `for i in range(n):`)."""
+        if type(expr) is cst.Name and expr.value in counters_around(self.ctx, self.ctx.stack):
+            self.gpus_by_loop = True
+
     def _note_index(self, expr: Optional[cst.BaseExpression]) -> None:
-        """Remember the GPU index a literal device names: `1`, `"cuda:1"`."""
+        """Remember the GPU index a device names: a literal (`1`, `"cuda:1"`), or a loop's counter."""
+        self._note_loop_index(expr)
         value = semantics.literal(expr, None)
         if isinstance(value, str) and CUDA_STRING.fullmatch(value) and ":" in value:
             value = int(value.partition(":")[2])
@@ -418,7 +436,8 @@ class CudaWithoutFallback(Rule):
         # Written for CUDA machines only: an availability check or a CUDA-only API or library, two or more GPUs
         # by index (a model split over devices), or a CUDA extension of its own project.
         if (
-            self.exempt or not self.sites or len(self.indices) > 1 or self._imports_project_cuda_extension()
+            self.exempt or not self.sites or len(self.indices) > 1 or self.gpus_by_loop
+            or self._imports_project_cuda_extension()
             or self._imports_project_cuda_build()
             or self._calls_project_cuda_setup()
             or self._imports_availability_check() or self.module_gated
