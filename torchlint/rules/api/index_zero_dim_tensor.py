@@ -30,7 +30,9 @@ class IndexZeroDimTensor(Rule):
     `reduction="none"` or `reduce=False`), a whole-tensor reduction called without a
     dimension (`(...).sum()`, `.mean()`, `.max()`, `torch.sum(x)`, ...), arithmetic of such
     values and numbers (`loss_l + loss_c`, `loss / 2`, `kld.mul_(-0.5)`, `loss.sum() / n`
-    after `n = 51`), followed through
+    after `n = 51`; a number may be a size, `loss.sum() / x.size(0)`, `x.shape[0]`,
+    `len(x)`, `x.numel()`, another value's `.item()`, `float(...)`, or arithmetic of
+    those), followed through
     the file's assignments (`loss = criterion(out, y)`) and what the file's functions
     return (`loss = loss_function(recon, x, mu, logvar)`).
 

@@ -100,7 +100,9 @@ class CudaWithoutFallback(Rule):
     variable, a function parameter (its default included) or a command-line argument
     (including `add_argument(..., default="cuda")`), `.cuda(rank)` included; code
     in a branch taken only when the program asks for CUDA (`if args.cuda:`,
-    `if backend == "cuda":`, `x.cuda() if use_gpu else x`); `def cuda(...)` methods;
+    `if backend == "cuda":`, `x.cuda() if use_gpu else x`, or an option read by a key
+    whose last dotted part names CUDA or a GPU: `if opt["data.cuda"]:`, as
+    `vars(args)` holds `--data.cuda`); `def cuda(...)` methods;
     `.cuda()` on a module with no parameters or buffers, which moves nothing and runs on
     a CPU build: a torch layer such as `nn.LogSoftmax(dim=1)`, a torch loss given no
     weight (`nn.CrossEntropyLoss().cuda()`: its `weight` buffer is None), or a Module
@@ -117,7 +119,10 @@ class CudaWithoutFallback(Rule):
     `torch.cuda.set_device(...)`, `init_process_group(backend="nccl")`; two or more
     GPUs named by index (`.cuda(0)` and `"cuda:1"`, `torch.cuda.device(1)`,
     `DataParallel(model, device_ids=[0, 1])`: a model split over devices or replicated
-    on them); an unconditional import of a library that runs only on
+    on them), or a GPU named by the counter of a loop around it, one per pass
+    (`.cuda(i)`, `torch.device("cuda", i)` or `f"cuda:{i}"` in `for i in range(n):` or
+    `for i, task in enumerate(tasks):`; a GPU from a setting, `.cuda(args.gpu)`, is
+    one GPU); an unconditional import of a library that runs only on
     NVIDIA GPUs (`transformer_engine`, `msamp`, `apex`, `flash_attn`, `pycuda`,
     `cupy`, `tensorrt`, `torch_tensorrt`, `numba.cuda`; one imported in a function,
     a branch, or a `try` whose handler does not raise again is optional and does not
