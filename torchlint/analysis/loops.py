@@ -195,10 +195,14 @@ def is_last_iteration_test(ctx: "FileContext", test: cst.BaseExpression, looped:
 def loop_counters(ctx: "FileContext", looped: Iteration) -> FrozenSet[str]:
     """The names counting the iterations: `i` in `for i, x in ...` or `for i in range(...)`, and in
     `for step, (i, x) in enumerate(...)` both `step` and `i` (the index of each pair `enumerate` wraps; the number of
-    `range` that `enumerate` wraps)."""
+    `range` that `enumerate` wraps), also beneath a progress bar (`tqdm(range(n))`, `tqdm(enumerate(pairs))`)."""
     target, iterable = looped.target, looped.iterable
     found = set()
     while True:
+        while type(iterable) is cst.Call and iterable.args and (
+            syntax.terminal_name(iterable.func) == "tqdm" or ctx.qualified_name_in(iterable.func, PROGRESS_BARS, looped.evaluated_at)
+        ):
+            iterable = iterable.args[0].value
         if type(target) is cst.Name:
             if type(iterable) is cst.Call and dotted_name(iterable.func) == "range":
                 found.add(target.value)
@@ -206,10 +210,6 @@ def loop_counters(ctx: "FileContext", looped: Iteration) -> FrozenSet[str]:
         if type(target) not in (cst.Tuple, cst.List) or len(target.elements) != 2 or type(target.elements[0].value) is not cst.Name:
             break
         found.add(target.elements[0].value.value)
-        while type(iterable) is cst.Call and iterable.args and (
-            syntax.terminal_name(iterable.func) == "tqdm" or ctx.qualified_name_in(iterable.func, PROGRESS_BARS, looped.evaluated_at)
-        ):
-            iterable = iterable.args[0].value  # `tqdm(enumerate(pairs))`
         if type(iterable) is not cst.Call or dotted_name(iterable.func) != "enumerate" or not iterable.args:
             break
         target, iterable = target.elements[1].value, iterable.args[0].value
