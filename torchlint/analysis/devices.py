@@ -96,15 +96,27 @@ def _asks_for_cuda(test: cst.BaseExpression, availability: bool = True) -> Optio
 
 
 class _CudaMention(cst.CSTVisitor):
+    """A name, a key or a string of a condition that speaks of CUDA: `use_cuda`, `opt["data.cuda"]`, `"cuda"`."""
+
     def __init__(self):
         self.found = False
 
     def visit_Name(self, node: cst.Name) -> None:
-        lowered = node.value.lower()
-        self.found = self.found or "cuda" in lowered or "gpu" in lowered
+        self.found = self.found or _names_cuda(node.value)
+
+    def visit_SubscriptElement(self, node: cst.SubscriptElement) -> None:
+        # An option read by key, as `vars(args)` holds it: `opt["data.cuda"]` for `--data.cuda`, the last dotted part
+        # naming the option as a plain name would (`args.cuda`).
+        key = semantics.literal(node.slice.value, None) if type(node.slice) is cst.Index else None
+        self.found = self.found or isinstance(key, str) and _names_cuda(key.rpartition(".")[2])
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         self.found = self.found or is_cuda_string(node)
+
+
+def _names_cuda(name: str) -> bool:
+    lowered = name.lower()
+    return "cuda" in lowered or "gpu" in lowered
 
 
 def is_cuda_string(expr: cst.BaseExpression) -> bool:

@@ -1,6 +1,7 @@
 """Torch dtypes as code names them: `torch.float32` and its aliases (`torch.float`), the casting methods
-(`x.float()`), the legacy tensor types (`torch.cuda.FloatTensor`), names that by their spelling hold a dtype, and
-the dtype a torch factory call makes (`made_dtype`), and where the dtype of a value was decided (`dtype_origins`).
+(`x.float()`), the legacy tensor types (`torch.cuda.FloatTensor`), names that by their spelling hold a dtype,
+the dtype a torch factory call makes (`made_dtype`), where the dtype of a value was decided (`dtype_origins`), and
+values that are Python numbers rather than tensors (`python_number`).
 """
 
 from __future__ import annotations
@@ -258,8 +259,45 @@ def _python_int(expr: cst.BaseExpression, ctx: "FileContext", stack, depth: int)
     return False
 
 
-# How many steps `_python_int` follows (names through names, nested arithmetic).
+# How many steps `_python_int` and `python_number` follow (names through names, nested arithmetic).
 _INT_DEPTH = 8
+# Operators that keep two Python numbers a Python number.
+_NUMBER_OPERATORS = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power)
+
+
+def python_number(expr: cst.BaseExpression, ctx: "FileContext", stack, depth: int = 0) -> bool:
+    """`expr` is certainly a Python number, not a tensor: a Python int (`_python_int`: `len(x)`, `x.size(0)`,
+    `x.shape[0]`, `x.numel()`), a float literal, `float(...)`, `x.item()`, such numbers combined by arithmetic
+    (`n_way * k_shot`, `1 / len(x)`), or a name every value of which is one of those. Arithmetic of a tensor and such
+    a number keeps the tensor's shape."""
+    if depth > _INT_DEPTH:
+        return False
+    expr_type = type(expr)
+    if expr_type is cst.Integer or expr_type is cst.Float:
+        return True
+    if expr_type is cst.UnaryOperation:
+        return type(expr.operator) in (cst.Minus, cst.Plus) and python_number(expr.expression, ctx, stack, depth + 1)
+    if expr_type is cst.BinaryOperation:
+        return isinstance(expr.operator, _NUMBER_OPERATORS) and all(
+            python_number(side, ctx, stack, depth + 1) for side in (expr.left, expr.right)
+        )
+    if expr_type is cst.Call:
+        func = expr.func
+        if type(func) is cst.Name and func.value == "float":
+            return ctx.scopes.binding_scope("float", scope_nodes_of(stack)) is None
+        if type(func) is cst.Attribute and func.attr.value == "item":
+            return not expr.args
+        return _python_int(expr, ctx, stack, depth)
+    if expr_type is cst.Subscript:
+        return _python_int(expr, ctx, stack, depth)
+    if expr_type is cst.Name:
+        origins = Values.of(ctx).origins(expr, stack)
+        return bool(origins) and all(
+            not origin.applied and type(origin.node) is not cst.Name
+            and python_number(origin.node, origin.place.context, origin.place.stack, depth + 1)
+            for origin in origins
+        )
+    return False
 
 
 def _int_literal(data) -> bool:

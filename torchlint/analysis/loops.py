@@ -95,6 +95,12 @@ def iterations_around(ctx: "FileContext", stack: Sequence[cst.CSTNode]) -> List[
     return found
 
 
+def counters_around(ctx: "FileContext", stack: Sequence[cst.CSTNode]) -> FrozenSet[str]:
+    """The names counting the passes of the loops around the innermost point of `stack` (`loop_counters`), within its
+    function: `i` in `for i in range(n): ...` and `for i, item in enumerate(items): ...`."""
+    return frozenset(name for looped in iterations_around(ctx, stack) for name in loop_counters(ctx, looped))
+
+
 def is_accumulating_backward(call: cst.CSTNode) -> bool:
     """`.backward()` or `torch.autograd.backward(...)`: they add into `.grad`; `torch.autograd.grad` returns instead."""
     if not isinstance(call, cst.Call):
@@ -170,7 +176,7 @@ def is_last_iteration_test(ctx: "FileContext", test: cst.BaseExpression, looped:
     `list(enumerate(items))`, also through a name)."""
     if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.comparisons[0].operator) is not cst.Equal:
         return False
-    counters = _counters(ctx, looped)
+    counters = loop_counters(ctx, looped)
     if not counters:
         return False
     for left, right in ((test.left, test.comparisons[0].comparator), (test.comparisons[0].comparator, test.left)):
@@ -186,13 +192,17 @@ def is_last_iteration_test(ctx: "FileContext", test: cst.BaseExpression, looped:
     return False
 
 
-def _counters(ctx: "FileContext", looped: Iteration) -> FrozenSet[str]:
+def loop_counters(ctx: "FileContext", looped: Iteration) -> FrozenSet[str]:
     """The names counting the iterations: `i` in `for i, x in ...` or `for i in range(...)`, and in
     `for step, (i, x) in enumerate(...)` both `step` and `i` (the index of each pair `enumerate` wraps; the number of
-    `range` that `enumerate` wraps)."""
+    `range` that `enumerate` wraps), also beneath a progress bar (`tqdm(range(n))`, `tqdm(enumerate(pairs))`)."""
     target, iterable = looped.target, looped.iterable
     found = set()
     while True:
+        while type(iterable) is cst.Call and iterable.args and (
+            syntax.terminal_name(iterable.func) == "tqdm" or ctx.qualified_name_in(iterable.func, PROGRESS_BARS, looped.evaluated_at)
+        ):
+            iterable = iterable.args[0].value
         if type(target) is cst.Name:
             if type(iterable) is cst.Call and dotted_name(iterable.func) == "range":
                 found.add(target.value)
@@ -200,10 +210,6 @@ def _counters(ctx: "FileContext", looped: Iteration) -> FrozenSet[str]:
         if type(target) not in (cst.Tuple, cst.List) or len(target.elements) != 2 or type(target.elements[0].value) is not cst.Name:
             break
         found.add(target.elements[0].value.value)
-        while type(iterable) is cst.Call and iterable.args and (
-            syntax.terminal_name(iterable.func) == "tqdm" or ctx.qualified_name_in(iterable.func, PROGRESS_BARS, looped.evaluated_at)
-        ):
-            iterable = iterable.args[0].value  # `tqdm(enumerate(pairs))`
         if type(iterable) is not cst.Call or dotted_name(iterable.func) != "enumerate" or not iterable.args:
             break
         target, iterable = target.elements[1].value, iterable.args[0].value

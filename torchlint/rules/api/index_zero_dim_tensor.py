@@ -2,6 +2,7 @@ from typing import Sequence
 
 import libcst as cst
 
+from torchlint.analysis.dtypes import python_number
 from torchlint.analysis.values import Values
 from torchlint.finding import Fix
 from torchlint.rules.api._losses import reduces_to_scalar
@@ -29,7 +30,9 @@ class IndexZeroDimTensor(Rule):
     `reduction="none"` or `reduce=False`), a whole-tensor reduction called without a
     dimension (`(...).sum()`, `.mean()`, `.max()`, `torch.sum(x)`, ...), arithmetic of such
     values and numbers (`loss_l + loss_c`, `loss / 2`, `kld.mul_(-0.5)`, `loss.sum() / n`
-    after `n = 51`), followed through
+    after `n = 51`; a number may be a size, `loss.sum() / x.size(0)`, `x.shape[0]`,
+    `len(x)`, `x.numel()`, another value's `.item()`, `float(...)`, or arithmetic of
+    those), followed through
     the file's assignments (`loss = criterion(out, y)`) and what the file's functions
     return (`loss = loss_function(recon, x, mu, logvar)`).
 
@@ -150,10 +153,8 @@ class IndexZeroDimTensor(Rule):
         return keeps_shape and self._is_scalar(func.value, stack, depth + 1)
 
     def _is_number(self, expr: cst.BaseExpression, stack) -> bool:
-        """A number literal, or a name always bound to one here (`num_quant = 51`)."""
-        if _number(expr):
-            return True
-        return type(expr) is cst.Name and type(Values.of(self.ctx).constant(expr, stack)) in (int, float)
+        """A Python number (`python_number`): a literal, `x.size(0)`, `len(x)`, or a name bound to one (`num_quant = 51`)."""
+        return python_number(expr, self.ctx, stack)
 
 
 def _indexes_zero(node: cst.Subscript) -> bool:
@@ -170,9 +171,3 @@ def _is_zero(integer: str) -> bool:
     if digits.startswith(("0x", "0o", "0b")):
         digits = digits[2:]
     return set(digits) <= {"0", "_"}
-
-
-def _number(expr: cst.BaseExpression) -> bool:
-    if type(expr) is cst.UnaryOperation and isinstance(expr.operator, cst.Minus):
-        expr = expr.expression
-    return type(expr) in (cst.Integer, cst.Float)

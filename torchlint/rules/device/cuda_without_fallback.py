@@ -8,6 +8,7 @@ from torchlint.analysis.conversions import computed_cuda_device, conversion, imp
 from torchlint.analysis.devices import CUDA_STRING, in_a_cuda_branch, is_cuda_string, names_device
 from torchlint.analysis.facts import project_import_names
 from torchlint.analysis.intent import CUDA_ONLY_LIBRARIES, evidence_in, project_intent
+from torchlint.analysis.loops import counters_around
 from torchlint.analysis.modules import ModuleClasses
 from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.project import PROJECT
@@ -99,7 +100,9 @@ class CudaWithoutFallback(Rule):
     variable, a function parameter (its default included) or a command-line argument
     (including `add_argument(..., default="cuda")`), `.cuda(rank)` included; code
     in a branch taken only when the program asks for CUDA (`if args.cuda:`,
-    `if backend == "cuda":`, `x.cuda() if use_gpu else x`); `def cuda(...)` methods;
+    `if backend == "cuda":`, `x.cuda() if use_gpu else x`, or an option read by a key
+    whose last dotted part names CUDA or a GPU: `if opt["data.cuda"]:`, as
+    `vars(args)` holds `--data.cuda`); `def cuda(...)` methods;
     `.cuda()` on a module with no parameters or buffers, which moves nothing and runs on
     a CPU build: a torch layer such as `nn.LogSoftmax(dim=1)`, a torch loss given no
     weight (`nn.CrossEntropyLoss().cuda()`: its `weight` buffer is None), or a Module
@@ -116,7 +119,10 @@ class CudaWithoutFallback(Rule):
     `torch.cuda.set_device(...)`, `init_process_group(backend="nccl")`; two or more
     GPUs named by index (`.cuda(0)` and `"cuda:1"`, `torch.cuda.device(1)`,
     `DataParallel(model, device_ids=[0, 1])`: a model split over devices or replicated
-    on them); an unconditional import of a library that runs only on
+    on them), or a GPU named by the counter of a loop around it, one per pass
+    (`.cuda(i)`, `torch.device("cuda", i)` or `f"cuda:{i}"` in `for i in range(n):` or
+    `for i, task in enumerate(tasks):`; a GPU from a setting, `.cuda(args.gpu)`, is
+    one GPU); an unconditional import of a library that runs only on
     NVIDIA GPUs (`transformer_engine`, `msamp`, `apex`, `flash_attn`, `pycuda`,
     `cupy`, `tensorrt`, `torch_tensorrt`, `numba.cuda`; one imported in a function,
     a branch, or a `try` whose handler does not raise again is optional and does not
@@ -224,6 +230,8 @@ class CudaWithoutFallback(Rule):
         self.exempt = False
         # The GPU indices the file names (`"cuda:1"`, `.cuda(2)`): two or more is a multi-GPU program.
         self.indices: Set[int] = set()
+        # A GPU named by a loop's counter (`for i in range(n): ... .cuda(i)`): one per pass, several GPUs.
+        self.gpus_by_loop = False
         # Every module path the file imports (`pkg._C` for `from pkg import _C`), for its project's extensions.
         self.imports: List[str] = []
         # id of the value of a module-level `name = <device>` -> (the value, the names it is assigned to)
@@ -251,7 +259,9 @@ class CudaWithoutFallback(Rule):
                 self.project_calls.append((node, tuple(self.ctx.stack)))
         elif semantics.method_name(node) == "cuda":
             read = conversion(node, self.ctx)
-            if read is not None and not computed_cuda_device(read) and not self._moves_nothing(node):
+            if read is not None and computed_cuda_device(read):
+                self._note_loop_index(read.device_node)
+            elif read is not None and not self._moves_nothing(node):
                 self._note_index(read.device_node)
                 self._add(node)
         elif semantics.method_name(node) == "to":
@@ -361,8 +371,21 @@ class CudaWithoutFallback(Rule):
             if _unconditional(self.ctx.stack):
                 self.exempt = True
 
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        # `f"cuda:{i}"`: a GPU by index, however the string is used.
+        parts = node.parts
+        if len(parts) == 2 and type(parts[0]) is cst.FormattedStringText and parts[0].value == "cuda:" \
+                and type(parts[1]) is cst.FormattedStringExpression:
+            self._note_loop_index(parts[1].expression)
+
+    def _note_loop_index(self, expr: Optional[cst.BaseExpression]) -> None:
+        """Remember a GPU index that counts the passes of a loop around it (`.cuda(i)` in `for i in range(n):`)."""
+        if type(expr) is cst.Name and expr.value in counters_around(self.ctx, self.ctx.stack):
+            self.gpus_by_loop = True
+
     def _note_index(self, expr: Optional[cst.BaseExpression]) -> None:
-        """Remember the GPU index a literal device names: `1`, `"cuda:1"`."""
+        """Remember the GPU index a device names: a literal (`1`, `"cuda:1"`), or a loop's counter."""
+        self._note_loop_index(expr)
         value = semantics.literal(expr, None)
         if isinstance(value, str) and CUDA_STRING.fullmatch(value) and ":" in value:
             value = int(value.partition(":")[2])
@@ -418,7 +441,8 @@ class CudaWithoutFallback(Rule):
         # Written for CUDA machines only: an availability check or a CUDA-only API or library, two or more GPUs
         # by index (a model split over devices), or a CUDA extension of its own project.
         if (
-            self.exempt or not self.sites or len(self.indices) > 1 or self._imports_project_cuda_extension()
+            self.exempt or not self.sites or len(self.indices) > 1 or self.gpus_by_loop
+            or self._imports_project_cuda_extension()
             or self._imports_project_cuda_build()
             or self._calls_project_cuda_setup()
             or self._imports_availability_check() or self.module_gated
