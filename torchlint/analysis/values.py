@@ -156,6 +156,10 @@ class Values:
         self.ctx = ctx
         self._flows: Dict[int, Flow] = {}
         self._returns: Dict[int, List[cst.Return]] = {}
+        # The answers to `origins` questions so far, by (expression, statement, scope, through casts): several rules
+        # ask the same (is `criterion` a class-index loss, a model, a tensor?), and an answer depends on the question
+        # only, never on those asked before it (`_ANSWERED`).
+        self._origins: Dict[Tuple[int, int, int, bool], List[Origin]] = {}
         # Set for the duration of one `origins` question.
         self._through_casts = True
         # Above 0 while following the receiver of `.module`/`._orig_mod`: the wrapper calls are what is asked about.
@@ -186,16 +190,19 @@ class Values:
         has neither, so where the value was `None` the program has already failed, and that origin is left out (a
         helper's early `return None` does not hide the tensor it returns otherwise).
         """
-        stack = self.ctx.stack if stack is None else stack
-        self._through_casts = through_casts
-        try:
-            found = _distinct(self._follow(expr, self.place(stack), 0, frozenset()))
-        finally:
-            self._through_casts = True
-            _ANSWERED.clear()
+        place = self.place(self.ctx.stack if stack is None else stack)
+        key = (id(expr), id(place.statement), id(place.scopes[-1]), through_casts)
+        found = self._origins.get(key)
+        if found is None:
+            self._through_casts = through_casts
+            try:
+                found = self._origins[key] = _distinct(self._follow(expr, place, 0, frozenset()))
+            finally:
+                self._through_casts = True
+                _ANSWERED.clear()
         if dereferenced:
-            found = [origin for origin in found if not _is_none(origin.node)] or found
-        return found
+            return [origin for origin in found if not _is_none(origin.node)] or list(found)
+        return list(found)  # a copy: the kept answer is not the caller's to change
 
     def constant(self, expr: cst.BaseExpression, stack: Optional[Sequence[cst.CSTNode]] = None):
         """The literal value `expr` always has here (`num_workers` after `num_workers = 0`), else `syntax.MISSING`."""
