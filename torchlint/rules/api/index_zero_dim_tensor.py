@@ -18,6 +18,8 @@ _SHAPE_KEEPING = frozenset({"detach", "clone", "contiguous", "abs", "sqrt", "exp
 _NUMBER_ARITHMETIC = frozenset({"add", "sub", "mul", "div", "add_", "sub_", "mul_", "div_"})
 _ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Power)
 _MAX_DEPTH = 4
+# What a 0-dim tensor can be moved to before it is indexed, still 0-dim.
+_TO_HOST = frozenset({"cpu", "numpy"})
 # Before 0.4 a loss was a one-element tensor: `loss.data[0]` was the way to read it, and `.item()` did not exist.
 ITEM_SINCE = (0, 4)
 
@@ -34,12 +36,13 @@ class IndexZeroDimTensor(Rule):
     `len(x)`, `x.numel()`, another value's `.item()`, `float(...)`, or arithmetic of
     those), followed through
     the file's assignments (`loss = criterion(out, y)`) and what the file's functions
-    return (`loss = loss_function(recon, x, mu, logvar)`).
+    return (`loss = loss_function(recon, x, mu, logvar)`), also after a move to the host
+    (`loss.data.cpu()[0]`, `loss.data.cpu().numpy()[0]`: still 0-dim, a 0-d array).
 
     Not flagged: indexing a tensor with dimensions (`out.data[0]` of a batch, `x.sum(1)[0]`),
     `.size()[0]`, lists and tuples, assignments to an element (`w.data[0] = 1.0`), and values
-    the rule cannot follow: a criterion received as a parameter (`def train(model,
-    criterion)`), an accumulator updated with `+=`; code for torch below 0.4
+    the rule cannot follow: a criterion received as a parameter whose callers it cannot
+    see (`def train(model, criterion)` called from another file), an accumulator updated with `+=`; code for torch below 0.4
     (`torch-version`, or the project's own torch requirement), where a loss was a
     one-element tensor, `loss.data[0]` read it and `.item()` did not exist yet. Given up
     for that precision: those values, which fail just the same when they are 0-dim.
@@ -91,6 +94,10 @@ class IndexZeroDimTensor(Rule):
         if self.ctx.config.torch_version < ITEM_SINCE or not _indexes_zero(node) or self._is_target(node):
             return
         indexed = node.value
+        # Moved to the host first (`loss.data.cpu().numpy()[0]`): `.cpu()` keeps the shape, `.numpy()` makes a 0-d
+        # array, which `[0]` fails on the same way.
+        while type(indexed) is cst.Call and not indexed.args and type(indexed.func) is cst.Attribute and indexed.func.attr.value in _TO_HOST:
+            indexed = indexed.func.value
         through_data = type(indexed) is cst.Attribute and indexed.attr.value == "data"
         tensor = indexed.value if through_data else indexed
         # `.data` is a tensor's: there `.sum()` is torch's; elsewhere it may be pandas' (`df.max()` is a Series).
