@@ -7,7 +7,7 @@ from torchlint.analysis import syntax
 from torchlint.analysis.conversions import computed_cuda_device, conversion, implements_method
 from torchlint.analysis.devices import CUDA_STRING, in_a_cuda_branch, is_cuda_string, names_device
 from torchlint.analysis.facts import project_import_names
-from torchlint.analysis.intent import CUDA_ONLY_LIBRARIES, evidence_in, project_intent
+from torchlint.analysis.intent import CUDA_ONLY_LIBRARIES, Sites, evidence_in, project_intent
 from torchlint.analysis.modules import ModuleClasses
 from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.project import PROJECT
@@ -426,12 +426,15 @@ class CudaWithoutFallback(Rule):
             return
         # Where the program means to run: not reported in a helper reached only from CUDA-only files of its project.
         intent = project_intent(self.ctx.filename, self.ctx.config)
-        verdict = intent.decide(self.ctx.filename, evidence_in(self.ctx.text, self.ctx.filename))
-        if not verdict.report:
+        sites = Sites(intent, self.ctx, evidence_in(self.ctx.text, self.ctx.filename))
+        if not sites.whole.report:
             return
-        cited = f"; this project also runs on the CPU: {verdict.evidence.describe(intent.root)}" if verdict.evidence is not None else ""
         read = _names_read(self.ctx.module) if any(map(self._is_module_setting, self.sites)) else frozenset()
         for site in self.sites:
+            verdict = sites.verdict(site)
+            if not verdict.report:
+                continue
+            cited = f"; this project also runs on the CPU: {verdict.evidence.describe(intent.root)}" if verdict.evidence is not None else ""
             # `device = "cuda"` at module level that nothing in the file reads: a setting another module imports
             # (a config file), like an `add_argument(..., default="cuda")`; its reader takes a variable. Or one that
             # no read sees, set again first (a notebook's `device = torch.device("cpu")` cells later).
