@@ -17,11 +17,12 @@ A GitHub workflow of the project that calls pytest on a hosted runner (`runs-on:
 torch wheel (`download.pytorch.org/whl/cpu`) is evidence of a CPU path for the project's test files.
 
 Each scanned file also lists the project files it imports (resolved as the value model resolves them,
-`PROJECT.locate`), with the names it imports from each (`from pkg.core import prepare_task`; none for a whole-module
-import, `import pkg.core`, `from pkg import core`, or a star import, which may reach anything in it), so a file is
-judged by what reaches it (`ProjectIntent.decide`), and code in a module-level function or class that the rest of its
-file never names by what imports that function or class (`Sites`): a helper only CUDA-only programs import is not
-reported because a CPU test imports its module for another function. The scan is capped
+`PROJECT.locate`) and the names it imports from each (`prepare_task` for `from pkg.core import prepare_task`; none in
+particular for `import pkg.core`, `from pkg import core` or `from pkg.core import *`, which may reach anything in the
+module). A file is judged by what reaches it (`ProjectIntent.decide`). Code inside a module-level function or class
+that no other code of its file names is judged by the importers that import that function or class, or the whole
+module (`Sites`): a helper that only CUDA-only programs import is not reported merely because a test imports its
+module for another function. The scan is capped
 (`_MAX_FILES` files, `_MAX_TOTAL_BYTES` bytes, files over `project._MAX_BYTES` skipped, hidden and environment
 folders not entered), and kept in the summaries store (`Summaries.kept`) for the listing it was made from (every
 scanned file's path, size and modification time), so a fresh process linting one file reads the folder's listing,

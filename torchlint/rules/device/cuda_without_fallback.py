@@ -165,13 +165,23 @@ class CudaWithoutFallback(Rule):
     message then ends with which, and where: "this project also runs on the CPU: a
     `--device` default of "cpu", `add_argument("--device", default="cpu"` in evaluate.py:7";
     or when a route ends at a file that shows neither, as every file that nothing imports
-    does (a script is reported as before). The scan reads at most 3,000 `.py` files and
+    does (a script is reported as before). Code in a module-level function or class (a
+    method included) counts only the importers that import that function or class by name
+    (`from pkg.core import prepare_task`), import the whole module (`import pkg.core`,
+    `from pkg import core`: any of it may be used) or star-import it, so a helper imported
+    only by programs that assert CUDA stays unreported when a test imports its module for
+    another, device-free function. Where other code of its file names the function or class
+    (another function calls it, an alias), or no importer names it, every importer counts,
+    as for code at module level. The scan reads at most 3,000 `.py` files and
     30 MB, skips files over 1 MB and hidden and environment folders, and is kept with the
     cache's summaries for the listing it was read from (paths, sizes, modification times).
 
     What that gives up: evidence is read from text, not code: a `"nccl"` string anywhere
     or a `set_device` in a branch makes a file CUDA-only, and a fallback in a comment counts
-    as one in code; imports are followed only where they name a project
+    as one in code; only the first import is narrowed to the names it imports (a package's
+    `__init__.py` re-exporting the helper counts every importer of the package), and a
+    function reached only through another function of its file counts every importer of
+    the file; imports are followed only where they name a project
     file by path (not `importlib`, not a console script), so a helper reached some other
     way is judged as if nothing imported it (reported); a cached result is checked against
     the files whose evidence decided it, not against a file newly made to import it; a
