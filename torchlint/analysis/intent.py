@@ -20,9 +20,9 @@ Each scanned file also lists the project files it imports (resolved as the value
 `PROJECT.locate`) and the names it imports from each (`prepare_task` for `from pkg.core import prepare_task`; none in
 particular for `import pkg.core`, `from pkg import core` or `from pkg.core import *`, which may reach anything in the
 module). A file is judged by what reaches it (`ProjectIntent.decide`). Code inside a module-level function or class
-that no other code of its file names is judged by the importers that import that function or class, or the whole
-module (`Sites`): a helper that only CUDA-only programs import is not reported merely because a test imports its
-module for another function. The scan is capped
+is judged by the importers that import the whole module, that function or class, or one of the file's others whose
+code names it (`Sites`): a helper that only CUDA-only programs import is not reported merely because a test imports
+its module for another function. The scan is capped
 (`_MAX_FILES` files, `_MAX_TOTAL_BYTES` bytes, files over `project._MAX_BYTES` skipped, hidden and environment
 folders not entered), and kept in the summaries store (`Summaries.kept`) for the listing it was made from (every
 scanned file's path, size and modification time), so a fresh process linting one file reads the folder's listing,
@@ -35,7 +35,7 @@ import hashlib
 import marshal
 import os
 import re
-from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -148,16 +148,17 @@ class ProjectIntent:
         self.ci = ci
         self.digests = digests
 
-    def decide(self, filename: str, own: Optional[Evidence], definition: Optional[str] = None) -> Verdict:
+    def decide(self, filename: str, own: Optional[Evidence], definitions: Optional[FrozenSet[str]] = None) -> Verdict:
         """Whether hard-coded CUDA in `filename` (whose own evidence is `own`) runs where the program means to run
         without a GPU. Its own evidence decides first; a test file, where CI runs the tests on CPUs; then what reaches
         it: importers followed up `_MAX_REACH_DEPTH` deep until each route meets evidence. Not reported when every
         route ends at CUDA-only evidence (a helper module of a CUDA-only program); reported when one meets a CPU path,
         or one ends at a file that shows neither (an entry point nothing tells about: reported as without intent).
 
-        `definition`, the module-level function or class the code lies in (`Sites.definition`), narrows the first step
-        to the importers that import that name or the whole module (a test importing `create_label` never runs
-        `prepare_task`); where none does, it is reached some way the scan does not see, and every importer counts.
+        `definitions`, the module-level functions and classes through which the code is reached (`Sites.reaching`),
+        narrow the first step to the importers that import one of them or the whole module (a test importing
+        `create_label` never runs `prepare_task`); where none does, the code is reached some way the scan does not see,
+        and every importer counts.
         Each file whose evidence decided is recorded as read, so a cached result is checked against it, and so is
         every importer of the file when it is not reported (one may come to import the definition)."""
         path = os.path.abspath(filename)
@@ -167,8 +168,8 @@ class ProjectIntent:
             return self._cited(Verdict(True, self.ci))
         importers = self.importers.get(path, {})
         first = [
-            importer for importer, names in importers.items() if names is None or definition in names
-        ] if definition is not None else []
+            importer for importer, names in importers.items() if names is None or not definitions.isdisjoint(names)
+        ] if definitions is not None else []
         seen = {path}
         pending = [(importer, 1) for importer in first or importers]
         cuda: Optional[Evidence] = None
@@ -206,7 +207,7 @@ class ProjectIntent:
 
 class Sites:
     """The verdicts of one file's sites: `ProjectIntent.decide` for the file, and where the file's importers decided
-    and one of them reports it, again for the module-level function or class each site lies in (once per name)."""
+    and one of them reports it, again for the module-level function or class each site lies in (once per definition)."""
 
     def __init__(self, intent: ProjectIntent, ctx: "FileContext", own: Optional[Evidence]):
         self.intent = intent
@@ -215,52 +216,63 @@ class Sites:
         self.whole = intent.decide(ctx.filename, own)
         path = os.path.abspath(ctx.filename)
         # Reported, as its importers decided (no evidence of its own, not a test file that CI decides), and by more
-        # than one: where every importer ends at CUDA-only evidence, so do those of each name; with one, its name's
-        # importers are the file's (or none, and then the file's again).
+        # than one: where every importer ends at CUDA-only evidence, so do those of each definition; with one, a
+        # definition's importers are the file's (or none, and then the file's again).
         self.by_definition = (
             self.whole.report and own is None and not (intent.ci is not None and is_test_path(path))
             and len(intent.importers.get(path, ())) > 1
         )
-        self.verdicts: Dict[Optional[str], Verdict] = {None: self.whole}
-        # name -> the ids of the module-level definitions whose code names it (0: code at module level), on first need
-        self.mentions: Optional[Dict[str, Set[int]]] = None
+        self.verdicts: Dict[Optional[FrozenSet[str]], Verdict] = {None: self.whole}
+        # name -> the module-level definitions whose code names it (None: code at module level), on first need
+        self.mentions: Optional[Dict[str, Set[Optional[str]]]] = None
 
     def verdict(self, site: cst.CSTNode) -> Verdict:
         if not self.by_definition:
             return self.whole
-        name = self.definition(self.ctx.stack_to(site))
-        found = self.verdicts.get(name)
+        names = self.reaching(self.ctx.stack_to(site))
+        found = self.verdicts.get(names)
         if found is None:
-            found = self.verdicts[name] = self.intent.decide(self.ctx.filename, self.own, name)
+            found = self.verdicts[names] = self.intent.decide(self.ctx.filename, self.own, names)
         return found
 
-    def definition(self, stack: Sequence[cst.CSTNode]) -> Optional[str]:
-        """The name of the module-level function or class the stack lies in, when the rest of the file never names it
-        (its only way in is an import naming it); None for code at module level, or in a definition the file's other
-        code names (`MatchingNetwork` building an `AttentionLSTM`, an alias, `__all__`): every importer reaches it."""
+    def reaching(self, stack: Sequence[cst.CSTNode]) -> Optional[FrozenSet[str]]:
+        """The names through which an importer reaches the code at the end of `stack`: the module-level function or
+        class it lies in, and those of the file whose code names one of them, and so on (`MatchingNetwork` building an
+        `AttentionLSTM`: `forward` of the latter runs wherever the former is used). None for code at module level,
+        or for a definition module-level code names (`prepare = prepare_task`, `main()` under a `__main__` guard):
+        every importer reaches it."""
         outermost = next((node for node in stack if type(node) in _DEFINITIONS), None)
         if outermost is None:
             return None
         if self.mentions is None:
             self.mentions = _mentions(self.ctx.module)
-        name = outermost.name.value
-        return name if self.mentions.get(name, set()) <= {id(outermost)} else None
+        names = {outermost.name.value}
+        pending = [outermost.name.value]
+        while pending:
+            for holder in self.mentions.get(pending.pop(), ()):
+                if holder is None:
+                    return None
+                if holder not in names:
+                    names.add(holder)
+                    pending.append(holder)
+        return frozenset(names)
 
 
 _DEFINITIONS = (cst.FunctionDef, cst.ClassDef)
 
 
-def _mentions(module: cst.Module) -> Dict[str, Set[int]]:
-    """Each name the module's code holds (read, bound or an attribute's), with the ids of the outermost functions and
-    classes it is in (0 for code at module level): one walk, for every definition of the file at once."""
-    mentions: Dict[str, Set[int]] = {}
-    outermost: List[int] = []
+def _mentions(module: cst.Module) -> Dict[str, Set[Optional[str]]]:
+    """Each name the module's code holds (read, bound, an attribute's: more than it reads, which only widens who reaches
+    a definition), with the names of the outermost functions and classes it is in (None for code at module level):
+    one walk, for every definition of the file at once."""
+    mentions: Dict[str, Set[Optional[str]]] = {}
+    outermost: List[str] = []
 
     def on_visit(node: cst.CSTNode) -> bool:
         if type(node) is cst.Name:
-            mentions.setdefault(node.value, set()).add(outermost[0] if outermost else 0)
+            mentions.setdefault(node.value, set()).add(outermost[0] if outermost else None)
         elif type(node) in _DEFINITIONS:
-            outermost.append(id(node))
+            outermost.append(node.name.value)
         return True
 
     def on_leave(node: cst.CSTNode) -> None:

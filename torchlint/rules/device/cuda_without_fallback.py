@@ -170,19 +170,22 @@ class CudaWithoutFallback(Rule):
     (`from pkg.core import prepare_task`), import the whole module (`import pkg.core`,
     `from pkg import core`: any of it may be used) or star-import it, so a helper imported
     only by programs that assert CUDA stays unreported when a test imports its module for
-    another, device-free function. Where other code of its file names the function or class
-    (another function calls it, an alias), or no importer names it, every importer counts,
-    as for code at module level. The scan reads at most 3,000 `.py` files and
+    another, device-free function. A function or class that others of its file name (a class
+    built only by another, as few-shot's `AttentionLSTM` by `MatchingNetwork`) is reached
+    through them too: an importer of any of them counts. One that module-level code names
+    (an alias, a call on import), or that no importer names, counts every importer, as
+    code at module level does. The scan reads at most 3,000 `.py` files and
     30 MB, skips files over 1 MB and hidden and environment folders, and is kept with the
     cache's summaries for the listing it was read from (paths, sizes, modification times).
 
     What that gives up: evidence is read from text, not code: a `"nccl"` string anywhere
     or a `set_device` in a branch makes a file CUDA-only, and a fallback in a comment counts
     as one in code; only the first import is narrowed to the names it imports (a package's
-    `__init__.py` re-exporting the helper counts every importer of the package), and a
-    function reached only through another function of its file counts every importer of
-    the file; imports are followed only where they name a project
-    file by path (not `importlib`, not a console script), so a helper reached some other
+    `__init__.py` re-exporting the helper counts every importer of the package), a
+    whole-module import counts whichever of the module's names it uses (`misc.eval_model`
+    or not), and any name a function's code holds counts as naming another function or
+    class (a parameter or an attribute spelled alike included); imports are followed only
+    where they name a project file by path (not `importlib`, not a console script), so a helper reached some other
     way is judged as if nothing imported it (reported); a cached result is checked against
     the files whose evidence decided it, not against a file newly made to import it; a
     test gated by a helper with another name and no such gate in its body (`@slow_test`
