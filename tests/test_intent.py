@@ -107,7 +107,7 @@ def test_each_importer_is_kept_with_the_names_it_imports(tmp_path):
         "whole.py": "from pkg.core import label\nimport pkg.core\n",
         "from_package.py": "from pkg import core\n",
         "star.py": "from pkg.core import *\n",
-        "relative/__init__.py": "", "pkg/sibling.py": "from .core import prepare\n",
+        "pkg/sibling.py": "from .core import prepare\n",
     })
     found = intent._scan(str(tmp_path))
     assert found.importers[str(tmp_path / "pkg/core.py")] == {
@@ -214,5 +214,7 @@ def test_each_site_cites_the_evidence_of_what_imports_its_function(tmp_path):
     })
     config = build({"select": ["TL205"]}, root=tmp_path, path=None, where="test", torch_requirement_from=tmp_path)
     evaluate, show = lint_file(str(tmp_path / "ops.py"), config).findings
-    assert evaluate.message.endswith('this project also runs on the CPU: a `device = "cpu"` setting, `device = "cpu"` in cpu_eval.py:2')
+    assert evaluate.message.endswith(
+        'this project also runs on the CPU: a `device = "cpu"` setting, `device = "cpu"` in cpu_eval.py:2'
+    )
     assert show.message == CudaWithoutFallback.message  # demo.py says nothing of where it runs

@@ -139,8 +139,9 @@ def evidence_in(text: str, path: str) -> Optional[Evidence]:
 class ProjectIntent:
     """The evidence of each file of one project, who imports whom (and which names), and the evidence of its CI."""
 
-    def __init__(self, root: str, evidence: Dict[str, Evidence], importers: Dict[str, Dict[str, Optional[Tuple[str, ...]]]],
-                 ci: Optional[Evidence], digests: Dict[str, bytes]):
+    def __init__(self, root: str, evidence: Dict[str, Evidence],
+                 importers: Dict[str, Dict[str, Optional[Tuple[str, ...]]]], ci: Optional[Evidence],
+                 digests: Dict[str, bytes]):
         self.root = root
         self.evidence = evidence
         # file -> the project files that import it -> the names each imports from it (None: the whole module)

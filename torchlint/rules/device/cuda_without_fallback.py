@@ -185,10 +185,11 @@ class CudaWithoutFallback(Rule):
     whole-module import counts whichever of the module's names it uses (`misc.eval_model`
     or not), and any name a function's code holds counts as naming another function or
     class (a parameter or an attribute spelled alike included); imports are followed only
-    where they name a project file by path (not `importlib`, not a console script), so a helper reached some other
-    way is judged as if nothing imported it (reported); a cached result is checked against
-    the files whose evidence decided it, not against a file newly made to import it; a
-    test gated by a helper with another name and no such gate in its body (`@slow_test`
+    where they name a project file by path (not `importlib`, not a console script), so a
+    helper reached some other way is judged as if nothing imported it (reported); a cached
+    result is checked against the files whose evidence decided it (and, where nothing was
+    reported, against the file's importers), not against a file newly made to import it;
+    a test gated by a helper with another name and no such gate in its body (`@slow_test`
     skipping on a missing `nvidia-smi`) is still reported, and a gate's condition is
     trusted by its words (`skipif(not HAS_GPU)`) without following the name.
 
