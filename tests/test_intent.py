@@ -1,8 +1,10 @@
 """Project intent for TL205 (torchlint/analysis/intent.py): where a program means to run, read once per project.
 
 The shapes it decides are fixtures (fixtures/projects/cuda_only_program_helper, cpu_path_reaches_helper,
-gpu_gate_helper); these tests pin what the fixtures cannot: the evidence each pattern reads, the CI evidence, the
-project root, the caps, the message's citation, and that the scan is made once per process and kept in the store.
+gpu_gate_helper, helper_imported_only_by_cuda_programs, helper_imported_by_a_script, helper_module_imported_whole);
+these tests pin what the fixtures cannot: the evidence each pattern reads, the CI evidence, the project root, the
+caps, the names each importer imports, the message's citation, that the scan is made once per process and kept in the
+store (in its current shape), and what a cached result depends on.
 """
 
 from pathlib import Path
@@ -13,6 +15,7 @@ from conftest import FIXTURES
 from torchlint.analysis import intent, summaries
 from torchlint.config import build
 from torchlint.engine.runner import lint_file
+from torchlint.rules.device.cuda_without_fallback import CudaWithoutFallback
 
 
 @pytest.mark.parametrize("text, kind, what", [
@@ -96,6 +99,52 @@ def test_a_file_is_judged_by_every_route_that_reaches_it(tmp_path):
     assert intent._scan(str(tmp_path)).decide(str(tmp_path / "steps.py"), None).report is False
 
 
+def test_each_importer_is_kept_with_the_names_it_imports(tmp_path):
+    """A whole-module import or a star import may reach anything in the module: it names none in particular (None)."""
+    write(tmp_path, {
+        "pkg/__init__.py": "", "pkg/core.py": "",
+        "by_name.py": "from pkg.core import prepare, label as make_label\nfrom pkg.core import (\n    Runner,\n)\n",
+        "whole.py": "from pkg.core import label\nimport pkg.core\n",
+        "from_package.py": "from pkg import core\n",
+        "star.py": "from pkg.core import *\n",
+        "pkg/sibling.py": "from .core import prepare\n",
+    })
+    found = intent._scan(str(tmp_path))
+    assert found.importers[str(tmp_path / "pkg/core.py")] == {
+        str(tmp_path / "by_name.py"): ("Runner", "label", "prepare"),
+        str(tmp_path / "from_package.py"): None,
+        str(tmp_path / "pkg/sibling.py"): ("prepare",),
+        str(tmp_path / "star.py"): None,
+        str(tmp_path / "whole.py"): None,
+    }
+
+
+def test_a_scan_stored_in_the_old_shape_is_made_again():
+    old = ({}, {"/p/core.py": ["/p/train.py"]}, None, {})  # importers as a list per file, before the names were kept
+    assert not intent._well_formed(old)
+    assert intent._well_formed(({}, {"/p/core.py": {"/p/train.py": ("prepare",), "/p/demo.py": None}}, None, {}))
+
+
+def test_a_helper_is_relinted_when_an_importer_comes_to_import_it(tmp_path, monkeypatch):
+    """Not reported because the test imports another function; the test's digest is kept with the cached result, so
+    a test that comes to import the helper reports it in the next run (a fresh process: the scan is made again)."""
+    from torchlint.cli import main
+
+    write(tmp_path, {
+        "pyproject.toml": "", "pkg/__init__.py": "",
+        "pkg/core.py": "def label():\n    return 0\n\n\ndef prepare(x):\n    return x.cuda()\n",
+        "train.py": "import torch\nfrom pkg.core import prepare\n\nassert torch.cuda.is_available()\n",
+        "tests/__init__.py": "", "tests/test_core.py": "from pkg.core import label\n",
+    })
+    monkeypatch.chdir(tmp_path)
+    arguments = ["check", "--preview", "--select", "TL205", "--output-format", "concise", "pkg/core.py"]
+    monkeypatch.setattr(intent, "_INTENTS", {})
+    assert main(arguments) == 0
+    (tmp_path / "tests/test_core.py").write_text("from pkg.core import label, prepare\n")
+    monkeypatch.setattr(intent, "_INTENTS", {})
+    assert main(arguments) == 1
+
+
 def test_the_project_root_is_never_a_folder_the_file_is_hidden_from(tmp_path):
     write(tmp_path, {"pyproject.toml": "", "benchmarks/.cache/corpus/repo/pkg/mod.py": "", "src/pkg/mod.py": ""})
     assert intent.project_root(str(tmp_path / "src/pkg/mod.py"), "/") == str(tmp_path)
@@ -153,3 +202,19 @@ def test_the_message_cites_the_evidence_that_decided():
         '; this project also runs on the CPU: a `--device` default of "cpu", `add_argument("--device", default="cpu"` '
         "in projects/cpu_path_reaches_helper/evaluate.py:7"  # relative to the project root: the config's, here
     )
+
+
+def test_each_site_cites_the_evidence_of_what_imports_its_function(tmp_path):
+    """The file's first CPU path is cited only where the function around the site is imported by it."""
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "ops.py": "def evaluate(model):\n    return model.cuda()\n\n\ndef show(x):\n    return x.cuda()\n",
+        "cpu_eval.py": 'from ops import evaluate\ndevice = "cpu"\n',
+        "demo.py": "from ops import show\n",
+    })
+    config = build({"select": ["TL205"], "preview": True}, root=tmp_path, path=None, where="test", torch_requirement_from=tmp_path)
+    evaluate, show = lint_file(str(tmp_path / "ops.py"), config).findings
+    assert evaluate.message.endswith(
+        'this project also runs on the CPU: a `device = "cpu"` setting, `device = "cpu"` in cpu_eval.py:2'
+    )
+    assert show.message == CudaWithoutFallback.message  # demo.py says nothing of where it runs

@@ -17,7 +17,12 @@ A GitHub workflow of the project that calls pytest on a hosted runner (`runs-on:
 torch wheel (`download.pytorch.org/whl/cpu`) is evidence of a CPU path for the project's test files.
 
 Each scanned file also lists the project files it imports (resolved as the value model resolves them,
-`PROJECT.locate`), so a file is judged by what reaches it (`ProjectIntent.decide`). The scan is capped
+`PROJECT.locate`) and the names it imports from each (`prepare_task` for `from pkg.core import prepare_task`; none in
+particular for `import pkg.core`, `from pkg import core` or `from pkg.core import *`, which may reach anything in the
+module). A file is judged by what reaches it (`ProjectIntent.decide`). Code inside a module-level function or class
+is judged by the importers that import the whole module, that function or class, or one of the file's others whose
+code names it (`Sites`): a helper that only CUDA-only programs import is not reported merely because a test imports
+its module for another function. The scan is capped
 (`_MAX_FILES` files, `_MAX_TOTAL_BYTES` bytes, files over `project._MAX_BYTES` skipped, hidden and environment
 folders not entered), and kept in the summaries store (`Summaries.kept`) for the listing it was made from (every
 scanned file's path, size and modification time), so a fresh process linting one file reads the folder's listing,
@@ -30,15 +35,19 @@ import hashlib
 import marshal
 import os
 import re
-from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Set, Tuple
+
+import libcst as cst
 
 from torchlint import source as sources
 from torchlint.analysis.file_kind import is_test_path
 from torchlint.analysis.project import _MAX_BYTES, PROJECT
 from torchlint.analysis.summaries import SUMMARIES
+from torchlint.engine.walk import walk
 
 if TYPE_CHECKING:
     from torchlint.config import Config
+    from torchlint.engine.context import FileContext
 
 # Libraries that run only on NVIDIA GPUs (FP8 training, fused kernels, CUDA bindings). Modules and their submodules.
 CUDA_ONLY_LIBRARIES = (
@@ -82,6 +91,8 @@ _CI_CPU = re.compile(
     re.MULTILINE,
 )
 
+# The shape of the stored scan: a scan kept in another shape is a miss in the store, made again and kept anew.
+_FORMAT = 2
 _MAX_FILES = 3000
 _MAX_TOTAL_BYTES = 30_000_000
 # How many importers deep, and how many files at most, `decide` follows what reaches a file.
@@ -126,30 +137,42 @@ def evidence_in(text: str, path: str) -> Optional[Evidence]:
 
 
 class ProjectIntent:
-    """The evidence of each file of one project, who imports whom, and the evidence of its CI."""
+    """The evidence of each file of one project, who imports whom (and which names), and the evidence of its CI."""
 
-    def __init__(self, root: str, evidence: Dict[str, Evidence], importers: Dict[str, List[str]],
-                 ci: Optional[Evidence], digests: Dict[str, bytes]):
+    def __init__(self, root: str, evidence: Dict[str, Evidence],
+                 importers: Dict[str, Dict[str, Optional[Tuple[str, ...]]]], ci: Optional[Evidence],
+                 digests: Dict[str, bytes]):
         self.root = root
         self.evidence = evidence
+        # file -> the project files that import it -> the names each imports from it (None: the whole module)
         self.importers = importers
         self.ci = ci
         self.digests = digests
 
-    def decide(self, filename: str, own: Optional[Evidence]) -> Verdict:
+    def decide(self, filename: str, own: Optional[Evidence], definitions: Optional[FrozenSet[str]] = None) -> Verdict:
         """Whether hard-coded CUDA in `filename` (whose own evidence is `own`) runs where the program means to run
         without a GPU. Its own evidence decides first; a test file, where CI runs the tests on CPUs; then what reaches
         it: importers followed up `_MAX_REACH_DEPTH` deep until each route meets evidence. Not reported when every
         route ends at CUDA-only evidence (a helper module of a CUDA-only program); reported when one meets a CPU path,
-        or one ends at a file that shows neither (an entry point nothing tells about: reported as without intent). Each file whose evidence decided is recorded as read, so a
-        cached result is checked against it."""
+        or one ends at a file that shows neither (an entry point nothing tells about: reported as without intent).
+
+        `definitions`, the module-level functions and classes through which the code is reached (`Sites.reaching`),
+        narrow the first step to the importers that import one of them or the whole module (a test importing
+        `create_label` never runs `prepare_task`); where none does, the code is reached some way the scan does not see,
+        and every importer counts.
+        Each file whose evidence decided is recorded as read, so a cached result is checked against it, and so is
+        every importer of the file when it is not reported (one may come to import the definition)."""
         path = os.path.abspath(filename)
         if own is not None:
             return Verdict(own.kind == CPU, own)
         if self.ci is not None and is_test_path(path):
             return self._cited(Verdict(True, self.ci))
+        importers = self.importers.get(path, {})
+        first = [
+            importer for importer, names in importers.items() if names is None or not definitions.isdisjoint(names)
+        ] if definitions is not None else []
         seen = {path}
-        pending = [(importer, 1) for importer in self.importers.get(path, ())]
+        pending = [(importer, 1) for importer in first or importers]
         cuda: Optional[Evidence] = None
         unknown = not pending
         while pending and len(seen) < _MAX_REACH_FILES:
@@ -165,14 +188,14 @@ class ProjectIntent:
             if found is not None:
                 cuda = cuda or found
                 continue
-            above = self.importers.get(importer, ())
+            above = self.importers.get(importer, {})
             if not above or depth >= _MAX_REACH_DEPTH:
                 unknown = True
             pending.extend((next_importer, depth + 1) for next_importer in above)
         if pending:  # too many files to follow: as without intent
             unknown = True
         if cuda is not None and not unknown:
-            return self._cited(Verdict(False, cuda), seen)
+            return self._cited(Verdict(False, cuda), {*seen, *importers})
         return Verdict(True, None)
 
     def _cited(self, verdict: Verdict, followed=()) -> Verdict:
@@ -181,6 +204,84 @@ class ProjectIntent:
             if digest is not None:
                 PROJECT.record(path, digest)
         return verdict
+
+
+class Sites:
+    """The verdicts of one file's sites: `ProjectIntent.decide` for the file, and where the file's importers decided
+    and one of them reports it, again for the module-level function or class each site lies in (once per definition)."""
+
+    def __init__(self, intent: ProjectIntent, ctx: "FileContext", own: Optional[Evidence]):
+        self.intent = intent
+        self.ctx = ctx
+        self.own = own
+        self.whole = intent.decide(ctx.filename, own)
+        path = os.path.abspath(ctx.filename)
+        # Reported, as its importers decided (no evidence of its own, not a test file that CI decides), and by more
+        # than one: where every importer ends at CUDA-only evidence, so do those of each definition; with one, a
+        # definition's importers are the file's (or none, and then the file's again).
+        self.by_definition = (
+            self.whole.report and own is None and not (intent.ci is not None and is_test_path(path))
+            and len(intent.importers.get(path, ())) > 1
+        )
+        self.verdicts: Dict[Optional[FrozenSet[str]], Verdict] = {None: self.whole}
+        # name -> the module-level definitions whose code names it (None: code at module level), on first need
+        self.mentions: Optional[Dict[str, Set[Optional[str]]]] = None
+
+    def verdict(self, site: cst.CSTNode) -> Verdict:
+        if not self.by_definition:
+            return self.whole
+        names = self.reaching(self.ctx.stack_to(site))
+        found = self.verdicts.get(names)
+        if found is None:
+            found = self.verdicts[names] = self.intent.decide(self.ctx.filename, self.own, names)
+        return found
+
+    def reaching(self, stack: Sequence[cst.CSTNode]) -> Optional[FrozenSet[str]]:
+        """The names through which an importer reaches the code at the end of `stack`: the module-level function or
+        class it lies in, and those of the file whose code names one of them, and so on (`MatchingNetwork` building an
+        `AttentionLSTM`: `forward` of the latter runs wherever the former is used). None for code at module level,
+        or for a definition module-level code names (`prepare = prepare_task`, `main()` under a `__main__` guard):
+        every importer reaches it."""
+        outermost = next((node for node in stack if type(node) in _DEFINITIONS), None)
+        if outermost is None:
+            return None
+        if self.mentions is None:
+            self.mentions = _mentions(self.ctx.module)
+        names = {outermost.name.value}
+        pending = [outermost.name.value]
+        while pending:
+            for holder in self.mentions.get(pending.pop(), ()):
+                if holder is None:
+                    return None
+                if holder not in names:
+                    names.add(holder)
+                    pending.append(holder)
+        return frozenset(names)
+
+
+_DEFINITIONS = (cst.FunctionDef, cst.ClassDef)
+
+
+def _mentions(module: cst.Module) -> Dict[str, Set[Optional[str]]]:
+    """Each name the module's code holds (read, bound, an attribute's: more than it reads, which only widens who reaches
+    a definition), with the names of the outermost functions and classes it is in (None for code at module level):
+    one walk, for every definition of the file at once."""
+    mentions: Dict[str, Set[Optional[str]]] = {}
+    outermost: List[str] = []
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        if type(node) is cst.Name:
+            mentions.setdefault(node.value, set()).add(outermost[0] if outermost else None)
+        elif type(node) in _DEFINITIONS:
+            outermost.append(node.name.value)
+        return True
+
+    def on_leave(node: cst.CSTNode) -> None:
+        if type(node) in _DEFINITIONS:
+            outermost.pop()
+
+    walk(module, on_visit, on_leave)
+    return mentions
 
 
 # project root -> its intent, for this process
@@ -251,7 +352,7 @@ def _listing(root: str) -> Tuple[List[Tuple[str, int]], List[str]]:
 
 def _scan(root: str) -> ProjectIntent:
     files, workflows = _listing(root)
-    digest = hashlib.blake2b(marshal.dumps((files, workflows)), digest_size=16).digest()
+    digest = hashlib.blake2b(marshal.dumps((_FORMAT, files, workflows)), digest_size=16).digest()
     found = SUMMARIES.kept(os.path.join(root, ".torchlint-project-intent"), digest, lambda: _read(root, files, workflows))
     if not _well_formed(found):
         found = _read(root, files, workflows)
@@ -263,10 +364,11 @@ def _scan(root: str) -> ProjectIntent:
 
 
 def _read(root: str, files: List[Tuple[str, int]], workflows: List[str]) -> tuple:
-    """What the scan keeps, in plain values `marshal` writes: evidence by file, importers by file, the CI evidence and
-    the digests of the files read."""
+    """What the scan keeps, in plain values `marshal` writes: evidence by file, importers by file (with the names each
+    imports, `ProjectIntent.importers`), the CI evidence and the digests of the files read."""
     evidence: Dict[str, tuple] = {}
-    importers: Dict[str, List[str]] = {}
+    # imported file -> importer -> the names it imports from it; None once it imports the whole module
+    importers: Dict[str, Dict[str, Optional[set]]] = {}
     digests: Dict[str, bytes] = {}
     # The names an absolute import must start with to name a file of the project (a module's or a folder's): the
     # others (`torch`, `numpy`, ...) are not looked up.
@@ -288,9 +390,18 @@ def _read(root: str, files: List[Tuple[str, int]], workflows: List[str]) -> tupl
             if not dotted.startswith(".") and dotted.partition(".")[0] not in local_names:
                 continue
             located = PROJECT.locate(path, dotted)
-            if located is not None and located[0] != path:
-                importers.setdefault(os.path.abspath(located[0]), []).append(path)
-    return evidence, {path: sorted(set(found)) for path, found in importers.items()}, _ci_evidence(workflows), digests
+            if located is None or located[0] == path:
+                continue
+            names = importers.setdefault(os.path.abspath(located[0]), {})
+            name = located[1].partition(".")[0]
+            if not name:
+                names[path] = None
+            elif names.setdefault(path, set()) is not None:
+                names[path].add(name)
+    return evidence, {
+        path: {importer: None if names is None else tuple(sorted(names)) for importer, names in sorted(found.items())}
+        for path, found in importers.items()
+    }, _ci_evidence(workflows), digests
 
 
 def _ci_evidence(workflows: List[str]) -> Optional[tuple]:
@@ -318,7 +429,9 @@ def _imported_paths(text: str) -> List[str]:
             continue
         for part in names.strip("()").replace("\\", " ").split(","):
             words = part.split()
-            if not words or words[0] == "*":
+            if not words:  # after a trailing comma
+                continue
+            if words[0] == "*":
                 if module and module.strip("."):
                     paths.append(module)
                 continue
@@ -333,6 +446,9 @@ def _well_formed(found: object) -> bool:
     evidence, importers, ci, digests = found
     return (
         isinstance(evidence, dict) and all(isinstance(item, tuple) and len(item) == 5 for item in evidence.values())
-        and isinstance(importers, dict) and all(isinstance(item, list) for item in importers.values())
+        and isinstance(importers, dict) and all(
+            isinstance(item, dict) and all(names is None or isinstance(names, tuple) for names in item.values())
+            for item in importers.values()
+        )
         and (ci is None or isinstance(ci, tuple) and len(ci) == 5) and isinstance(digests, dict)
     )

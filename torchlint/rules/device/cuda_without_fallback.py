@@ -7,7 +7,7 @@ from torchlint.analysis import syntax
 from torchlint.analysis.conversions import computed_cuda_device, conversion, implements_method
 from torchlint.analysis.devices import CUDA_STRING, in_a_cuda_branch, is_cuda_string, names_device
 from torchlint.analysis.facts import project_import_names
-from torchlint.analysis.intent import CUDA_ONLY_LIBRARIES, evidence_in, project_intent
+from torchlint.analysis.intent import CUDA_ONLY_LIBRARIES, Sites, evidence_in, project_intent
 from torchlint.analysis.loops import counters_around
 from torchlint.analysis.modules import ModuleClasses
 from torchlint.analysis.file_kind import FileKind
@@ -171,17 +171,31 @@ class CudaWithoutFallback(Rule):
     message then ends with which, and where: "this project also runs on the CPU: a
     `--device` default of "cpu", `add_argument("--device", default="cpu"` in evaluate.py:7";
     or when a route ends at a file that shows neither, as every file that nothing imports
-    does (a script is reported as before). The scan reads at most 3,000 `.py` files and
+    does (a script is reported as before). Code in a module-level function or class (a
+    method included) counts only the importers that import that function or class by name
+    (`from pkg.core import prepare_task`), import the whole module (`import pkg.core`,
+    `from pkg import core`: any of it may be used) or star-import it, so a helper imported
+    only by programs that assert CUDA stays unreported when a test imports its module for
+    another, device-free function. A function or class that others of its file name (a class
+    built only by another, as few-shot's `AttentionLSTM` by `MatchingNetwork`) is reached
+    through them too: an importer of any of them counts. One that module-level code names
+    (an alias, a call on import), or that no importer names, counts every importer, as
+    code at module level does. The scan reads at most 3,000 `.py` files and
     30 MB, skips files over 1 MB and hidden and environment folders, and is kept with the
     cache's summaries for the listing it was read from (paths, sizes, modification times).
 
     What that gives up: evidence is read from text, not code: a `"nccl"` string anywhere
     or a `set_device` in a branch makes a file CUDA-only, and a fallback in a comment counts
-    as one in code; imports are followed only where they name a project
-    file by path (not `importlib`, not a console script), so a helper reached some other
-    way is judged as if nothing imported it (reported); a cached result is checked against
-    the files whose evidence decided it, not against a file newly made to import it; a
-    test gated by a helper with another name and no such gate in its body (`@slow_test`
+    as one in code; only the first import is narrowed to the names it imports (a package's
+    `__init__.py` re-exporting the helper counts every importer of the package), a
+    whole-module import counts whichever of the module's names it uses (`misc.eval_model`
+    or not), and any name a function's code holds counts as naming another function or
+    class (a parameter or an attribute spelled alike included); imports are followed only
+    where they name a project file by path (not `importlib`, not a console script), so a
+    helper reached some other way is judged as if nothing imported it (reported); a cached
+    result is checked against the files whose evidence decided it (and, where nothing was
+    reported, against the file's importers), not against a file newly made to import it;
+    a test gated by a helper with another name and no such gate in its body (`@slow_test`
     skipping on a missing `nvidia-smi`) is still reported, and a gate's condition is
     trusted by its words (`skipif(not HAS_GPU)`) without following the name.
 
@@ -457,12 +471,15 @@ class CudaWithoutFallback(Rule):
             return
         # Where the program means to run: not reported in a helper reached only from CUDA-only files of its project.
         intent = project_intent(self.ctx.filename, self.ctx.config)
-        verdict = intent.decide(self.ctx.filename, evidence_in(self.ctx.text, self.ctx.filename))
-        if not verdict.report:
+        sites = Sites(intent, self.ctx, evidence_in(self.ctx.text, self.ctx.filename))
+        if not sites.whole.report:
             return
-        cited = f"; this project also runs on the CPU: {verdict.evidence.describe(intent.root)}" if verdict.evidence is not None else ""
         read = _names_read(self.ctx.module) if any(map(self._is_module_setting, self.sites)) else frozenset()
         for site in self.sites:
+            verdict = sites.verdict(site)
+            if not verdict.report:
+                continue
+            cited = f"; this project also runs on the CPU: {verdict.evidence.describe(intent.root)}" if verdict.evidence is not None else ""
             # `device = "cuda"` at module level that nothing in the file reads: a setting another module imports
             # (a config file), like an `add_argument(..., default="cuda")`; its reader takes a variable. Or one that
             # no read sees, set again first (a notebook's `device = torch.device("cpu")` cells later).
