@@ -141,3 +141,25 @@ def test_trees_are_kept_within_their_budget_least_recently_used_first(tmp_path):
     assert trees.parse(str(tmp_path / "aaa.py"), texts["aaa"]) is not kept["aaa"]  # dropped for ccc
     assert trees.parse(str(tmp_path / "ccc.py"), texts["ccc"]) is kept["ccc"]
     assert trees.parse(str(tmp_path / "big.py"), "x = 1\n" * 10) is not trees.parse(str(tmp_path / "big.py"), "x = 1\n" * 10)
+
+
+MANY = parsing._MANY_LINKS
+
+
+@pytest.mark.parametrize("text, expected", [
+    pytest.param("x = " + "(" * 100 + "1" + ")" * 100 + "\n", False, id="100 nested brackets"),
+    pytest.param("x = " + "(" * 101 + "1" + ")" * 101 + "\n", True, id="101 nested brackets"),
+    pytest.param("x = " + "[" * 101 + "\n" + "]" * 101 + "\n", True, id="brackets nested over two lines"),
+    pytest.param("y = (x" + "\n + x" * MANY + ")\n", True, id="one logical line over many physical lines"),
+    pytest.param("y = (x" + "\r\n + x" * MANY + ")\r\n", True, id="the same with CRLF line breaks"),
+    pytest.param("y = (x" + "\r + x" * MANY + ")\r", True, id="the same with CR line breaks"),
+    pytest.param("y = x" + " \\\n + x" * MANY + "\n", True, id="a logical line continued by backslashes"),
+    pytest.param("y = x + x\n" * MANY, False, id="as many links, one statement a line"),
+    pytest.param("y = x + x\r" * MANY, False, id="one statement a line, CR line breaks only"),
+    pytest.param("é = x" + ".é" * MANY + "\n", True, id="links between non-ASCII names"),
+    pytest.param("s = '('\ndef f():\n" + "    y = x + x\n" * MANY, False, id="an unclosed bracket ended by a def"),
+    pytest.param("s = '('\n" + "x = a + b\n" * MANY, True, id="an unclosed bracket, no def: one logical line"),
+])
+def test_the_look_for_deep_nesting(text, expected):
+    """`may_be_nested_too_deeply` is a guess that may only err high: these are the shapes it must tell."""
+    assert parsing.may_be_nested_too_deeply(text) is expected
