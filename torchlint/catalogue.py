@@ -44,7 +44,7 @@ RULES: Tuple[RuleEntry, ...] = (
     RuleEntry("TL301", "persistent-dataloader-in-loop", False, False),
     RuleEntry("TL302", "workers-without-main-guard", False, False),
     RuleEntry("TL303", "persistent-workers-without-workers", False, False),
-    RuleEntry("TL304", "unpicklable-worker-callable", False, False),
+    RuleEntry("TL304", "unpicklable-worker-callable", False, True),
     RuleEntry("TL305", "rng-object-in-dataset", False, False),
     RuleEntry("TL306", "synchronous-dataloader", True, False),
     RuleEntry("TL307", "distributed-sampler-without-set-epoch", False, False),
