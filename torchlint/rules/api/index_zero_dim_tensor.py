@@ -70,6 +70,12 @@ class IndexZeroDimTensor(Rule):
         "this is a 0-dim tensor (a loss or a full reduction): indexing it raises `IndexError: invalid index of a "
         "0-dim tensor. Use tensor.item()`; before torch 0.4 it was a 1-element tensor; use `.item()`"
     )
+    # `.numpy()` of a 0-dim tensor is a 0-d array, and numpy words the same failure its own way.
+    array_message = (
+        "this is a 0-dim array (`.numpy()` of a loss or a full reduction): indexing it raises `IndexError: too many "
+        "indices for array: array is 0-dimensional, but 1 were indexed`; before torch 0.4 it was a 1-element "
+        "tensor; use `.item()`"
+    )
     example = """
     import torch.nn as nn
 
@@ -96,6 +102,7 @@ class IndexZeroDimTensor(Rule):
         indexed = node.value
         # Moved to the host first (`loss.data.cpu().numpy()[0]`): `.cpu()` keeps the shape, `.numpy()` makes a 0-d
         # array, which `[0]` fails on the same way.
+        array = type(indexed) is cst.Call and type(indexed.func) is cst.Attribute and indexed.func.attr.value == "numpy"
         while type(indexed) is cst.Call and not indexed.args and type(indexed.func) is cst.Attribute and indexed.func.attr.value in _TO_HOST:
             indexed = indexed.func.value
         through_data = type(indexed) is cst.Attribute and indexed.attr.value == "data"
@@ -106,7 +113,7 @@ class IndexZeroDimTensor(Rule):
             return
         edit = self.ctx.replace(node, f"{self.ctx.code(tensor)}.item()")
         fix = Fix.safe("Use `.item()`", edit) if through_data else Fix.unsafe("Use `.item()`", edit)
-        self.report(node, fix=fix)
+        self.report(node, self.array_message if array else self.message, fix=fix)
 
     def _is_target(self, node: cst.Subscript) -> bool:
         parent = self.ctx.stack[-2] if len(self.ctx.stack) > 1 else None
