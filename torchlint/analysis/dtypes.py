@@ -249,14 +249,19 @@ def _python_int(expr: cst.BaseExpression, ctx: "FileContext", stack, depth: int)
             )
         return False
     if expr_type is cst.Name:
-        origins = Values.of(ctx).origins(expr, stack)
-        return bool(origins) and all(
-            # An opaque origin other than a name is an expression not followed further (`x.shape[0]`), read here.
-            not origin.applied and type(origin.node) is not cst.Name
-            and _python_int(origin.node, origin.place.context, origin.place.stack, depth + 1)
-            for origin in origins
-        )
+        return _every_value(expr, ctx, stack, depth, _python_int)
     return False
+
+
+def _every_value(name: cst.Name, ctx: "FileContext", stack, depth: int, holds) -> bool:
+    """`holds(value, ctx, stack, depth)` of every value the name may hold here, each followed to where it is made."""
+    origins = Values.of(ctx).origins(name, stack)
+    return bool(origins) and all(
+        # An opaque origin other than a name is an expression not followed further (`x.shape[0]`), read here.
+        not origin.applied and type(origin.node) is not cst.Name
+        and holds(origin.node, origin.place.context, origin.place.stack, depth + 1)
+        for origin in origins
+    )
 
 
 # How many steps `_python_int` and `python_number` follow (names through names, nested arithmetic).
@@ -291,12 +296,7 @@ def python_number(expr: cst.BaseExpression, ctx: "FileContext", stack, depth: in
     if expr_type is cst.Subscript:
         return _python_int(expr, ctx, stack, depth)
     if expr_type is cst.Name:
-        origins = Values.of(ctx).origins(expr, stack)
-        return bool(origins) and all(
-            not origin.applied and type(origin.node) is not cst.Name
-            and python_number(origin.node, origin.place.context, origin.place.stack, depth + 1)
-            for origin in origins
-        )
+        return _every_value(expr, ctx, stack, depth, python_number)
     return False
 
 
