@@ -49,18 +49,29 @@ def workers_of(call: cst.Call, ctx: Optional["FileContext"] = None, stack=None):
     """`num_workers` of a DataLoader call: an int, None when absent (the default, 0), or `MISSING` if not known.
 
     With `ctx`, a name or config entry is followed to the constant it always holds (`num_workers=num_workers`
-    after `num_workers = 0`).
+    after `num_workers = 0`), and a helper's `**kwargs` that no call of the helper fills gives nothing.
     """
     arg = keyword(call, "num_workers")
     if arg is None:
         # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, ...)
         arg = positional(call, 5)
     if arg is None:
-        return None if not has_star_kwargs(call) else MISSING
+        if not has_star_kwargs(call) or (ctx is not None and _unpacks_only_empty_keywords(call, ctx, stack)):
+            return None
+        return MISSING
     value = literal(arg.value)
     if is_missing(value) and ctx is not None:
         value = Values.of(ctx).constant(arg.value, stack)
     return value
+
+
+def _unpacks_only_empty_keywords(call: cst.Call, ctx: "FileContext", stack) -> bool:
+    """Every `**` the call unpacks is its function's `**` parameter, which no call of the function fills."""
+    values = Values.of(ctx)
+    return all(
+        type(arg.value) is cst.Name and values.never_given_keywords(arg.value, stack)
+        for arg in call.args if arg.star == "**"
+    )
 
 
 def persistent_workers_requested(call: cst.Call) -> bool:

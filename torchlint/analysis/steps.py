@@ -51,8 +51,9 @@ def name_words(name: str) -> frozenset:
 def in_a_step_loop(ctx: "FileContext", stack: Sequence[cst.CSTNode]) -> bool:
     """The innermost point of `stack` is in the body of a loop of its own function that repeats per step: the
     innermost loop holding it, unless that loop holds a loop that runs backward, itself or in a function of the file
-    it calls (`for epoch in ...: noise = ...; train(epoch)`): what such a loop does besides its inner training loop
-    runs once per epoch. Not in a test file, whose loops run the test once per parameter (`for device in devices:`)."""
+    it calls (`for epoch in ...: noise = ...; train(epoch)`), or an inner loop that calls such a function (`for epoch
+    in ...: for batch in loader: train_batch(batch)`): what such a loop does besides its inner training loop runs
+    once per epoch. Not in a test file, whose loops run the test once per parameter (`for device in devices:`)."""
     if ctx.file_kind is FileKind.TEST:
         return False
     loops = [loop for loop in loop_nodes(stack) if not fills_a_collection(ctx, loop, stack)] or _while_tested(stack)
@@ -174,6 +175,7 @@ class _EpochLoops:
             backward = {id(node) for node in function.facts.get("backward", ())}
             found = self._known[id(loop)] = bool(backward) and _loop_holding(loop.body, backward) or any(
                 _calls_a_training_loop(self.ctx, site.callee)
+                or (_in_a_loop_inside(site.stack, loop) and bool(self.ctx.callgraph.facts_of(site.callee, "backward")))
                 for site in function.calls
                 if any(node is loop for node in site.stack)
             )
@@ -208,6 +210,20 @@ def _holds(root: cst.CSTNode, wanted: AbstractSet[int]) -> bool:
 
     walk(root, on_visit, lambda node: None)
     return bool(found)
+
+
+def _in_a_loop_inside(stack: Sequence[cst.CSTNode], loop: cst.CSTNode) -> bool:
+    """`stack` (around a call, `loop` among them) holds a `for` or `while` inside `loop`, in the same function: the
+    call runs per iteration of an inner loop (`for epoch ...: for batch in loader: train_batch(batch)`)."""
+    inside = False
+    for node in stack:
+        if node is loop:
+            inside = True
+        elif inside and (type(node) is cst.For or type(node) is cst.While):
+            return True
+        elif inside and type(node) in FUNCTION_BOUNDARIES:
+            return False
+    return False
 
 
 def _calls_a_training_loop(ctx: "FileContext", callee: str) -> bool:

@@ -495,6 +495,35 @@ class Values:
         finally:
             _ANSWERED.clear()
 
+    def never_given_keywords(self, name: cst.Name, stack: Optional[Sequence[cst.CSTNode]] = None) -> bool:
+        """`name`, read at the innermost point of `stack` (default: the node being visited) in its own function and
+        not rebound before it, is that function's `**` parameter, and it is always empty: every call of the function
+        is known (`_calls_of`) and none passes a keyword no named parameter takes, nor a `*`/`**` unpacking (a
+        loader helper's `DataLoader(ds, **kwargs)` whose callers never give it `num_workers`)."""
+        place = self.place(self.ctx.stack if stack is None else stack)
+        function = place.scopes[-1]
+        if type(function) is not cst.FunctionDef:
+            return False
+        params = function.params
+        star_kwarg = params.star_kwarg
+        if star_kwarg is None or star_kwarg.name.value != name.value:
+            return False
+        flow = self.flow(function)
+        reaching = flow.reaching(name.value, flow.position(place.stack))
+        if not reaching or any(
+            binding.statement is not None or binding.value is not None or binding.definition is not None
+            for binding in reaching
+        ):
+            return False
+        sites = self._calls_of(function, place.scopes[:-1])
+        if not sites:
+            return False
+        named = {param.name.value for param in list(params.params) + list(params.kwonly_params)}
+        return all(
+            not arg.star and (arg.keyword is None or arg.keyword.value in named)
+            for call, _ in sites for arg in call.args
+        )
+
     def _passed(
         self, name: cst.Name, function: cst.FunctionDef, scopes: Tuple[cst.CSTNode, ...],
     ) -> Optional[List[Tuple[cst.Call, Place, cst.BaseExpression, Place]]]:

@@ -48,7 +48,7 @@ class LossAccumulatedWithGraph(Rule):
     """
     ## What it does
     Flags, inside a loop, `acc += loss`, `acc = acc + loss` and `xs.append(loss)` (or
-    `xs += [loss]`) where
+    `xs += [loss]`, or a tuple holding it: `log.append((step, loss))`) where
     `loss` is a tensor from a loss computation (a call of an `nn.*Loss` instance or a
     criterion variable, `F.cross_entropy`, `F.*_loss`, or a variable `.backward()` is
     called on), a loss a function of the file, or a method called through an instance
@@ -245,7 +245,8 @@ class LossAccumulatedWithGraph(Rule):
             accumulator = dotted_name(semantics.receiver(node))
             if accumulator is not None:
                 self.reads.setdefault((self._scope(), accumulator), set()).update(names_in(node.args[0].value))
-                self._accumulation(node, accumulator, node.args[0].value)
+                for operand in _tuple_items(node.args[0].value):
+                    self._accumulation(node, accumulator, operand)
 
     def _iterated_for(self, tensor: Optional[cst.BaseExpression]) -> Set[str]:
         """`for loss in losses: loss.backward()` (or `loss = next(batches)` after `batches = iter(losses)`): the
@@ -328,7 +329,10 @@ class LossAccumulatedWithGraph(Rule):
 
     def finish(self) -> None:
         self._note_assignments({accumulation.scope for accumulation in self.accumulations})
+        reported: Set[int] = set()  # one report per statement, for the first loss of a tuple appended
         for accumulation in self.accumulations:
+            if id(accumulation.statement) in reported:
+                continue
             scope = accumulation.scope
             if accumulation.is_loss is None:
                 receivers = self.backward_receivers.get(scope, ())
@@ -347,6 +351,7 @@ class LossAccumulatedWithGraph(Rule):
                 operand = f"({operand})"  # `(loss / n).item()`, not `loss / n.item()`
             detached = operand + method
             fix = Fix.unsafe(f"accumulate `{detached}`", self.ctx.replace(accumulation.operand, detached))
+            reported.add(id(accumulation.statement))
             self.report(accumulation.statement, fix=fix)
 
     def _used_as_tensor(self, accumulation: _Accumulation) -> bool:
@@ -386,6 +391,14 @@ def _returns_a_loss(call: cst.Call, ctx, stack) -> bool:
             if not holds_no_graph(value, there, place.stack):
                 return True
     return False
+
+
+def _tuple_items(appended: cst.BaseExpression) -> List[cst.BaseExpression]:
+    """The items of a tuple appended (`log.append((step, loss))` keeps the loss, and its graph, in the tuple), each
+    judged as if appended alone; else the value appended."""
+    if type(appended) is cst.Tuple and all(type(element) is cst.Element for element in appended.elements):
+        return [element.value for element in appended.elements]
+    return [appended]
 
 
 def _appended(operand: cst.BaseExpression) -> cst.BaseExpression:

@@ -26,8 +26,9 @@ class SynchronousDataloader(Rule):
     a training script named like a test (`test_performance.py`), which is not
     flagged even where its loader would be worth parallelising.
 
-    Not flagged: calls that pass `**kwargs`, which may set `num_workers`, and
-    loaders over data already in memory, where workers would only add start-up
+    Not flagged: calls that pass `**kwargs`, which may set `num_workers` (a
+    helper's `**kwargs` that no call of the helper fills, every call being known,
+    sets nothing: that loader is flagged), and loaders over data already in memory, where workers would only add start-up
     cost: a `TensorDataset`, a tensor or array built by torch or numpy, a Python
     sequence (`range(n)`, a list), an instance of a class in the same file
     whose `__getitem__` only indexes attributes holding such data (a tensor built

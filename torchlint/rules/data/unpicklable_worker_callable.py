@@ -29,7 +29,9 @@ class UnpicklableWorkerCallable(Rule):
     reaches DataLoader worker processes: passed as `collate_fn` or `worker_init_fn`
     to a DataLoader whose `num_workers` is not known to be `0` (a literal, a name
     always bound to one, or in a notebook a helper's parameter that defaults to 0 and
-    that no call of the helper sets otherwise), given as a transform
+    that no call of the helper sets otherwise; a helper's `**kwargs` forwarded to the
+    loader counts as nothing where every call of the helper is known and none fills
+    it), given as a transform
     (any keyword argument whose name contains `transform`, including lambdas nested
     in a `Compose([...])`) to the dataset such a loader reads, or stored on `self` by
     that dataset's class, bare or held by what it stores (`self.transform =

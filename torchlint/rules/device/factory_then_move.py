@@ -75,7 +75,9 @@ class FactoryThenMove(Rule):
     a `train()` before its loop, a helper named like a step that the file calls only
     from `__init__`, such as a `_dummy_forward` shape probe), or in a loop that holds the training loop (a loop
     running backward, written inside it or in a function of the file it calls:
-    `for epoch in ...: train(epoch)`), besides that inner loop: initial states or a
+    `for epoch in ...: train(epoch)`, or an inner loop calling a function of the file
+    that runs backward: `for batch in loader: train_batch(batch)`), besides that
+    inner loop: initial states or a
     sample drawn once per epoch; comprehensions (`[torch.zeros(n).cuda() for _ in
     range(k)]` builds a list once), and a loop over `range(...)` or a literal
     collection (also through `enumerate`, a progress bar or a `while` stepping it by

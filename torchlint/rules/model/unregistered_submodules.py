@@ -48,7 +48,9 @@ class UnregisteredSubmodules(Rule):
     layers)`, `nn.Sequential(*self.layers)`) built while the model is built or assigned to
     the module (one built in `forward` and called there, `nn.Sequential(*self.layers)(x)`,
     registers nothing), or an attribute the class assigns such a
-    container elsewhere; classes that register by hand (`add_module`,
+    container elsewhere; a list or tuple written out whose every element is registered
+    by its index while the model is built, given to such a container (`nn.Sequential(
+    self.layers[0], nn.ReLU(), self.layers[1])`) or assigned to an attribute; classes that register by hand (`add_module`,
     `register_module`, `register_parameter`, `setattr(self, ...)` anywhere in the
     class); attributes of classes that are not Modules; elements that are the module's
     own attributes (`self.blocks = [self.b1, self.b2]`): assigning `self.b1` a layer
@@ -131,6 +133,9 @@ class UnregisteredSubmodules(Rule):
         self.filled: Dict[Tuple[int, str], List[Tuple[cst.BaseExpression, tuple]]] = {}
         # (class id, written name) of containers a registering container or call is given.
         self.registered: Set[Tuple[int, str]] = set()
+        # (class id, written name) -> the indices of its elements registered one by one: given to a registering
+        # container (`nn.Sequential(self.layers[0], nn.ReLU(), self.layers[1])`) or assigned to an attribute.
+        self.registered_elements: Dict[Tuple[int, str], Set[int]] = {}
         # ids of classes that register by hand.
         self.registering_classes: Set[int] = set()
 
@@ -146,6 +151,8 @@ class UnregisteredSubmodules(Rule):
             written = target.target
             if is_self_attribute(written, method):
                 self.assignments.append((written, node.value, module, method, tuple(self.ctx.stack)))
+                if runs_in_builder(self.ctx, self.ctx.stack):  # not in `forward`: after the optimizer took its parameters
+                    self._register_element(node.value, module)
             elif type(written) is cst.Subscript:  # self.heads["a"] = nn.Linear(4, 2)
                 name = dotted_name(written.value)
                 if name is not None:
@@ -180,11 +187,25 @@ class UnregisteredSubmodules(Rule):
                 name = dotted_name(arg.value)
                 if name is not None:
                     self.registered.add((id(module.node), name))
+                elif type(arg.value) in (cst.List, cst.Tuple):  # nn.ModuleList([self.layers[0], self.layers[1]])
+                    for element in arg.value.elements:
+                        self._register_element(element.value, module)
+                else:
+                    self._register_element(arg.value, module)
         else:
             name = dotted_name(node.func.value)
             if name is not None:
                 filled = self.filled.setdefault((id(module.node), name), [])
                 filled += [(arg.value, tuple(self.ctx.stack)) for arg in node.args if arg.keyword is None]
+
+    def _register_element(self, value: cst.BaseExpression, module: ModuleClass) -> None:
+        """`value`, registered by where it is given, may be one element of a container: `self.layers[0]`."""
+        if type(value) is not cst.Subscript or len(value.slice) != 1 or type(value.slice[0].slice) is not cst.Index:
+            return
+        name = dotted_name(value.value)
+        index = syntax.literal(value.slice[0].slice.value)
+        if name is not None and type(index) is int:
+            self.registered_elements.setdefault((id(module.node), name), set()).add(index)
 
     def _kept(self, container: cst.Call) -> bool:
         """The registering container is itself registered: built while the model is built (in `__init__`, or a
@@ -222,6 +243,8 @@ class UnregisteredSubmodules(Rule):
             layers, local = held
             if local is not None and (id(module.node), local) in self.registered:
                 continue
+            if self._each_element_registered(value, layers, (id(module.node), written)):
+                continue
             kinds = set(filter(None, (self._layer_kind(layer, layer_stack) for layer, layer_stack in layers)))
             if kinds:
                 found.append((target, value, kinds, stack))
@@ -230,6 +253,17 @@ class UnregisteredSubmodules(Rule):
         for target, value, kinds, stack in found:
             if target.attr.value not in built_only:
                 self.report(target, self._message(target, value, kinds), self._fix(value, kinds, stack))
+
+    def _each_element_registered(
+        self, value: cst.BaseExpression, layers: List[Tuple[cst.BaseExpression, tuple]], key: Tuple[int, str],
+    ) -> bool:
+        """A list or tuple written out, never filled, whose every element the class registers by its index (`self.fc =
+        nn.Sequential(self.noisy_layers[0], nn.ReLU(), self.noisy_layers[1])`): the container only aliases them."""
+        indices = self.registered_elements.get(key)
+        if not indices or type(value) not in (cst.List, cst.Tuple) or len(layers) != len(value.elements):
+            return False
+        count = len(layers)
+        return {index % count for index in indices if -count <= index < count} == set(range(count))
 
     def _read_only_while_built(self, attributes: Set[str]) -> Set[str]:
         """The names among `attributes` whose every read in the file (`self.x`, `model.x`) is in code that runs only

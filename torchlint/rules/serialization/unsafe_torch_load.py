@@ -39,22 +39,24 @@ class UnsafeTorchLoad(Rule):
       `weights_only=False` on every version, 2.6 and later included.
 
     Not flagged: `weights_only=True`, a `weights_only` given by a variable, and a
-    missing `weights_only` when the minimum torch version is 2.6 or newer (the
+    load, with `weights_only=False` or none, that reads back what its function has just
+    written: the same function saved to that file or buffer earlier with `torch.save`
+    (the same expression: `torch.save(obj, buffer)` ... `torch.load(buffer)`, a deep
+    copy or a checkpoint in a private temporary directory; `torch.save(net, path)`
+    then `torch.load(path, weights_only=False)`, the round trip of a whole module,
+    which `weights_only=True` would refuse), and did not assign that variable since; a
+    file another process could swap in between is not considered. The save must run
+    before the load on its path: one in the other arm of an `if` (`if not exists(p):
+    torch.save(x, p)` / `else: x = torch.load(p)`), or under an `if` the load is not
+    under, leaves the load reading a file an earlier run (or anyone) wrote, and the
+    load is reported; a save under an `if` in a loop's body counts for a load after
+    the loop (the best model saved during the epochs).
+
+    Nor a missing `weights_only` when the minimum torch version is 2.6 or newer (the
     default is already `True`), or when:
 
     - the call passes `**kwargs`, which may carry `weights_only` (the caller's
       choice: the rule cannot see what the dictionary holds);
-    - the same function saved to that file or buffer earlier with `torch.save`
-      (the same expression: `torch.save(obj, buffer)` ... `torch.load(buffer)`,
-      a deep copy or a checkpoint in a private temporary directory), and did not
-      assign that variable since, so it reads back only what it wrote; a file
-      another process could swap in between is not considered. The save must
-      run before the load on its path: one in the other arm of an `if`
-      (`if not exists(p): torch.save(x, p)` / `else: x = torch.load(p)`), or
-      under an `if` the load is not under, leaves the load reading a file an
-      earlier run (or anyone) wrote, and the load is reported; a save under an
-      `if` in a loop's body counts for a load after the loop (the best model
-      saved during the epochs);
     - the file is a test's parameter named after a pytest fixture of the same file that
       writes it with `torch.save` into pytest's temporary directory (`tmp_path`,
       `tmp_path_factory`, `tmpdir`): the test reads back its own checkpoint;
@@ -150,7 +152,7 @@ class UnsafeTorchLoad(Rule):
         pickle_module = semantics.keyword(node, "pickle_module") or semantics.positional(node, 2)
         if weights_only is not None:
             self._note_try_body()
-            if semantics.literal(weights_only.value) is False:
+            if semantics.literal(weights_only.value) is False and not self._reads_back_own_save(node):
                 fixable = pickle_module is None and not self._chosen_deliberately()
                 self.report(node, fix=self._set_true(weights_only) if fixable else None)
         elif pickle_module is not None:
