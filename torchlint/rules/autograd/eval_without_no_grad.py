@@ -7,18 +7,27 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tup
 import libcst as cst
 
 from torchlint import semantics
-from torchlint.analysis.facts import uses_autograd_grad
+from torchlint.analysis.facts import project_call_facts, uses_autograd_grad
 from torchlint.analysis.file_kind import is_test_function
 from torchlint.analysis.grad_mode import names_an_evaluation, under_dynamic_grad_mode, under_grad_mode_context
 from torchlint.analysis.models import Models
 from torchlint.analysis.syntax import called_module
 from torchlint.analysis.values import Values
-from torchlint.analysis.loops import Loop, LoopIndex, is_accumulating_backward, loop_nodes
+from torchlint.engine.callgraph import MODULE
+from torchlint.analysis.loops import LOOPS, Loop, LoopIndex, enclosing, is_accumulating_backward, loop_nodes
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import attributes, functions, words
 
 # Lightning runs these hooks under no_grad/inference_mode itself.
 _LIGHTNING_HOOKS = frozenset({"validation_step", "test_step", "predict_step"})
+# Library functions that take gradients with `torch.autograd.grad` themselves: torchmeta's MAML update, which an
+# evaluation-time adaptation loop calls on its loss (no_grad would make it raise).
+_GRAD_TAKING_FUNCTIONS = frozenset({
+    "torchmeta.utils.gradient_update_parameters", "torchmeta.utils.gradient_based.gradient_update_parameters",
+})
+# How many calls deep a loop's calls are followed for `torch.autograd.grad`, and how many callers up for a grad mode.
+_DEPTH = 3
+_COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
 
 
 @dataclass
@@ -143,6 +152,8 @@ class EvalWithoutNoGrad(Rule):
         self.functions: Dict[int, Tuple[str, Optional[cst.FunctionDef]]] = {}
         # id of each call -> its order in the walk, to tell an `eval()` before a call of a function from one after.
         self.call_seqs: Dict[int, int] = {}
+        # ids of the loops whose body calls a library function of `_GRAD_TAKING_FUNCTIONS`
+        self.grad_taking_loops: Set[int] = set()
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.models.observe_class(node)
@@ -171,8 +182,13 @@ class EvalWithoutNoGrad(Rule):
         name = definition.name.value if definition is not None else ""
         # `finish` reports a forward after an `.eval()` of its function, or of a caller before the call (seen in
         # `finish`), or in a function named for evaluation.
-        loops = self.loops.enclosing()
-        if not loops or self._grad_mode_is_set(self.ctx.stack):
+        loops = self.loops.enclosing() or _comprehension_loop(self.ctx.stack)
+        if not loops:
+            return
+        if self.ctx.qualified_name_in(node.func, _GRAD_TAKING_FUNCTIONS):
+            self.grad_taking_loops.update(id(loop.node) for loop in loops)
+            return
+        if self._grad_mode_is_set(self.ctx.stack):
             return
         if is_test_function(name, self.ctx.file_kind, self.ctx.imports_module("pytest")) or (
             definition is not None and id(definition) in self.lightning_hooks
@@ -208,7 +224,7 @@ class EvalWithoutNoGrad(Rule):
 
     def finish(self) -> None:
         for forward in self.forwards:
-            if _runs_once(forward.loops[0].node):
+            if type(forward.loops[0].node) in LOOPS and _runs_once(forward.loops[0].node):
                 continue
             # Whether the forward evaluates is asked before whether it calls a model: most calls in a loop are in no
             # evaluation at all, and telling a model follows the value model, the dearer question.
@@ -219,12 +235,53 @@ class EvalWithoutNoGrad(Rule):
                 continue
             if not self.models.is_model(forward.model, forward.stack):
                 continue
-            if self._backpropagates(forward, evaluation) or uses_autograd_grad(forward.function, self.ctx):
+            if self._backpropagates(forward, evaluation) or self._takes_gradients(forward):
                 continue
-            # A caller one level up that disables gradients (or sets them, deliberately) around the call.
-            if any(self._grad_mode_is_set(site.stack) for site in self.ctx.callgraph.call_sites(forward.function)):
+            # A caller one level up that disables gradients (or sets them, deliberately) around the call, or callers
+            # a few levels up under which every call of the function runs.
+            if any(
+                self._grad_mode_is_set(site.stack) for site in self.ctx.callgraph.call_sites(forward.function)
+            ) or self._called_under_grad_mode(forward.function):
                 continue
             self.report(forward.node)
+
+    def _takes_gradients(self, forward: _Forward) -> bool:
+        """The forward's function uses `torch.autograd.grad`, or one of its loops calls a function that does: of the
+        file (nested ones included; `_DEPTH` calls deep), of another project file, or of a library
+        (`_GRAD_TAKING_FUNCTIONS`). The loop needs its graph: a Hessian-vector product, a MAML adaptation step."""
+        if uses_autograd_grad(forward.function, self.ctx):
+            return True
+        for loop in forward.loops:
+            if id(loop.node) in self.grad_taking_loops or any(
+                not is_accumulating_backward(node) for _, nodes in self.loops.sites(loop, "backward", _DEPTH) for node in nodes
+            ):
+                return True
+            for _, calls in self.loops.sites(loop, "calls-project-function", _DEPTH):
+                if any(
+                    not is_accumulating_backward(node)
+                    for call in calls for node in project_call_facts(call, self.ctx, "backward")
+                ):
+                    return True
+        return False
+
+    def _called_under_grad_mode(self, function: str, depth: int = _DEPTH) -> bool:
+        """`function` is called in the file, and each of its calls runs under a grad mode (`_grad_mode_is_set`) or
+        in a function of which this holds, `depth` callers up: `encode_dataset`, called only by `load_manipulators`,
+        called only by `visualize`, decorated `@torch.no_grad()`."""
+        if depth == 0:
+            return False
+        called = False
+        for call, stack in self._calls_into(function):
+            if self._grad_mode_is_set(stack):
+                called = True
+                continue
+            caller = self.ctx.callgraph.current(stack, call).key
+            if caller == function:  # a recursive call runs under whatever mode the outer calls set
+                continue
+            if caller == MODULE or not self._called_under_grad_mode(caller, depth - 1):
+                return False
+            called = True
+        return called
 
     def _eval_before(self, forward: _Forward) -> Optional[_Eval]:
         """The last `eval()` of the forward's function before it, on a model that may be the one called: one put
@@ -298,6 +355,15 @@ def innermost_function(stack: Sequence[cst.CSTNode]) -> Optional[cst.FunctionDef
         if type(node) is cst.FunctionDef:
             return node
     return None
+
+
+def _comprehension_loop(stack: Sequence[cst.CSTNode]) -> List[Loop]:
+    """The comprehension (`[model(x) for x in batches]`) that evaluates the innermost point of `stack` once per item,
+    within its function, as a loop: in its element or conditions, not in the iterable it starts from; [] if none."""
+    for index, node in enclosing(stack):
+        if type(node) in _COMPREHENSIONS and (stack[index + 1] is not node.for_in or stack[index + 2] is not node.for_in.iter):
+            return [Loop(node, None, tuple(stack[: index + 1]))]
+    return []
 
 
 def _runs_once(loop: cst.CSTNode) -> bool:
