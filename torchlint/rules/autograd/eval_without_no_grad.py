@@ -55,15 +55,18 @@ class _Eval:
 class EvalWithoutNoGrad(Rule):
     """
     ## What it does
-    Flags a model forward call in a loop that runs after `model.eval()` (in the same
+    Flags a model forward call in a loop (a `for`, a `while`, or a comprehension's element:
+    `[model(x) for x in batches]`) that runs after `model.eval()` (in the same
     function, or in a caller before its call of the function, up to three calls up:
     `model.eval()` then `main()`, which calls `train(model)` or `Trainer(model).fit()`),
     or in a function named like `evaluate` / `validate` / `test` / `predict` /
     `infer*`, when the loop never calls `.backward()` and is not under `torch.no_grad()` /
     `torch.inference_mode()`: no region, no decorator, no `torch.set_grad_enabled(False)`
     statement before it in the function (called on its own, it switches the mode for the rest
-    of the function; the last such statement decides), and no caller one level up in the
-    module calls the function under one.
+    of the function; the last such statement decides), no caller one level up in the
+    module calls the function under one, and not every call of it in the module runs under one
+    within three callers (`visualize`, decorated `@torch.no_grad()`, calls `load_manipulators`,
+    which calls `encode_dataset`, the only caller of the function with the loop).
 
     A forward is a call of a model (`model(x)`, or `model.forward(x)`, which runs the same
     code without the hooks): a value built from an `nn.Module` subclass of the
@@ -75,7 +78,10 @@ class EvalWithoutNoGrad(Rule):
     plot or a shape check), a loop over another model than the one put in eval mode
     (each a variable the file builds with a constructor: in a notebook, `encdec.eval()`
     cells before a demo of an untrained `decoder`), functions that use
-    `torch.autograd.grad`, code under
+    `torch.autograd.grad` and loops that call a function that does (their graph is needed: a
+    Hessian-vector product, a MAML adaptation step at evaluation): a function of the file, nested
+    ones included, within three calls, one of another project file, or torchmeta's
+    `gradient_update_parameters`; code under
     `set_grad_enabled(<not a literal>)` (a region, a statement before the loop, or one in a
     branch or loop before it, whose effect is known only at runtime) or under another library's context manager named
     for evaluation or gradients (monai's `with eval_mode(model):` enters `no_grad`
