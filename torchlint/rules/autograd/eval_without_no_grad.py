@@ -158,6 +158,8 @@ class EvalWithoutNoGrad(Rule):
         self.functions: Dict[int, Tuple[str, Optional[cst.FunctionDef]]] = {}
         # id of each call -> its order in the walk, to tell an `eval()` before a call of a function from one after.
         self.call_seqs: Dict[int, int] = {}
+        # function key -> `_calls_into` it, asked in `finish` (when the call graph is complete) once per function
+        self.calls_into: Dict[str, List[Tuple[cst.Call, Sequence[cst.CSTNode]]]] = {}
         # ids of the loops whose body calls a library function of `_GRAD_TAKING_FUNCTIONS`
         self.grad_taking_loops: Set[int] = set()
 
@@ -230,16 +232,20 @@ class EvalWithoutNoGrad(Rule):
 
     def finish(self) -> None:
         for forward in self.forwards:
-            if type(forward.loops[0].node) in LOOPS and _runs_once(forward.loops[0].node):
+            comprehension = type(forward.loops[0].node) not in LOOPS
+            if not comprehension and _runs_once(forward.loops[0].node):
                 continue
             # Whether the forward evaluates is asked before whether it calls a model: most calls in a loop are in no
-            # evaluation at all, and telling a model follows the value model, the dearer question.
+            # evaluation at all, and telling a model follows the value model, the dearer question. Not so in a
+            # comprehension, whose calls are mostly of functions (`[torch.tensor(row) for row in rows]`), told at once.
+            if comprehension and not self.models.is_model(forward.model, forward.stack):
+                continue
             evaluation = self._eval_before(forward)
             if evaluation is None and (forward.in_model_method or not names_an_evaluation(forward.function_name)) and (
                 forward.in_model_method or not self._evaluated_by_callers(forward.function, cache(partial(self._built_by, forward.model, forward.stack)))
             ):
                 continue
-            if not self.models.is_model(forward.model, forward.stack):
+            if not comprehension and not self.models.is_model(forward.model, forward.stack):
                 continue
             if self._backpropagates(forward, evaluation) or self._takes_gradients(forward):
                 continue
@@ -326,7 +332,10 @@ class EvalWithoutNoGrad(Rule):
     def _calls_into(self, function: str) -> List[Tuple[cst.Call, Sequence[cst.CSTNode]]]:
         """The calls of `function` (a call-graph key) in the file, each with its stack: by name, through `self`, and
         for a method of a class at the top of the module, through its instances (`trainer.fit()`)."""
-        found = [(site.node, site.stack) for site in self.ctx.callgraph.call_sites(function)]
+        found = self.calls_into.get(function)
+        if found is not None:
+            return found
+        found = self.calls_into[function] = [(site.node, site.stack) for site in self.ctx.callgraph.call_sites(function)]
         class_name, _, method = function.rpartition(".")
         if class_name:
             model_class = next(
