@@ -117,12 +117,18 @@ def calls_project_function(call: cst.Call, ctx: "FileContext") -> Optional[str]:
 
 def project_call_shows(call: cst.CSTNode, ctx: "FileContext", fact: str) -> bool:
     """The project function `call` calls (a node `calls_project_function` noted) shows `fact` in its own file."""
+    return bool(project_call_facts(call, ctx, fact))
+
+
+def project_call_facts(call: cst.CSTNode, ctx: "FileContext", fact: str) -> List[cst.CSTNode]:
+    """The nodes showing `fact` in the project function `call` calls (a node `calls_project_function` noted), in its
+    own file (`function_facts`): for a question about which backward they run (`torch.autograd.grad`)."""
     path = ctx.shared(_ProjectCalls).get(id(call))
     if path is None or shows_no_fact(ctx, path, fact):
-        return False
+        return []
     origins = Values.of(ctx).imported(path)
     function = imported_function(origins, ctx) if origins is not None else None
-    return function is not None and bool(function_facts(function[0], fact))
+    return function_facts(function[0], fact) if function is not None else []
 
 
 @recognizes(cst.Assign)

@@ -7,18 +7,27 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tup
 import libcst as cst
 
 from torchlint import semantics
-from torchlint.analysis.facts import uses_autograd_grad
+from torchlint.analysis.facts import project_call_facts, uses_autograd_grad
 from torchlint.analysis.file_kind import is_test_function
 from torchlint.analysis.grad_mode import names_an_evaluation, under_dynamic_grad_mode, under_grad_mode_context
 from torchlint.analysis.models import Models
 from torchlint.analysis.syntax import called_module
 from torchlint.analysis.values import Values
-from torchlint.analysis.loops import Loop, LoopIndex, is_accumulating_backward, loop_nodes
+from torchlint.engine.callgraph import MODULE
+from torchlint.analysis.loops import LOOPS, Loop, LoopIndex, enclosing, is_accumulating_backward, loop_nodes
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import attributes, functions, words
 
 # Lightning runs these hooks under no_grad/inference_mode itself.
 _LIGHTNING_HOOKS = frozenset({"validation_step", "test_step", "predict_step"})
+# Library functions that take gradients with `torch.autograd.grad` themselves: torchmeta's MAML update, which an
+# evaluation-time adaptation loop calls on its loss (no_grad would make it raise).
+_GRAD_TAKING_FUNCTIONS = frozenset({
+    "torchmeta.utils.gradient_update_parameters", "torchmeta.utils.gradient_based.gradient_update_parameters",
+})
+# How many calls deep a loop's calls are followed for `torch.autograd.grad`, and how many callers up for a grad mode.
+_DEPTH = 3
+_COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
 
 
 @dataclass
@@ -46,15 +55,18 @@ class _Eval:
 class EvalWithoutNoGrad(Rule):
     """
     ## What it does
-    Flags a model forward call in a loop that runs after `model.eval()` (in the same
+    Flags a model forward call in a loop (a `for`, a `while`, or a comprehension's element:
+    `[model(x) for x in batches]`) that runs after `model.eval()` (in the same
     function, or in a caller before its call of the function, up to three calls up:
     `model.eval()` then `main()`, which calls `train(model)` or `Trainer(model).fit()`),
     or in a function named like `evaluate` / `validate` / `test` / `predict` /
     `infer*`, when the loop never calls `.backward()` and is not under `torch.no_grad()` /
     `torch.inference_mode()`: no region, no decorator, no `torch.set_grad_enabled(False)`
     statement before it in the function (called on its own, it switches the mode for the rest
-    of the function; the last such statement decides), and no caller one level up in the
-    module calls the function under one.
+    of the function; the last such statement decides), no caller one level up in the
+    module calls the function under one, and not every call of it in the module runs under one
+    within three callers (`visualize`, decorated `@torch.no_grad()`, calls `load_manipulators`,
+    which calls `encode_dataset`, the only caller of the function with the loop).
 
     A forward is a call of a model (`model(x)`, or `model.forward(x)`, which runs the same
     code without the hooks): a value built from an `nn.Module` subclass of the
@@ -66,7 +78,10 @@ class EvalWithoutNoGrad(Rule):
     plot or a shape check), a loop over another model than the one put in eval mode
     (each a variable the file builds with a constructor: in a notebook, `encdec.eval()`
     cells before a demo of an untrained `decoder`), functions that use
-    `torch.autograd.grad`, code under
+    `torch.autograd.grad` and loops that call a function that does (their graph is needed: a
+    Hessian-vector product, a MAML adaptation step at evaluation): a function of the file, nested
+    ones included, within three calls, one of another project file, or torchmeta's
+    `gradient_update_parameters`; code under
     `set_grad_enabled(<not a literal>)` (a region, a statement before the loop, or one in a
     branch or loop before it, whose effect is known only at runtime) or under another library's context manager named
     for evaluation or gradients (monai's `with eval_mode(model):` enters `no_grad`
@@ -143,6 +158,10 @@ class EvalWithoutNoGrad(Rule):
         self.functions: Dict[int, Tuple[str, Optional[cst.FunctionDef]]] = {}
         # id of each call -> its order in the walk, to tell an `eval()` before a call of a function from one after.
         self.call_seqs: Dict[int, int] = {}
+        # function key -> `_calls_into` it, asked in `finish` (when the call graph is complete) once per function
+        self.calls_into: Dict[str, List[Tuple[cst.Call, Sequence[cst.CSTNode]]]] = {}
+        # ids of the loops whose body calls a library function of `_GRAD_TAKING_FUNCTIONS`
+        self.grad_taking_loops: Set[int] = set()
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.models.observe_class(node)
@@ -171,8 +190,13 @@ class EvalWithoutNoGrad(Rule):
         name = definition.name.value if definition is not None else ""
         # `finish` reports a forward after an `.eval()` of its function, or of a caller before the call (seen in
         # `finish`), or in a function named for evaluation.
-        loops = self.loops.enclosing()
-        if not loops or self._grad_mode_is_set(self.ctx.stack):
+        loops = self.loops.enclosing() or _comprehension_loop(self.ctx.stack)
+        if not loops:
+            return
+        if self.ctx.qualified_name_in(node.func, _GRAD_TAKING_FUNCTIONS):
+            self.grad_taking_loops.update(id(loop.node) for loop in loops)
+            return
+        if self._grad_mode_is_set(self.ctx.stack):
             return
         if is_test_function(name, self.ctx.file_kind, self.ctx.imports_module("pytest")) or (
             definition is not None and id(definition) in self.lightning_hooks
@@ -208,23 +232,68 @@ class EvalWithoutNoGrad(Rule):
 
     def finish(self) -> None:
         for forward in self.forwards:
-            if _runs_once(forward.loops[0].node):
+            comprehension = type(forward.loops[0].node) not in LOOPS
+            if not comprehension and _runs_once(forward.loops[0].node):
                 continue
             # Whether the forward evaluates is asked before whether it calls a model: most calls in a loop are in no
-            # evaluation at all, and telling a model follows the value model, the dearer question.
+            # evaluation at all, and telling a model follows the value model, the dearer question. Not so in a
+            # comprehension, whose calls are mostly of functions (`[torch.tensor(row) for row in rows]`), told at once.
+            if comprehension and not self.models.is_model(forward.model, forward.stack):
+                continue
             evaluation = self._eval_before(forward)
             if evaluation is None and (forward.in_model_method or not names_an_evaluation(forward.function_name)) and (
                 forward.in_model_method or not self._evaluated_by_callers(forward.function, cache(partial(self._built_by, forward.model, forward.stack)))
             ):
                 continue
-            if not self.models.is_model(forward.model, forward.stack):
+            if not comprehension and not self.models.is_model(forward.model, forward.stack):
                 continue
-            if self._backpropagates(forward, evaluation) or uses_autograd_grad(forward.function, self.ctx):
+            if self._backpropagates(forward, evaluation) or self._takes_gradients(forward):
                 continue
-            # A caller one level up that disables gradients (or sets them, deliberately) around the call.
-            if any(self._grad_mode_is_set(site.stack) for site in self.ctx.callgraph.call_sites(forward.function)):
+            # A caller one level up that disables gradients (or sets them, deliberately) around the call, or callers
+            # a few levels up under which every call of the function runs.
+            if any(
+                self._grad_mode_is_set(site.stack) for site in self.ctx.callgraph.call_sites(forward.function)
+            ) or self._called_under_grad_mode(forward.function):
                 continue
             self.report(forward.node)
+
+    def _takes_gradients(self, forward: _Forward) -> bool:
+        """The forward's function uses `torch.autograd.grad`, or one of its loops calls a function that does: of the
+        file (nested ones included; `_DEPTH` calls deep), of another project file, or of a library
+        (`_GRAD_TAKING_FUNCTIONS`). The loop needs its graph: a Hessian-vector product, a MAML adaptation step."""
+        if uses_autograd_grad(forward.function, self.ctx):
+            return True
+        for loop in forward.loops:
+            if id(loop.node) in self.grad_taking_loops or any(
+                not is_accumulating_backward(node) for _, nodes in self.loops.sites(loop, "backward", _DEPTH) for node in nodes
+            ):
+                return True
+            for _, calls in self.loops.sites(loop, "calls-project-function", _DEPTH):
+                if any(
+                    not is_accumulating_backward(node)
+                    for call in calls for node in project_call_facts(call, self.ctx, "backward")
+                ):
+                    return True
+        return False
+
+    def _called_under_grad_mode(self, function: str, depth: int = _DEPTH) -> bool:
+        """`function` is called in the file, and each of its calls runs under a grad mode (`_grad_mode_is_set`) or
+        in a function of which this holds, `depth` callers up: `encode_dataset`, called only by `load_manipulators`,
+        called only by `visualize`, decorated `@torch.no_grad()`."""
+        if depth == 0:
+            return False
+        called = False
+        for call, stack in self._calls_into(function):
+            if self._grad_mode_is_set(stack):
+                called = True
+                continue
+            caller = self.ctx.callgraph.current(stack, call).key
+            if caller == function:  # a recursive call runs under whatever mode the outer calls set
+                continue
+            if caller == MODULE or not self._called_under_grad_mode(caller, depth - 1):
+                return False
+            called = True
+        return called
 
     def _eval_before(self, forward: _Forward) -> Optional[_Eval]:
         """The last `eval()` of the forward's function before it, on a model that may be the one called: one put
@@ -263,7 +332,10 @@ class EvalWithoutNoGrad(Rule):
     def _calls_into(self, function: str) -> List[Tuple[cst.Call, Sequence[cst.CSTNode]]]:
         """The calls of `function` (a call-graph key) in the file, each with its stack: by name, through `self`, and
         for a method of a class at the top of the module, through its instances (`trainer.fit()`)."""
-        found = [(site.node, site.stack) for site in self.ctx.callgraph.call_sites(function)]
+        found = self.calls_into.get(function)
+        if found is not None:
+            return found
+        found = self.calls_into[function] = [(site.node, site.stack) for site in self.ctx.callgraph.call_sites(function)]
         class_name, _, method = function.rpartition(".")
         if class_name:
             model_class = next(
@@ -298,6 +370,15 @@ def innermost_function(stack: Sequence[cst.CSTNode]) -> Optional[cst.FunctionDef
         if type(node) is cst.FunctionDef:
             return node
     return None
+
+
+def _comprehension_loop(stack: Sequence[cst.CSTNode]) -> List[Loop]:
+    """The comprehension (`[model(x) for x in batches]`) that evaluates the innermost point of `stack` once per item,
+    within its function, as a loop: in its element or conditions, not in the iterable it starts from; [] if none."""
+    for index, node in enclosing(stack):
+        if type(node) in _COMPREHENSIONS and (stack[index + 1] is not node.for_in or stack[index + 2] is not node.for_in.iter):
+            return [Loop(node, None, tuple(stack[: index + 1]))]
+    return []
 
 
 def _runs_once(loop: cst.CSTNode) -> bool:
