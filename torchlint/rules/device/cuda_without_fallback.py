@@ -63,6 +63,22 @@ def _decides_cuda(call: cst.Call, name: Optional[str]) -> bool:
     return name in PROCESS_GROUP and semantics.literal(call_argument(call, 0, "backend"), None) == "nccl"
 
 
+def _cited(evidence, root: str, own) -> str:
+    """What the message adds of the evidence that decided: a CPU path elsewhere in the project, or one the file's own
+    text shows that its code does not (a fallback in a comment or a string, or on a `torch` the file does not
+    import): "no availability check in this file" and "a device fallback in this file" would contradict."""
+    if evidence is None:
+        return ""
+    if evidence is own:
+        # A notebook's line is one of its code cells joined, which no editor shows (`Evidence.describe`).
+        where = "" if evidence.path.endswith(".ipynb") else f" at line {evidence.line}"
+        return (
+            f"; this file's text shows {evidence.what}{where}, `{evidence.text}`, but not as a call of torch's "
+            "(a comment, a string, or a `torch` not seen imported)"
+        )
+    return f"; this project also runs on the CPU: {evidence.describe(root)}"
+
+
 @recognizes(cst.Call, last_parts(CUDA_ONLY | PROCESS_GROUP))
 def decides_cuda(call: cst.Call, ctx) -> Optional[str]:
     """A project helper that sets the program up for CUDA only (`torch.cuda.set_device`, an NCCL process group:
@@ -169,7 +185,9 @@ class CudaWithoutFallback(Rule):
     evidence. It is not reported when every route ends at CUDA-only evidence (a helper whose
     only importer initialises NCCL); it is reported when a route meets a CPU path, and the
     message then ends with which, and where: "this project also runs on the CPU: a
-    `--device` default of "cpu", `add_argument("--device", default="cpu"` in evaluate.py:7";
+    `--device` default of "cpu", `add_argument("--device", default="cpu"` in evaluate.py:7"
+    (or, for the file's own text, that it shows a fallback its code does not: one in a comment
+    or a string, or on a `torch` the file does not import);
     or when a route ends at a file that shows neither, as every file that nothing imports
     does (a script is reported as before). Code in a module-level function or class (a
     method included) counts only the importers that import that function or class by name
@@ -479,7 +497,7 @@ class CudaWithoutFallback(Rule):
             verdict = sites.verdict(site)
             if not verdict.report:
                 continue
-            cited = f"; this project also runs on the CPU: {verdict.evidence.describe(intent.root)}" if verdict.evidence is not None else ""
+            cited = _cited(verdict.evidence, intent.root, sites.own)
             # `device = "cuda"` at module level that nothing in the file reads: a setting another module imports
             # (a config file), like an `add_argument(..., default="cuda")`; its reader takes a variable. Or one that
             # no read sees, set again first (a notebook's `device = torch.device("cpu")` cells later).
