@@ -197,17 +197,23 @@ class CudaWithoutFallback(Rule):
     another, device-free function. A function or class that others of its file name (a class
     built only by another, as few-shot's `AttentionLSTM` by `MatchingNetwork`) is reached
     through them too: an importer of any of them counts. One that module-level code names
-    (an alias, a call on import), or that no importer names, counts every importer, as
-    code at module level does. The scan reads at most 3,000 `.py` files and
+    (an alias, a call on import; not a mere assignment to its name, as `barrier = dummy` in a
+    branch for builds without `torch.distributed`), or that no importer names, counts every
+    importer, as code at module level does. An importer of the whole module counts where its
+    text uses the function or class (`utils.distributed.barrier()`, or `utils.distributed`
+    passed on whole; not `utils.distributed.all_reduce_mean(...)` alone), and a package's
+    `__init__.py` that imports the module (`from . import distributed`) or the name passes
+    the question on to its own importers, so a helper called only by the file that starts
+    NCCL, through the package, is judged by that file. The scan reads at most 3,000 `.py` files and
     30 MB, skips files over 1 MB and hidden and environment folders, and is kept with the
     cache's summaries for the listing it was read from (paths, sizes, modification times).
 
     What that gives up: evidence is read from text, not code: a `"nccl"` string anywhere
     or a `set_device` in a branch makes a file CUDA-only, and a fallback in a comment counts
-    as one in code; only the first import is narrowed to the names it imports (a package's
-    `__init__.py` re-exporting the helper counts every importer of the package), a
-    whole-module import counts whichever of the module's names it uses (`misc.eval_model`
-    or not), and any name a function's code holds counts as naming another function or
+    as one in code; an importer other than a package's `__init__.py` counts as a whole once
+    it reaches the helper (any of its code may call it), a use is read from text (an alias
+    of the module, `d = utils.distributed`, counts as passing it on whole), and any name a
+    function's code holds counts as naming another function or
     class (a parameter or an attribute spelled alike included); imports are followed only
     where they name a project file by path (not `importlib`, not a console script), so a
     helper reached some other way is judged as if nothing imported it (reported); a cached
