@@ -57,6 +57,8 @@ CUDA_ONLY_LIBRARIES = (
 
 CPU = "cpu"
 CUDA = "cuda"
+# What the message calls the strongest CPU evidence: a file showing it checks for CUDA (TL205 cites it apart).
+FALLBACK = "a device fallback"
 
 _STRING = r"[\"']"
 # (kind, what the message says of it, pattern), in the order they decide: an explicit fallback first, then CUDA-only
@@ -66,8 +68,8 @@ _EVIDENCE: Tuple[Tuple[str, str, "re.Pattern[str]", Tuple[str, ...]], ...] = tup
     # The last item: text one of which each match contains, looked for first (a plain `in` is far cheaper than a
     # search, and most files show none of it: the project scan reads every file of the project).
     (kind, what, re.compile(pattern, re.MULTILINE), needs) for kind, what, pattern, needs in (
-        (CPU, "a device fallback", rf"is_available\(\)[^\n#]*\belse\b[^\n#]*{_STRING}cpu{_STRING}", ("is_available()",)),
-        (CPU, "a device fallback", rf"{_STRING}cpu{_STRING}[^\n#]*\bif\b[^\n#]*\bnot\b[^\n#]*is_available\(\)", ("is_available()",)),
+        (CPU, FALLBACK, rf"is_available\(\)[^\n#]*\belse\b[^\n#]*{_STRING}cpu{_STRING}", ("is_available()",)),
+        (CPU, FALLBACK, rf"{_STRING}cpu{_STRING}[^\n#]*\bif\b[^\n#]*\bnot\b[^\n#]*is_available\(\)", ("is_available()",)),
         (CUDA, "an NCCL process group", rf"{_STRING}nccl{_STRING}", ("nccl",)),
         (CUDA, "an assertion that CUDA is there", r"^[ \t]*assert[ \t]+torch\.cuda\.is_available\(\)", ("is_available()",)),
         (CUDA, "`torch.cuda.set_device`", r"\btorch\.cuda\.set_device\(", ("set_device(",)),

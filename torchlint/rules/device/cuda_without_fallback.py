@@ -7,7 +7,7 @@ from torchlint.analysis import syntax
 from torchlint.analysis.conversions import computed_cuda_device, conversion, implements_method
 from torchlint.analysis.devices import CUDA_STRING, in_a_cuda_branch, is_cuda_string, names_device
 from torchlint.analysis.facts import project_import_names
-from torchlint.analysis.intent import CUDA_ONLY_LIBRARIES, Sites, evidence_in, project_intent
+from torchlint.analysis.intent import CUDA_ONLY_LIBRARIES, FALLBACK, Sites, evidence_in, project_intent
 from torchlint.analysis.loops import counters_around
 from torchlint.analysis.modules import ModuleClasses
 from torchlint.analysis.file_kind import FileKind
@@ -64,12 +64,13 @@ def _decides_cuda(call: cst.Call, name: Optional[str]) -> bool:
 
 
 def _cited(evidence, root: str, own) -> str:
-    """What the message adds of the evidence that decided: a CPU path elsewhere in the project, or one the file's own
-    text shows that its code does not (a fallback in a comment or a string, or on a `torch` the file does not
-    import): "no availability check in this file" and "a device fallback in this file" would contradict."""
+    """What the message adds of the evidence that decided: a CPU path elsewhere in the project, or a device fallback
+    the file's own text shows that its code does not (in a comment or a string, or on a `torch` the file does not
+    import): "no availability check in this file" and "a device fallback in this file" would contradict. The file's
+    weaker CPU paths (`device = "cpu"`) are cited as the project's: they check nothing."""
     if evidence is None:
         return ""
-    if evidence is own:
+    if evidence is own and evidence.what == FALLBACK:
         # A notebook's line is one of its code cells joined, which no editor shows (`Evidence.describe`).
         where = "" if evidence.path.endswith(".ipynb") else f" at line {evidence.line}"
         return (
@@ -186,7 +187,7 @@ class CudaWithoutFallback(Rule):
     only importer initialises NCCL); it is reported when a route meets a CPU path, and the
     message then ends with which, and where: "this project also runs on the CPU: a
     `--device` default of "cpu", `add_argument("--device", default="cpu"` in evaluate.py:7"
-    (or, for the file's own text, that it shows a fallback its code does not: one in a comment
+    (or, for a device fallback in the file's own text, that its code does not show it: one in a comment
     or a string, or on a `torch` the file does not import);
     or when a route ends at a file that shows neither, as every file that nothing imports
     does (a script is reported as before). Code in a module-level function or class (a
