@@ -534,12 +534,10 @@ _TORCH_ATTRIBUTE = re.compile(
 def _torch_from_installed_star(ctx: "FileContext") -> bool:
     """The file's module-level star import of an installed package binds `torch` to torch: one of its star imports
     names a module that is not a file of the project (`from torch_snippets import *`, `from fastai.vision.all import
-    *`, which re-export `torch`), no import statement of the file names torch (`import torch`, `from torch import
-    nn`: the file reaches torch itself), and the file writes a name of torch's on `torch` (`_TORCH_ATTRIBUTE`). What
-    else such a package exports (`nn`, `F`, `np`) stays unknown: those names are not torch's alone. The module's own
-    binding of `torch`, if any, still wins (`Scopes`)."""
-    if any(module == "torch" or module.startswith("torch.") for module in ctx.file_text.imported_modules):
-        return False
+    *`, which re-export `torch`), and the file writes a name of torch's on `torch` (`_TORCH_ATTRIBUTE`). Where the
+    module binds `torch` itself (`import torch`), that binding wins (`Scopes`); where it does not, the name it reads
+    can only come from the star import (`from torch.utils.data import DataLoader` binds no `torch`). What else such a
+    package exports (`nn`, `F`, `np`) stays unknown: those names are not torch's alone."""
     if _TORCH_ATTRIBUTE.search(ctx.text) is None:
         return False
     return any(not star.startswith(".") and PROJECT.locate(ctx.filename, star) is None for star in ctx.scopes.star_imports())
