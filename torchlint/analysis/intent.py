@@ -36,6 +36,7 @@ import hashlib
 import marshal
 import os
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import libcst as cst
@@ -482,6 +483,9 @@ def _imported_paths(text: str) -> List[str]:
     return paths
 
 
+# Kept for the process, as the scan is (a process that outlives edits keeps what it read first): each definition of a
+# file with sites asks of the same importers.
+@lru_cache(maxsize=256)
 def _text_of(path: str) -> Optional[str]:
     """A project file's text, as the scan reads it; None when it cannot be read or is over `_MAX_BYTES`."""
     try:
@@ -491,7 +495,8 @@ def _text_of(path: str) -> Optional[str]:
     return data.decode("utf-8", "replace") if len(data) <= _MAX_BYTES else None
 
 
-def _whole_module_names(importer: str, module: str) -> Optional[Set[str]]:
+@lru_cache(maxsize=1024)
+def _whole_module_names(importer: str, module: str) -> Optional[FrozenSet[str]]:
     """The names (dotted for `import pkg.core`) under which `importer` binds the project file `module` as a whole
     (`distributed` for `from . import distributed`, `utils` for `import utils`, `c` for `import pkg.core as c`);
     None when its text cannot be read, or it star-imports the module (its names are bound one by one)."""
@@ -519,10 +524,10 @@ def _whole_module_names(importer: str, module: str) -> Optional[Set[str]]:
         for dotted, local in pairs:
             if PROJECT.locate(importer, dotted) == (module, ""):
                 bound.add(local)
-    return bound or None
+    return frozenset(bound) or None
 
 
-def _uses_paths(importer: str, bound: Set[str], paths: FrozenSet[Tuple[str, ...]]) -> bool:
+def _uses_paths(importer: str, bound: FrozenSet[str], paths: FrozenSet[Tuple[str, ...]]) -> bool:
     """`importer`'s text uses one of `paths` of a module it binds under one of `bound`: a use `bound.a.b` whose
     attribute chain and a path agree as far as both go (`utils.distributed.barrier()` or `utils.distributed`
     passed on whole for `("distributed", "barrier")`; not `utils.distributed.all_reduce_mean(...)` nor `utils.io`).
