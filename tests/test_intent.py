@@ -204,6 +204,22 @@ def test_the_message_cites_the_evidence_that_decided():
     )
 
 
+def test_a_fallback_only_in_the_files_text_is_cited_as_not_read_as_code(tmp_path):
+    """The file's own text shows a fallback its code does not (here in a comment): the message says so, instead of
+    "no availability check in this file" followed by "this project also runs on the CPU: ... in this file"."""
+    write(tmp_path, {
+        "pyproject.toml": "",
+        "train.py": '# device = "cuda" if torch.cuda.is_available() else "cpu"\nimport torch\nmodel = torch.nn.Linear(2, 2).cuda()\n',
+    })
+    config = build({"select": ["TL205"], "preview": True}, root=tmp_path, path=None, where="test", torch_requirement_from=tmp_path)
+    [finding] = lint_file(str(tmp_path / "train.py"), config).findings
+    assert "this project also runs on the CPU" not in finding.message
+    assert finding.message.endswith(
+        "; this file's text shows a device fallback at line 1, `is_available() else \"cpu\"`, but not as a call of "
+        "torch's (a comment, a string, or a `torch` not seen imported)"
+    )
+
+
 def test_each_site_cites_the_evidence_of_what_imports_its_function(tmp_path):
     """The file's first CPU path is cited only where the function around the site is imported by it."""
     write(tmp_path, {

@@ -235,3 +235,28 @@ def test_a_cycle_of_star_imports_binds_what_each_file_imports(tmp_path, monkeypa
         assert [finding[2] for finding in found] == ["TL602"]
         found = actual_findings(lint(tmp_path / "second.py", tmp_path, cached).findings)
         assert [finding[2] for finding in found] == ["TL602"]
+
+
+NO_GRAD_BACKWARD = (
+    "\nmodel = torch.nn.Linear(4, 2)\nwith torch.no_grad():\n    out = model(torch.randn(1, 4))\nout.sum().backward()\n"
+)
+
+
+@pytest.mark.parametrize("files, reported", [
+    # An installed package's star import (not a file of the project) and torch's names written on `torch`.
+    ({"notebook.py": "from torch_snippets import *\n" + NO_GRAD_BACKWARD}, True),
+    # An import from torch that binds no `torch` (Modern-CV's `from torch.utils.data import DataLoader`): the name
+    # `torch` the file reads is still the star import's.
+    ({"notebook.py": "from torch_snippets import *\nfrom torch.utils.data import DataLoader\n" + NO_GRAD_BACKWARD}, True),
+    # The module binds `torch` itself, to something else: that binding wins.
+    ({"notebook.py": "from torch_snippets import *\nimport numpy as torch\n" + NO_GRAD_BACKWARD}, False),
+    # The star-imported module is a file of the project, which does not export torch.
+    ({"snippets.py": "import numpy as np\n", "notebook.py": "from snippets import *\n" + NO_GRAD_BACKWARD}, False),
+], ids=["installed", "imports-from-torch", "binds-torch-itself", "project-module"])
+def test_a_star_import_of_an_installed_package_binds_torch_only_where_nothing_else_can(tmp_path, monkeypatch, files, reported):
+    """`torch` after `from torch_snippets import *` is torch's in a file that binds no `torch` itself and star-imports
+    a module that is no file of the project (analysis/summaries.py, `_torch_from_installed_star`)."""
+    write(tmp_path, files)
+    fresh_process(monkeypatch)
+    codes = [finding[2] for finding in actual_findings(lint(tmp_path / "notebook.py", tmp_path, cached=False).findings)]
+    assert codes == (["TL101"] if reported else [])

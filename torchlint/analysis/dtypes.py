@@ -14,7 +14,8 @@ from torchlint import semantics
 from torchlint.analysis.facts import holds_tensor
 from torchlint.analysis.syntax import call_argument
 from torchlint.analysis.values import Origin, Values
-from torchlint.engine.scopes import scope_nodes_of
+from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
+from torchlint.engine.walk import STATEMENT_TYPES, walk
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
@@ -163,6 +164,87 @@ def made_dtype(call: cst.Call, ctx: "FileContext", stack=None) -> Optional[str]:
         alone = data is not None and len(call.args) == 1
         return None if alone and holds_tensor(data, ctx, stack) else "float32"
     return tensor_type_of(call.func, ctx, stack)[0]
+
+
+# Torch functions that join tensors: the result has their common dtype (all of one dtype: that dtype).
+JOINS = frozenset(
+    f"torch.{name}" for name in ("cat", "concat", "concatenate", "stack", "vstack", "hstack", "dstack", "row_stack")
+)
+
+
+def joined_tensors(call: cst.Call, ctx: "FileContext", stack) -> Optional[List[Tuple[cst.BaseExpression, tuple]]]:
+    """The tensors a join (`torch.cat(tensors)`, `torch.stack`, ... without `out=` or `dtype=`) puts together, each
+    with the stack it is evaluated at: the items of a literal list or tuple, or of a list a function builds by
+    `append` alone (`images = []`, then `images.append(x)` in a loop, then `torch.cat(images)`: every other use of the
+    name in the function, a nested one included, leaves them unknown). None when they are not known."""
+    if ctx.qualified_name(call.func, stack) not in JOINS or any(
+        semantics.keyword(call, keyword) is not None for keyword in ("out", "dtype")
+    ):
+        return None
+    tensors = call_argument(call, 0, "tensors")
+    if type(tensors) in (cst.List, cst.Tuple):
+        if not tensors.elements or any(type(element) is cst.StarredElement for element in tensors.elements):
+            return None
+        return [(element.value, stack) for element in tensors.elements]
+    if type(tensors) is not cst.Name:
+        return None
+    origins = Values.of(ctx).origins(tensors, stack)
+    if len(origins) != 1 or origins[0].applied or origins[0].opaque or type(origins[0].node) is not cst.List:
+        return None
+    built = origins[0]
+    function = built.place.scopes[-1]
+    if built.place.context is not ctx or type(function) is not cst.FunctionDef or function is not scope_nodes_of(stack)[-1]:
+        return None
+    if any(type(element) is cst.StarredElement for element in built.node.elements):
+        return None
+    found = [(element.value, built.place.stack) for element in built.node.elements]
+    appended = _appended(ctx, function, built.node, tensors.value, tensors, built.place.scopes[:-1])
+    if appended is None:
+        return None
+    return found + appended or None
+
+
+def _appended(
+    ctx: "FileContext", function: cst.FunctionDef, built: cst.List, name: str, read: cst.Name, outer: tuple,
+) -> Optional[List[Tuple[cst.BaseExpression, tuple]]]:
+    """The values `function` appends to the list `built` bound to `name` (`name.append(x)`), each with its stack;
+    None when the function uses the name otherwise than to bind it, append to it, or read it at `read`, where the
+    use may see that list (a use of another binding, `return images` after `images = torch.cat(images)`, is not)."""
+    found: List[Tuple[cst.BaseExpression, tuple]] = []
+    scopes: List[cst.CSTNode] = list(outer)
+    statements: List[cst.CSTNode] = []
+    accounted = {id(read)}
+    uses = []
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        node_type = type(node)
+        if node_type in SCOPE_TYPES:
+            scopes.append(node)
+        elif node_type in STATEMENT_TYPES:
+            statements.append(node)
+        if node_type is cst.Name and node.value == name:
+            uses.append((node, tuple(scopes) + tuple(statements[-1:])))
+        elif node_type is cst.AssignTarget and type(node.target) is cst.Name and node.target.value == name:
+            accounted.add(id(node.target))
+        elif node_type is cst.Call and type(node.func) is cst.Attribute and type(node.func.value) is cst.Name \
+                and node.func.value.value == name and node.func.attr.value == "append":
+            if len(node.args) == 1 and node.args[0].keyword is None and not node.args[0].star:
+                accounted.add(id(node.func.value))
+                found.append((node.args[0].value, tuple(scopes) + tuple(statements[-1:])))
+        return True
+
+    def on_leave(node: cst.CSTNode) -> None:
+        if type(node) in SCOPE_TYPES:
+            scopes.pop()
+        elif type(node) in STATEMENT_TYPES:
+            statements.pop()
+
+    walk(function, on_visit, on_leave, wanted=(cst.Name,))
+    values = Values.of(ctx)
+    for use, at in uses:
+        if id(use) not in accounted and any(origin.node is built for origin in values.origins(use, at)):
+            return None
+    return found
 
 
 def dtype_origins(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> List[Origin]:

@@ -20,9 +20,10 @@ Each scanned file also lists the project files it imports (resolved as the value
 `PROJECT.locate`) and the names it imports from each (`prepare_task` for `from pkg.core import prepare_task`; none in
 particular for `import pkg.core`, `from pkg import core` or `from pkg.core import *`, which may reach anything in the
 module). A file is judged by what reaches it (`ProjectIntent.decide`). Code inside a module-level function or class
-is judged by the importers that import the whole module, that function or class, or one of the file's others whose
-code names it (`Sites`): a helper that only CUDA-only programs import is not reported merely because a test imports
-its module for another function. The scan is capped
+is judged by the importers that import that function or class, or one of the file's others whose code names it, or
+import the whole module and use one of them as their text shows (`Sites`, `ProjectIntent._reaching`); a package's
+`__init__.py` passes the question on to its own importers: a helper that only CUDA-only programs import is not
+reported merely because a test imports its module for another function. The scan is capped
 (`_MAX_FILES` files, `_MAX_TOTAL_BYTES` bytes, files over `project._MAX_BYTES` skipped, hidden and environment
 folders not entered), and kept in the summaries store (`Summaries.kept`) for the listing it was made from (every
 scanned file's path, size and modification time), so a fresh process linting one file reads the folder's listing,
@@ -35,6 +36,7 @@ import hashlib
 import marshal
 import os
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import libcst as cst
@@ -56,6 +58,8 @@ CUDA_ONLY_LIBRARIES = (
 
 CPU = "cpu"
 CUDA = "cuda"
+# What the message calls the strongest CPU evidence: a file showing it checks for CUDA (TL205 cites it apart).
+FALLBACK = "a device fallback"
 
 _STRING = r"[\"']"
 # (kind, what the message says of it, pattern), in the order they decide: an explicit fallback first, then CUDA-only
@@ -65,8 +69,8 @@ _EVIDENCE: Tuple[Tuple[str, str, "re.Pattern[str]", Tuple[str, ...]], ...] = tup
     # The last item: text one of which each match contains, looked for first (a plain `in` is far cheaper than a
     # search, and most files show none of it: the project scan reads every file of the project).
     (kind, what, re.compile(pattern, re.MULTILINE), needs) for kind, what, pattern, needs in (
-        (CPU, "a device fallback", rf"is_available\(\)[^\n#]*\belse\b[^\n#]*{_STRING}cpu{_STRING}", ("is_available()",)),
-        (CPU, "a device fallback", rf"{_STRING}cpu{_STRING}[^\n#]*\bif\b[^\n#]*\bnot\b[^\n#]*is_available\(\)", ("is_available()",)),
+        (CPU, FALLBACK, rf"is_available\(\)[^\n#]*\belse\b[^\n#]*{_STRING}cpu{_STRING}", ("is_available()",)),
+        (CPU, FALLBACK, rf"{_STRING}cpu{_STRING}[^\n#]*\bif\b[^\n#]*\bnot\b[^\n#]*is_available\(\)", ("is_available()",)),
         (CUDA, "an NCCL process group", rf"{_STRING}nccl{_STRING}", ("nccl",)),
         (CUDA, "an assertion that CUDA is there", r"^[ \t]*assert[ \t]+torch\.cuda\.is_available\(\)", ("is_available()",)),
         (CUDA, "`torch.cuda.set_device`", r"\btorch\.cuda\.set_device\(", ("set_device(",)),
@@ -168,15 +172,15 @@ class ProjectIntent:
         if self.ci is not None and is_test_path(path):
             return self._cited(Verdict(True, self.ci))
         importers = self.importers.get(path, {})
-        first = [
-            importer for importer, names in importers.items() if names is None or not definitions.isdisjoint(names)
-        ] if definitions is not None else []
+        # Files whose text `_reaching` read to narrow a route: a cached result depends on them too.
+        read: Set[str] = set()
+        paths = None if definitions is None else frozenset((name,) for name in definitions)
         seen = {path}
-        pending = [(importer, 1) for importer in first or importers]
+        pending = self._reaching(path, paths, 1, read)
         cuda: Optional[Evidence] = None
         unknown = not pending
         while pending and len(seen) < _MAX_REACH_FILES:
-            importer, depth = pending.pop(0)
+            importer, depth, reached = pending.pop(0)
             if importer in seen:
                 continue
             seen.add(importer)
@@ -191,12 +195,44 @@ class ProjectIntent:
             above = self.importers.get(importer, {})
             if not above or depth >= _MAX_REACH_DEPTH:
                 unknown = True
-            pending.extend((next_importer, depth + 1) for next_importer in above)
+            else:
+                pending.extend(self._reaching(importer, reached, depth + 1, read))
         if pending:  # too many files to follow: as without intent
             unknown = True
         if cuda is not None and not unknown:
-            return self._cited(Verdict(False, cuda), {*seen, *importers})
+            return self._cited(Verdict(False, cuda), {*seen, *importers, *read})
         return Verdict(True, None)
+
+    def _reaching(
+        self, module: str, paths: Optional[FrozenSet[Tuple[str, ...]]], depth: int, read: Set[str],
+    ) -> List[Tuple[str, int, Optional[FrozenSet[Tuple[str, ...]]]]]:
+        """The importers of `module` through which the code is reached, each with the paths of names in it that reach
+        the code (None: any of its code may). `paths` are those of `module` (`("barrier",)`; `("distributed",
+        "barrier")` in a package's `__init__.py` doing `from . import distributed`). An importer counts when it imports
+        one of the first names, or the whole module and uses one of the paths, as its text shows (`utils.distributed
+        .barrier`, or `utils.distributed` passed on whole: `_uses_paths`). A package's `__init__.py` re-exports what it
+        imports, so its importers are narrowed again to the names it binds; any other importer's code may reach it
+        anywhere. Where none counts, the code is reached some way the scan does not see, and every importer counts."""
+        importers = self.importers.get(module, {})
+        if paths is None:
+            return [(importer, depth, None) for importer in importers]
+        found = []
+        for importer, names in importers.items():
+            re_exports = os.path.basename(importer) == "__init__.py"
+            if names is not None:
+                reached = frozenset(each for each in paths if each[0] in names)
+                if reached:
+                    found.append((importer, depth, reached if re_exports else None))
+                continue
+            read.add(importer)
+            bound = _whole_module_names(importer, module)
+            if bound is None:
+                found.append((importer, depth, None))
+            elif re_exports and len(bound) == 1 and "." not in next(iter(bound)):
+                found.append((importer, depth, frozenset((next(iter(bound)),) + each for each in paths)))
+            elif _uses_paths(importer, bound, paths):
+                found.append((importer, depth, None))
+        return found or [(importer, depth, None) for importer in importers]
 
     def _cited(self, verdict: Verdict, followed=()) -> Verdict:
         for path in {*followed, *([verdict.evidence.path] if verdict.evidence is not None else [])}:
@@ -216,12 +252,13 @@ class Sites:
         self.own = own
         self.whole = intent.decide(ctx.filename, own)
         path = os.path.abspath(ctx.filename)
-        # Reported, as its importers decided (no evidence of its own, not a test file that CI decides), and by more
-        # than one: where every importer ends at CUDA-only evidence, so do those of each definition; with one, a
-        # definition's importers are the file's (or none, and then the file's again).
+        # Reported, as its importers decided (no evidence of its own, not a test file that CI decides): where every
+        # importer ends at CUDA-only evidence, so do those of each definition. One importer narrows too where it
+        # imports the whole module (it may use none of a definition, or re-export it from a package).
+        importers = intent.importers.get(path, {})
         self.by_definition = (
             self.whole.report and own is None and not (intent.ci is not None and is_test_path(path))
-            and len(intent.importers.get(path, ())) > 1
+            and (len(importers) > 1 or None in importers.values())
         )
         self.verdicts: Dict[Optional[FrozenSet[str]], Verdict] = {None: self.whole}
         # name -> the module-level definitions whose code names it (None: code at module level), on first need
@@ -264,14 +301,21 @@ _DEFINITIONS = (cst.FunctionDef, cst.ClassDef)
 
 def _mentions(module: cst.Module) -> Dict[str, Set[Optional[str]]]:
     """Each name the module's code holds (read, bound, an attribute's: more than it reads, which only widens who reaches
-    a definition), with the names of the outermost functions and classes it is in (None for code at module level):
-    one walk, for every definition of the file at once."""
+    a definition; not a plain name module-level code assigns to), with the names of the outermost functions and
+    classes it is in (None for code at module level): one walk, for every definition of the file at once."""
     mentions: Dict[str, Set[Optional[str]]] = {}
     outermost: List[str] = []
+    # ids of the names module-level code only assigns to (`barrier = dummy` in the branch without torch.distributed):
+    # binding the name runs nothing of a definition spelled alike.
+    targets: Set[int] = set()
 
     def on_visit(node: cst.CSTNode) -> bool:
         if type(node) is cst.Name:
-            mentions.setdefault(node.value, set()).add(outermost[0] if outermost else None)
+            if id(node) not in targets:
+                mentions.setdefault(node.value, set()).add(outermost[0] if outermost else None)
+        elif type(node) is cst.AssignTarget:
+            if not outermost and type(node.target) is cst.Name:
+                targets.add(id(node.target))
         elif type(node) in _DEFINITIONS:
             outermost.append(node.name.value)
         return True
@@ -437,6 +481,70 @@ def _imported_paths(text: str) -> List[str]:
                 continue
             paths.append(module + words[0] if module.endswith(".") or not module else f"{module}.{words[0]}")
     return paths
+
+
+# Kept for the process, as the scan is (a process that outlives edits keeps what it read first): each definition of a
+# file with sites asks of the same importers.
+@lru_cache(maxsize=256)
+def _text_of(path: str) -> Optional[str]:
+    """A project file's text, as the scan reads it; None when it cannot be read or is over `_MAX_BYTES`."""
+    try:
+        data = sources.read_bytes(path)
+    except OSError:
+        return None
+    return data.decode("utf-8", "replace") if len(data) <= _MAX_BYTES else None
+
+
+@lru_cache(maxsize=1024)
+def _whole_module_names(importer: str, module: str) -> Optional[FrozenSet[str]]:
+    """The names (dotted for `import pkg.core`) under which `importer` binds the project file `module` as a whole
+    (`distributed` for `from . import distributed`, `utils` for `import utils`, `c` for `import pkg.core as c`);
+    None when its text cannot be read, or it star-imports the module (its names are bound one by one)."""
+    text = _text_of(importer)
+    if text is None:
+        return None
+    bound: Set[str] = set()
+    for found in _IMPORT.finditer(text):
+        source, names, plain = found.groups()
+        if plain is not None:
+            # `import a.b as c` binds `c`; `import a.b` is used as `a.b`.
+            pairs = [(part.split()[0], part.split()[-1]) for part in plain.split(",") if part.split()]
+        else:
+            pairs = []
+            for part in names.strip("()").replace("\\", " ").split(","):
+                words = part.split()
+                if not words:
+                    continue
+                if words[0] == "*":
+                    if PROJECT.locate(importer, source) == (module, ""):
+                        return None
+                    continue
+                dotted = source + words[0] if source.endswith(".") or not source else f"{source}.{words[0]}"
+                pairs.append((dotted, words[-1]))
+        for dotted, local in pairs:
+            if PROJECT.locate(importer, dotted) == (module, ""):
+                bound.add(local)
+    return frozenset(bound) or None
+
+
+def _uses_paths(importer: str, bound: FrozenSet[str], paths: FrozenSet[Tuple[str, ...]]) -> bool:
+    """`importer`'s text uses one of `paths` of a module it binds under one of `bound`: a use `bound.a.b` whose
+    attribute chain and a path agree as far as both go (`utils.distributed.barrier()` or `utils.distributed`
+    passed on whole for `("distributed", "barrier")`; not `utils.distributed.all_reduce_mean(...)` nor `utils.io`).
+    The import lines themselves are no use."""
+    text = _text_of(importer)
+    if text is None:
+        return True
+    statements = {found.start() for found in _IMPORT.finditer(text)}
+    for name in bound:
+        for found in re.finditer(r"(?<![\w.])%s\b((?:[ \t]*\.[ \t]*\w+)*)" % re.escape(name), text):
+            line_start = text.rfind("\n", 0, found.start()) + 1
+            if line_start in statements or text[line_start:found.start()].strip().startswith(("import ", "from ")):
+                continue
+            chain = tuple(part.strip() for part in found.group(1).split(".")[1:])
+            if any(chain[:len(each)] == each[:len(chain)] for each in paths):
+                return True
+    return False
 
 
 def _well_formed(found: object) -> bool:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import marshal
 import os
+import re
 from typing import TYPE_CHECKING, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 import libcst as cst
@@ -515,8 +516,31 @@ def star_bindings(ctx: "FileContext") -> Dict[str, str]:
                     found[name] = _seen_from(ctx.filename, located[0], path) or f"{star}.{name}"
     finally:
         _STAR_IN_PROGRESS.pop()
+    if "torch" not in found and _torch_from_installed_star(ctx):
+        found["torch"] = "torch"
     ctx.star_dependencies = {path: digest for path, digest in read.items() if path != ctx.filename}
     return found
+
+
+# torch's submodules and names that code most often reaches through `torch.`: a file that writes one of them on a
+# `torch` it never imports (`torch.cuda.is_available()`, `torch.Tensor(rois)`) means torch's.
+_TORCH_ATTRIBUTE = re.compile(
+    r"\btorch[ \t]*\.[ \t]*(?:cuda|nn|optim|utils|backends|distributed|autograd|Tensor|tensor|device|no_grad|"
+    r"from_numpy|float32|float64|int64|long|zeros|ones|randn|rand|randint|arange|cat|stack|save|load|manual_seed|"
+    r"FloatTensor|LongTensor)\b"
+)
+
+
+def _torch_from_installed_star(ctx: "FileContext") -> bool:
+    """The file's module-level star import of an installed package binds `torch` to torch: one of its star imports
+    names a module that is not a file of the project (`from torch_snippets import *`, `from fastai.vision.all import
+    *`, which re-export `torch`), and the file writes a name of torch's on `torch` (`_TORCH_ATTRIBUTE`). Where the
+    module binds `torch` itself (`import torch`), that binding wins (`Scopes`); where it does not, the name it reads
+    can only come from the star import (`from torch.utils.data import DataLoader` binds no `torch`). What else such a
+    package exports (`nn`, `F`, `np`) stays unknown: those names are not torch's alone."""
+    if _TORCH_ATTRIBUTE.search(ctx.text) is None:
+        return False
+    return any(not star.startswith(".") and PROJECT.locate(ctx.filename, star) is None for star in ctx.scopes.star_imports())
 
 
 def _record_star_dependencies(ctx: "FileContext") -> None:

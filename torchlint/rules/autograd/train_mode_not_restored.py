@@ -65,11 +65,15 @@ class TrainModeNotRestored(Rule):
     eval mode: built by a torch layer without dropout or running statistics (`nn.Linear`,
     convolutions, `nn.Embedding`, `nn.LayerNorm`, `nn.GroupNorm`, activations, pooling; a
     recurrent layer without `dropout=`, an `InstanceNorm` without
-    `track_running_stats=True`), a `Sequential`/`ModuleList` of such, or a Module class of
-    the project made only of such layers, parameters and numbers, whose code never reads
-    `training` (checked on torch 2.13: each gives the same output in both modes). A
-    layer the rule does not know (a library's model, a module passed in) keeps the
-    finding. Nor a switch or a training step under an `if` whose test is known to
+    `track_running_stats=True`), a `Sequential`/`ModuleList` of such (a `ModuleList` of a
+    list comprehension too: `nn.ModuleList([Step(c) for _ in range(4)])`), or a Module class
+    of the project made only of such layers, parameters and numbers, whose code never reads
+    `training` (checked on torch 2.13: each gives the same output in both modes), followed
+    four classes deep; also where a helper switches its `model` parameter
+    (`accuracy(x, y, model)` calling `model.eval()`) and every model the file's calls pass
+    it is such, as the value model follows parameters to their arguments. A layer the rule
+    does not know (a library's model, a module passed in from a call the value model does
+    not follow) keeps the finding. Nor a switch or a training step under an `if` whose test is known to
     skip it: a helper's `if self.is_test: self.net.eval()` when the training
     function sets `self.is_test = False` before its loop (and nothing the loop runs
     sets it again), or a shared train/eval function called in eval mode
@@ -181,7 +185,9 @@ class TrainModeNotRestored(Rule):
                 continue
             for event, switches in self.loops.sites(loop, "sets-eval"):
                 if (
-                    id(event.node) in reported or id(event.node) in self.shadow_evals or self._restores_train(event)
+                    id(event.node) in reported or id(event.node) in self.shadow_evals
+                    # A helper's `model.eval()` on its parameter, where every model its callers pass is mode-free.
+                    or all(id(switch) in self.shadow_evals for switch in switches) or self._restores_train(event)
                     or not any(self._runs(switch, event, loop) for switch in switches)
                     or self._restored_before_training(loop, event) or self._only_inferred_in(loop, event)
                 ):
@@ -358,7 +364,9 @@ _CONTAINERS = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList"})
 # Calls in a class that give it modules the attribute table does not show (also into a container it holds:
 # `self.blocks.append(nn.Dropout())`), or change what `eval()` does.
 _OPAQUE_CALLS = frozenset({"setattr", "add_module", "register_module", "append", "extend", "insert", "update", "train", "eval"})
-_MODE_FREE_DEPTH = 3
+# How deep `_ModeFree` follows classes into their layers: each class level takes two steps (the class, then a layer
+# it assigns), so 8 reads a model four classes deep (normalizing_flows' Glow: Flow, Step, Actnorm and the layers).
+_MODE_FREE_DEPTH = 8
 
 
 class _ModeFree:
@@ -395,9 +403,12 @@ class _ModeFree:
             # An empty container is filled later (`model.add_module("drop", nn.Dropout())`), out of the value's sight.
             layers = [arg.value for arg in call.args]
             if built == "torch.nn.ModuleList":
-                if len(layers) != 1 or type(layers[0]) not in (cst.List, cst.Tuple):
+                if len(layers) == 1 and type(layers[0]) in (cst.ListComp, cst.GeneratorExp):
+                    layers = [layers[0].elt]  # `nn.ModuleList([Step(c) for _ in range(4)])`: each item is built alike
+                elif len(layers) != 1 or type(layers[0]) not in (cst.List, cst.Tuple):
                     return False
-                layers = [element.value for element in layers[0].elements]
+                else:
+                    layers = [element.value for element in layers[0].elements]
             return bool(layers) and all(type(layer) is cst.Call and self.builds(layer, stack, depth + 1) for layer in layers)
         if built != "class":
             return False

@@ -4,7 +4,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.conversions import CONVERSION_METHODS, Conversion, TORCH_FROM_ARRAY, conversion, peel_moves, stays_on_its_device
-from torchlint.analysis.dtypes import dtype_origins, made_dtype
+from torchlint.analysis.dtypes import dtype_origins, joined_tensors, made_dtype
 from torchlint.analysis.modules import builds_module
 from torchlint.analysis.syntax import call_argument
 from torchlint.analysis.values import Values
@@ -58,7 +58,13 @@ class ChainedConversion(Rule):
     a name: the cast returns the tensor it is given, and the move is the whole
     conversion. The dtype is followed through reshapes, views, copies and indexing,
     which keep it (`label = torch.arange(10).expand(10, 10).contiguous().view(-1)`,
-    then `label.long().cuda()`), but not through `x.view(dtype)`, which reinterprets.
+    then `label.long().cuda()`), but not through `x.view(dtype)`, which reinterprets;
+    and through `torch.cat`/`torch.stack` (and `concat`, `vstack`, ...) of tensors that all
+    have it: the items of a literal list, or of a list a function builds by `append` alone
+    (`images.append(torch.Tensor(x)[None])` in a loop, then `torch.cat(images).float()`).
+    What that gives up: a list built otherwise (extended, appended to in another function,
+    filled from a replay buffer: `np.vstack([e.action for e in experiences])` of int64
+    actions) is of a dtype not known, and its cast is reported.
 
     Nor a move chained before a cast to 32 or 64 bits (`x.cuda().float()`,
     `y.to(device).long()`, `.double()`, `.int()`), or to a dtype held in a variable
@@ -216,7 +222,8 @@ class ChainedConversion(Rule):
         default (`torch.zeros(n)`, `torch.rand(n)`, without `dtype=`; in a file that does not change the default), one
         that makes int64 (`torch.randint`, `torch.randperm`), a factory given that `dtype=`, or a conversion of a
         numpy array that is int64 (`torch.from_numpy(np.argmax(scores, 1))`), also reshaped, viewed, copied or indexed
-        since (`dtype_origins`: `torch.arange(10).expand(10, 10).contiguous().view(-1)`)."""
+        since (`dtype_origins`: `torch.arange(10).expand(10, 10).contiguous().view(-1)`), or a join of tensors that all
+        have it (`joined_tensors`: `torch.cat(images)`)."""
         if cast.dtype is None or cast.dtype == "float32" and "set_default_" in self.ctx.text:
             return False
         receiver = semantics.receiver(cast.call)
@@ -277,6 +284,11 @@ def _made_as(ctx, call: cst.Call, stack) -> Optional[str]:
     made = made_dtype(call, ctx, stack)
     if made is not None or semantics.keyword(call, "dtype") is not None:
         return made
+    joined = joined_tensors(call, ctx, stack)
+    if joined is not None:
+        # `torch.cat(images)` of tensors that are all float32: float32.
+        made = {_dtype_of_value(ctx, tensor, at) for tensor, at in joined}
+        return made.pop() if len(made) == 1 else None
     name = ctx.qualified_name(call.func, stack)
     if name in TORCH_FROM_ARRAY:
         array = call_argument(call, 0, "data" if name != "torch.from_numpy" else "ndarray")
@@ -286,6 +298,16 @@ def _made_as(ctx, call: cst.Call, stack) -> Optional[str]:
             and _numpy_int64(origin.node, origin.place.context, origin.place.stack) for origin in origins
         ) else None
     return None
+
+
+def _dtype_of_value(ctx, expr: cst.BaseExpression, stack) -> Optional[str]:
+    """The one dtype every value of the tensor `expr` has, as `_made_as` or a cast shows it (`dtype_origins`)."""
+    made = {
+        _made_as(ctx, origin.node, origin.place.stack) or _cast_by(ctx, origin.node, origin.place.stack)
+        if type(origin.node) is cst.Call and not origin.applied and origin.place.context is ctx else None
+        for origin in dtype_origins(expr, ctx, stack)
+    }
+    return made.pop() if len(made) == 1 else None
 
 
 def _cast_by(ctx, call: cst.Call, stack) -> Optional[str]:

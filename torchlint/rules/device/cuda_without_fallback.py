@@ -7,7 +7,7 @@ from torchlint.analysis import syntax
 from torchlint.analysis.conversions import computed_cuda_device, conversion, implements_method
 from torchlint.analysis.devices import CUDA_STRING, in_a_cuda_branch, is_cuda_string, names_device
 from torchlint.analysis.facts import project_import_names
-from torchlint.analysis.intent import CUDA_ONLY_LIBRARIES, Sites, evidence_in, project_intent
+from torchlint.analysis.intent import CUDA_ONLY_LIBRARIES, FALLBACK, Sites, evidence_in, project_intent
 from torchlint.analysis.loops import counters_around
 from torchlint.analysis.modules import ModuleClasses
 from torchlint.analysis.file_kind import FileKind
@@ -61,6 +61,23 @@ def _decides_cuda(call: cst.Call, name: Optional[str]) -> bool:
     if name in AVAILABILITY_CHECKS or name.startswith("torch.accelerator.") or name in CUDA_ONLY:
         return True
     return name in PROCESS_GROUP and semantics.literal(call_argument(call, 0, "backend"), None) == "nccl"
+
+
+def _cited(evidence, root: str, own) -> str:
+    """What the message adds of the evidence that decided: a CPU path elsewhere in the project, or a device fallback
+    the file's own text shows that its code does not (in a comment or a string, or on a `torch` the file does not
+    import): "no availability check in this file" and "a device fallback in this file" would contradict. The file's
+    weaker CPU paths (`device = "cpu"`) are cited as the project's: they check nothing."""
+    if evidence is None:
+        return ""
+    if evidence is own and evidence.what == FALLBACK:
+        # A notebook's line is one of its code cells joined, which no editor shows (`Evidence.describe`).
+        where = "" if evidence.path.endswith(".ipynb") else f" at line {evidence.line}"
+        return (
+            f"; this file's text shows {evidence.what}{where}, `{evidence.text}`, but not as a call of torch's "
+            "(a comment, a string, or a `torch` not seen imported)"
+        )
+    return f"; this project also runs on the CPU: {evidence.describe(root)}"
 
 
 @recognizes(cst.Call, last_parts(CUDA_ONLY | PROCESS_GROUP))
@@ -169,7 +186,9 @@ class CudaWithoutFallback(Rule):
     evidence. It is not reported when every route ends at CUDA-only evidence (a helper whose
     only importer initialises NCCL); it is reported when a route meets a CPU path, and the
     message then ends with which, and where: "this project also runs on the CPU: a
-    `--device` default of "cpu", `add_argument("--device", default="cpu"` in evaluate.py:7";
+    `--device` default of "cpu", `add_argument("--device", default="cpu"` in evaluate.py:7"
+    (or, for a device fallback in the file's own text, that its code does not show it: one in a comment
+    or a string, or on a `torch` the file does not import);
     or when a route ends at a file that shows neither, as every file that nothing imports
     does (a script is reported as before). Code in a module-level function or class (a
     method included) counts only the importers that import that function or class by name
@@ -179,17 +198,23 @@ class CudaWithoutFallback(Rule):
     another, device-free function. A function or class that others of its file name (a class
     built only by another, as few-shot's `AttentionLSTM` by `MatchingNetwork`) is reached
     through them too: an importer of any of them counts. One that module-level code names
-    (an alias, a call on import), or that no importer names, counts every importer, as
-    code at module level does. The scan reads at most 3,000 `.py` files and
+    (an alias, a call on import; not a mere assignment to its name, as `barrier = dummy` in a
+    branch for builds without `torch.distributed`), or that no importer names, counts every
+    importer, as code at module level does. An importer of the whole module counts where its
+    text uses the function or class (`utils.distributed.barrier()`, or `utils.distributed`
+    passed on whole; not `utils.distributed.all_reduce_mean(...)` alone), and a package's
+    `__init__.py` that imports the module (`from . import distributed`) or the name passes
+    the question on to its own importers, so a helper called only by the file that starts
+    NCCL, through the package, is judged by that file. The scan reads at most 3,000 `.py` files and
     30 MB, skips files over 1 MB and hidden and environment folders, and is kept with the
     cache's summaries for the listing it was read from (paths, sizes, modification times).
 
     What that gives up: evidence is read from text, not code: a `"nccl"` string anywhere
     or a `set_device` in a branch makes a file CUDA-only, and a fallback in a comment counts
-    as one in code; only the first import is narrowed to the names it imports (a package's
-    `__init__.py` re-exporting the helper counts every importer of the package), a
-    whole-module import counts whichever of the module's names it uses (`misc.eval_model`
-    or not), and any name a function's code holds counts as naming another function or
+    as one in code; an importer other than a package's `__init__.py` counts as a whole once
+    it reaches the helper (any of its code may call it), a use is read from text (an alias
+    of the module, `d = utils.distributed`, counts as passing it on whole), and any name a
+    function's code holds counts as naming another function or
     class (a parameter or an attribute spelled alike included); imports are followed only
     where they name a project file by path (not `importlib`, not a console script), so a
     helper reached some other way is judged as if nothing imported it (reported); a cached
@@ -479,7 +504,7 @@ class CudaWithoutFallback(Rule):
             verdict = sites.verdict(site)
             if not verdict.report:
                 continue
-            cited = f"; this project also runs on the CPU: {verdict.evidence.describe(intent.root)}" if verdict.evidence is not None else ""
+            cited = _cited(verdict.evidence, intent.root, sites.own)
             # `device = "cuda"` at module level that nothing in the file reads: a setting another module imports
             # (a config file), like an `add_argument(..., default="cuda")`; its reader takes a variable. Or one that
             # no read sees, set again first (a notebook's `device = torch.device("cpu")` cells later).
