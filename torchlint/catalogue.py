@@ -25,7 +25,7 @@ RULES: Tuple[RuleEntry, ...] = (
     RuleEntry("TL105", "no-grad-in-data-pipeline", False, False),
     RuleEntry("TL106", "eval-without-no-grad", False, False),
     RuleEntry("TL107", "train-mode-not-restored", False, True),
-    RuleEntry("TL109", "scheduler-before-optimizer-step", False, False),
+    RuleEntry("TL109", "scheduler-before-optimizer-step", False, True),
     RuleEntry("TL110", "update-cancelled-by-order", False, False),
     RuleEntry("TL111", "clip-before-unscale", False, False),
     RuleEntry("TL112", "optimizer-rebuilt-in-loop", False, False),

@@ -40,6 +40,12 @@ class SchedulerBeforeOptimizerStep(Rule):
 
     code = "TL109"
     name = "scheduler-before-optimizer-step"
+    preview = (
+        "In preview after held-out rounds 30-33 (docs/precision.md): 9 of 11 findings true at first sight. The false "
+        "ones were a project's own scheduler class (its `step()` sets the rate for the next update, so calling it "
+        "first is right), taken for torch's by its variable's name; the rule leaves preview again when two rounds in "
+        "a row read it at least 9 in 10 true."
+    )
     uses_callgraph = True
     # Only a `.step()` call of a scheduler is reported: built from `torch.optim.lr_scheduler` or named like one
     # (`.*sched.*`, any case).
