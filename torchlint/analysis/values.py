@@ -477,12 +477,7 @@ class Values:
         scope = self.ctx.scopes.binding_scope(name.value, place.scopes)
         if type(function) is not cst.FunctionDef or scope is None or scope.node is not function:
             return None
-        flow = self.flow(function)
-        reaching = flow.reaching(name.value, flow.position(place.stack))
-        if not reaching or any(
-            binding.statement is not None or binding.value is not None or binding.definition is not None
-            for binding in reaching
-        ):
+        if not self._holds_what_was_passed(name, function, place):
             return None
         try:
             passed = self._passed(name, function, place.scopes)
@@ -494,6 +489,15 @@ class Values:
             ]
         finally:
             _ANSWERED.clear()
+
+    def _holds_what_was_passed(self, name: cst.Name, function: cst.FunctionDef, place: Place) -> bool:
+        """The parameter `name` of `function` is not rebound before `place`: only its binding by the call reaches."""
+        flow = self.flow(function)
+        reaching = flow.reaching(name.value, flow.position(place.stack))
+        return bool(reaching) and not any(
+            binding.statement is not None or binding.value is not None or binding.definition is not None
+            for binding in reaching
+        )
 
     def never_given_keywords(self, name: cst.Name, stack: Optional[Sequence[cst.CSTNode]] = None) -> bool:
         """`name`, read at the innermost point of `stack` (default: the node being visited) in its own function and
@@ -508,12 +512,7 @@ class Values:
         star_kwarg = params.star_kwarg
         if star_kwarg is None or star_kwarg.name.value != name.value:
             return False
-        flow = self.flow(function)
-        reaching = flow.reaching(name.value, flow.position(place.stack))
-        if not reaching or any(
-            binding.statement is not None or binding.value is not None or binding.definition is not None
-            for binding in reaching
-        ):
+        if not self._holds_what_was_passed(name, function, place):
             return False
         sites = self._calls_of(function, place.scopes[:-1])
         if not sites:
