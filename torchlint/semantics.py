@@ -172,11 +172,73 @@ def is_optimizer(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bo
 
 
 def is_scheduler(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bool:
+    """A torch LR scheduler: built by `torch.optim.lr_scheduler`, or by a class of the file or project deriving from
+    one; a value built by a project class that does not derive from one is not (vq-vae-2's `CycleScheduler` sets the
+    lr for the update that follows). Only a value of unknown origin is judged by its name (`.*sched.*`)."""
     origin = built_from(expr, ctx, stack)
     if origin is not None and origin.startswith("torch.optim."):
         return origin.startswith("torch.optim.lr_scheduler.")
+    derives = _built_by_project_scheduler_class(expr, ctx, stack)
+    if derives is not None:
+        return derives
     name = terminal_name(expr)
     return bool(name) and bool(_SCHEDULER_NAME.match(name.lower()))
+
+
+_TORCH_SCHEDULERS = "torch.optim.lr_scheduler."
+
+
+def _built_by_project_scheduler_class(expr: cst.BaseExpression, ctx: "FileContext", stack) -> Optional[bool]:
+    """Whether the classes of the file or project that every value of `expr` is built by derive from a torch
+    scheduler; None when a value is not known to be built by such a class, or a class has a base from elsewhere."""
+    if type(expr) not in (cst.Name, cst.Attribute):
+        return None
+    values = Values.of(ctx)
+    found = set()
+    # The scheduler's `.step` is read: where it was None (`scheduler = None` unless asked for) nothing is stepped.
+    for origin in values.origins(expr, stack, dereferenced=True):
+        if type(origin.node) is not cst.Call or origin.applied or origin.opaque:
+            return None
+        place = origin.place
+        classes = [
+            built for built in Values.of(place.context).origins(origin.node.func, place.stack)
+            if type(built.node) is cst.ClassDef
+        ]
+        if not classes:
+            return None
+        for built in classes:
+            found.add(_derives_from_torch_scheduler(built.node, built.place, frozenset()))
+    if not found or None in found:
+        return None
+    return True in found
+
+
+def _derives_from_torch_scheduler(node: cst.ClassDef, place, seen: FrozenSet[int]) -> Optional[bool]:
+    """A base of the class, any number of levels up through classes of the project, is a torch scheduler; None when a
+    base is neither such a class nor a builtin (a scheduler library's class may be one)."""
+    if id(node) in seen:
+        return False
+    stack = tuple(place.scopes)
+    answer: Optional[bool] = False
+    for base in node.bases:
+        value = base.value
+        if type(value) is cst.Name and value.value == "object":
+            continue
+        qualified = place.context.qualified_name(value, stack)
+        if qualified is not None and qualified.startswith(_TORCH_SCHEDULERS):
+            return True
+        classes = [
+            origin for origin in Values.of(place.context).origins(value, stack) if type(origin.node) is cst.ClassDef
+        ]
+        if not classes:
+            answer = None
+        for origin in classes:
+            derives = _derives_from_torch_scheduler(origin.node, origin.place, seen | {id(node)})
+            if derives:
+                return True
+            if derives is None:
+                answer = None
+    return answer
 
 
 def _used_as_values(functions: FrozenSet[str], ctx: "FileContext") -> bool:

@@ -21,7 +21,13 @@ class SchedulerBeforeOptimizerStep(Rule):
     the first optimizer step of the loop (in the body, a nested loop, or a function of
     the module called there) comes after the scheduler's step.
 
-    Not flagged: a scheduler stepped with an argument (`ReduceLROnPlateau` stepped with a
+    A scheduler is a value built by `torch.optim.lr_scheduler` or by a class of the
+    project deriving from one (`_LRScheduler`, `LRScheduler`); a value whose origin is
+    not known is one when named like one (`.*sched.*`, any case).
+
+    Not flagged: an object of a project class that does not derive from a torch
+    scheduler (its `step()` may set the rate the next update uses, and torch does not
+    warn), a scheduler stepped with an argument (`ReduceLROnPlateau` stepped with a
     validation metric), a scheduler stepped once per epoch after the inner training
     loop, and code for torch below 1.1 (`torch-version`, or the project's own torch
     requirement: see the configuration page), where stepping the scheduler first was the
@@ -47,8 +53,8 @@ class SchedulerBeforeOptimizerStep(Rule):
         "a row read it at least 9 in 10 true."
     )
     uses_callgraph = True
-    # Only a `.step()` call of a scheduler is reported: built from `torch.optim.lr_scheduler` or named like one
-    # (`.*sched.*`, any case).
+    # Only a `.step()` call of a scheduler is reported: built from `torch.optim.lr_scheduler` (or a project class
+    # deriving from it), or of unknown origin and named like one (`.*sched.*`, any case).
     triggers = attributes("step") & fragments("sched")
     message = (
         "`scheduler.step()` runs before `optimizer.step()` in this loop: the learning rate changes before the first "

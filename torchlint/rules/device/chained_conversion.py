@@ -54,7 +54,8 @@ class ChainedConversion(Rule):
     literal of ints, of a tensor just cast to it (the second `.long()` of `x.long().long().to(device)`), or of a numpy array of
     indices or default integers (`torch.from_numpy(np.argmax(p, 1)).long().to(device)`:
     `np.argmax`, `np.argsort`, `np.random.randint` and the like give int64 on Linux,
-    numpy 2.4), the dtype a factory was given (`dtype=torch.int64`), directly or through
+    numpy 2.4) or of float32 (`torch.from_numpy(a.astype(np.float32)).float()`, also
+    `np.float32(a)` and `np.zeros(n, dtype=np.float32)`-style constructors), the dtype a factory was given (`dtype=torch.int64`), directly or through
     a name: the cast returns the tensor it is given, and the move is the whole
     conversion. The dtype is followed through reshapes, views, copies and indexing,
     which keep it (`label = torch.arange(10).expand(10, 10).contiguous().view(-1)`,
@@ -280,7 +281,7 @@ _NARROW_DTYPES = frozenset({"float16", "bfloat16", "int16", "int8", "uint8", "bo
 def _made_as(ctx, call: cst.Call, stack) -> Optional[str]:
     """The dtype `call` makes, when the source shows it: a torch factory (`made_dtype`: its `dtype=`, its default,
     a legacy constructor's type), or a conversion of a numpy array (`torch.from_numpy`, `torch.tensor`,
-    `torch.as_tensor`) that is int64."""
+    `torch.as_tensor`) whose dtype the source shows (`_numpy_dtype`: int64 indices, float32 of `.astype(np.float32)`)."""
     made = made_dtype(call, ctx, stack)
     if made is not None or semantics.keyword(call, "dtype") is not None:
         return made
@@ -293,11 +294,47 @@ def _made_as(ctx, call: cst.Call, stack) -> Optional[str]:
     if name in TORCH_FROM_ARRAY:
         array = call_argument(call, 0, "data" if name != "torch.from_numpy" else "ndarray")
         origins = Values.of(ctx).origins(array, stack) if array is not None else []
-        return "int64" if origins and all(
-            type(origin.node) is cst.Call and not origin.applied and not origin.opaque
-            and _numpy_int64(origin.node, origin.place.context, origin.place.stack) for origin in origins
-        ) else None
+        made = {
+            _numpy_dtype(origin.node, origin.place.context, origin.place.stack)
+            if type(origin.node) is cst.Call and not origin.applied and not origin.opaque else None
+            for origin in origins
+        }
+        # torch keeps the array's dtype: int64 indices, or float32 the source made (`a.astype(np.float32)`).
+        return made.pop() if len(made) == 1 else None
     return None
+
+
+# numpy's names of float32, as a dtype argument (`np.float32`, `np.single`, `"float32"`, `"f4"`).
+_NUMPY_FLOAT32 = frozenset({"numpy.float32", "numpy.single"})
+_FLOAT32_STRINGS = frozenset({"float32", "f4", "<f4", "single"})
+# numpy constructors whose result has the dtype they are given.
+_NUMPY_CONSTRUCTORS = frozenset(
+    f"numpy.{name}" for name in (
+        "array", "asarray", "ascontiguousarray", "zeros", "ones", "empty", "full", "eye", "identity", "arange",
+    )
+)
+
+
+def _numpy_dtype(call: cst.Call, ctx, stack) -> Optional[str]:
+    """The dtype of the numpy array `call` makes, when the source shows it: int64 (`_numpy_int64`), or float32 of
+    `a.astype(np.float32)`, `np.float32(a)` and a numpy constructor given `dtype=np.float32`."""
+    if _numpy_int64(call, ctx, stack):
+        return "int64"
+    if type(call.func) is cst.Attribute and call.func.attr.value == "astype" and ctx.qualified_name(call.func, stack) is None:
+        given = call_argument(call, 0, "dtype")
+        return "float32" if given is not None and _names_numpy_float32(given, ctx, stack) else None
+    name = ctx.qualified_name(call.func, stack)
+    if name in _NUMPY_FLOAT32:
+        return "float32"
+    given = semantics.keyword(call, "dtype")
+    if name in _NUMPY_CONSTRUCTORS and given is not None and _names_numpy_float32(given.value, ctx, stack):
+        return "float32"
+    return None
+
+
+def _names_numpy_float32(expr: cst.BaseExpression, ctx, stack) -> bool:
+    written = semantics.literal(expr, None)
+    return ctx.qualified_name(expr, stack) in _NUMPY_FLOAT32 or isinstance(written, str) and written in _FLOAT32_STRINGS
 
 
 def _dtype_of_value(ctx, expr: cst.BaseExpression, stack) -> Optional[str]:

@@ -4,7 +4,9 @@ import libcst as cst
 
 from torchlint.analysis import syntax
 from torchlint.analysis.modules import ModuleClass, ModuleClasses, self_name, under_training_test
+from torchlint.analysis.values import Values
 from torchlint.engine.context import last_parts
+from torchlint.engine.scopes import parameters
 from torchlint.finding import Fix
 from torchlint.fixes.rewrites import code_in_place, with_keywords
 from torchlint.rules.base import Rule
@@ -13,8 +15,9 @@ from torchlint.rules.triggers import words
 
 _FUNCTIONS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
 FUNCTIONAL_DROPOUTS = frozenset(f"torch.nn.functional.{name}" for name in _FUNCTIONS)
-# F.dropout(input, p=0.5, training=True, inplace=False): `training` is the third argument.
+# F.dropout(input, p=0.5, training=True, inplace=False): `training` is the third argument, the rate the second.
 _TRAINING_POSITION = 2
+_RATE_POSITION = 1
 
 
 class DropoutAlwaysOn(Rule):
@@ -27,6 +30,9 @@ class DropoutAlwaysOn(Rule):
     Not flagged: `training=self.training` (or any `training=` value, also the third
     positional argument), an explicit `training=True` (deliberate: Monte Carlo dropout,
     Tacotron's prenet), calls under `if self.training:` (any test reading `training`),
+    a rate that is a parameter of the method with no default other than 0
+    (`F.dropout(x, drop_prob)` in `forward(self, x, drop_prob)`: the caller chooses the
+    rate on every call, and passes 0 where it wants none, as RVAE's sampling does),
     `nn.Dropout` modules (they follow `eval()`), calls passing `**kwargs`, and
     functional dropout outside Module methods (a plain function has no mode to follow).
 
@@ -90,7 +96,7 @@ class DropoutAlwaysOn(Rule):
         if syntax.has_star_kwargs(node) or any(arg.star == "*" for arg in node.args):
             return
         found = self.classes.enclosing(self.ctx.stack)
-        if found is None or under_training_test(self.ctx, found[1]):
+        if found is None or under_training_test(self.ctx, found[1]) or self._rate_chosen_by_caller(node, found[1]):
             return
         self.calls.append((node, found[0], found[1], self._fix(node, found[1])))
 
@@ -98,6 +104,23 @@ class DropoutAlwaysOn(Rule):
         for call, module, method, fix in self.calls:
             if id(method) in self.classes.forward_methods(module):
                 self.report(call, fix=fix)
+
+    def _rate_chosen_by_caller(self, call: cst.Call, method: cst.FunctionDef) -> bool:
+        """The rate is a parameter of `method`, not rebound before the call, with no default or a default of 0: each
+        call of the model says how much to drop, and the project turns dropout off by passing 0 (model calls reach
+        `forward` through `__call__`, which the value model does not follow, so what they pass is not asked)."""
+        rate = syntax.keyword(call, "p") or syntax.positional(call, _RATE_POSITION)
+        if rate is None or type(rate.value) is not cst.Name:
+            return False
+        values = Values.of(self.ctx)
+        found = values.bindings(rate.value, values.place(self.ctx.stack))
+        if found is None or found[0] is not method or not found[1] or any(
+            binding.statement is not None or binding.value is not None or binding.definition is not None
+            for binding in found[1]
+        ):
+            return False
+        param = next((param for param in parameters(method.params) if param.name.value == rate.value.value), None)
+        return param is not None and (param.default is None or syntax.literal(param.default) == 0)
 
     def _fix(self, call: cst.Call, method: cst.FunctionDef):
         instance = self_name(method)
