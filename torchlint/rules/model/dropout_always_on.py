@@ -32,7 +32,8 @@ class DropoutAlwaysOn(Rule):
     Tacotron's prenet), calls under `if self.training:` (any test reading `training`),
     a rate that is a parameter of the method with no default other than 0
     (`F.dropout(x, drop_prob)` in `forward(self, x, drop_prob)`: the caller chooses the
-    rate on every call, and passes 0 where it wants none, as RVAE's sampling does),
+    rate on every call, and passes 0 where it wants none, as RVAE's sampling does; given up:
+    a caller that passes a non-zero rate while evaluating, which the rule cannot see),
     `nn.Dropout` modules (they follow `eval()`), calls passing `**kwargs`, and
     functional dropout outside Module methods (a plain function has no mode to follow).
 
