@@ -21,7 +21,7 @@ import libcst as cst
 
 from torchlint.analysis import syntax
 from torchlint.analysis.summaries import no_module_class
-from torchlint.analysis.values import Values, method_of
+from torchlint.analysis.values import Origin, Values, method_of
 from torchlint.engine.scopes import SCOPE_TYPES, dotted_name, scope_nodes_of
 from torchlint.engine.walk import walk_visitor
 
@@ -468,13 +468,20 @@ def runs_in_builder(ctx: "FileContext", stack: Sequence[cst.CSTNode], depth: int
 
 def builds_module(ctx: "FileContext", call: cst.Call, stack) -> bool:
     """`call` builds an `nn.Module`: a torch layer, loss or container, a model builder (`torchvision.models.*`,
-    `timm.create_model`, `*.from_pretrained`), or a class of the file with a `forward`."""
+    `timm.create_model`, `*.from_pretrained`), or a Module class of the project (`names_module_class`)."""
     name = ctx.qualified_name(call.func, stack) or ""
     if name.startswith("torch.nn.") and name.rpartition(".")[2][:1].isupper() and name not in PARAMETER:
         return True
     if name.startswith(_MODEL_BUILDERS) or syntax.method_name(call) == "from_pretrained":
         return True
-    return any(
-        type(origin.node) is cst.ClassDef and method_of(origin.node, "forward") is not None
-        for origin in Values.of(ctx).origins(call.func, stack)
+    return any(names_module_class(origin) for origin in Values.of(ctx).origins(call.func, stack))
+
+
+def names_module_class(origin: Origin) -> bool:
+    """`origin` is a class of the file or of a project file that is an `nn.Module`: it defines `forward` (its base may
+    be of a library not known here), or a base is a Module any number of project classes up (`class
+    RNNModelSearch(RNNModel)` with `class RNNModel(nn.Module)`, darts: no `forward` of its own)."""
+    return type(origin.node) is cst.ClassDef and (
+        method_of(origin.node, "forward") is not None
+        or ModuleClasses.of(origin.place.context).module_class(origin.node, origin.place.scopes) is not None
     )

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, List, NamedTuple, Optional, Sequence, Tuple
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.modules import names_module_class
 from torchlint.analysis.project import PROJECT
-from torchlint.analysis.values import Origin, Values, method_of
+from torchlint.analysis.values import Origin, Values
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
@@ -253,7 +254,7 @@ def classify(origin: Origin) -> Optional[Refused]:
             return NAMESPACE
         return None
     for callee in Values.of(octx).origins(node.func, there):
-        if type(callee.node) is cst.ClassDef and method_of(callee.node, "forward") is None:
+        if type(callee.node) is cst.ClassDef and not names_module_class(callee):  # a Module is TL502's
             return project_class_instance(callee.node.name.value)
     return None
 

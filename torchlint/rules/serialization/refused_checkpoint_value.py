@@ -25,7 +25,8 @@ class RefusedCheckpointValue(Rule):
       `tensor.numpy()`, `np.sin(x)` and other elementwise functions, `.astype(...)` of a numpy value);
     - a `pathlib.Path` (also `Path(root) / "run"`), a `functools.partial`, a
       `collections.defaultdict`, a `datetime`, a `frozenset`;
-    - an instance of a class of the project that is not a module (a config object, a dataclass).
+    - an instance of a class of the project that is not a module (a config object, a dataclass); a class
+      deriving from `nn.Module` through other project classes is a module, left to TL502.
 
     The saved value is followed through names, dict, list and tuple literals, `dict(...)`,
     `ckpt["key"] = value` and `ckpt.update(...)` in the same function, the function of the

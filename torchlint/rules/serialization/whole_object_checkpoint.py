@@ -36,8 +36,9 @@ class WholeObjectCheckpoint(Rule):
     Flags:
 
     - `torch.save(obj, f)` where `obj` is a whole `nn.Module` (a torch layer or container, a
-      `torchvision.models` builder's result, a class with a `forward` of the file or of a project
-      module it imports, a model
+      `torchvision.models` builder's result, a class of the file or of a project module it imports
+      that has a `forward` or derives from `nn.Module` through any number of project classes
+      (`class RNNModelSearch(RNNModel)` with `class RNNModel(nn.Module)`), a model
       picked by name from a package of models, `models.__dict__[args.model]()`, where
       `models` is `torchvision.models` or a project package that defines or star-imports
       Module classes, or a name assigned an `nn.DataParallel` / `DistributedDataParallel`
