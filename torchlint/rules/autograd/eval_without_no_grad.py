@@ -9,10 +9,10 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.analysis.facts import project_call_facts, uses_autograd_grad
 from torchlint.analysis.file_kind import is_test_function
-from torchlint.analysis.grad_mode import names_an_evaluation, under_dynamic_grad_mode, under_grad_mode_context
+from torchlint.analysis.grad_mode import grad_mode_of, names_an_evaluation, under_dynamic_grad_mode, under_grad_mode_context
 from torchlint.analysis.models import Models
 from torchlint.analysis.syntax import called_module
-from torchlint.analysis.values import Values
+from torchlint.analysis.values import Values, method_of
 from torchlint.engine.callgraph import MODULE
 from torchlint.analysis.loops import LOOPS, Loop, LoopIndex, enclosing, is_accumulating_backward, loop_nodes
 from torchlint.rules.base import Rule
@@ -87,7 +87,10 @@ class EvalWithoutNoGrad(Rule):
     for evaluation or gradients (monai's `with eval_mode(model):` enters `no_grad`
     itself), pytest's `test_*` functions (in a test file or one that imports pytest: a
     notebook's `test_env(...)` is an evaluation) and Lightning's `validation_step` /
-    `test_step` / `predict_step`. In a model's own methods (`_inference_forward` of an `nn.Module`) the
+    `test_step` / `predict_step`, and a model whose class's `forward` computes what the call returns under
+    `no_grad`/`inference_mode` (a decorator; or a `with` block holding the work, whole or in the branch the call
+    takes by a string it passes: `model(data, mode="inference")` into `if mode == "inference": with torch.no_grad():`,
+    SPADE), returning only names bound in the block. In a model's own methods (`_inference_forward` of an `nn.Module`) the
     function's name does not make an evaluation: its caller decides the grad mode; an
     `eval()` call in the method still does.
 
@@ -247,6 +250,8 @@ class EvalWithoutNoGrad(Rule):
                 continue
             if not comprehension and not self.models.is_model(forward.model, forward.stack):
                 continue
+            if self._returns_without_graph(forward):
+                continue
             if self._backpropagates(forward, evaluation) or self._takes_gradients(forward):
                 continue
             # A caller one level up that disables gradients (or sets them, deliberately) around the call, or callers
@@ -355,6 +360,30 @@ class EvalWithoutNoGrad(Rule):
             return None
         return frozenset(id(origin.node) for origin in origins)
 
+    def _returns_without_graph(self, forward: _Forward) -> bool:
+        """Every class the called model is built from has a `forward` that computes what this call returns under
+        `no_grad`/`inference_mode`: decorated with one, or the branch this call takes (`mode="inference"` against
+        `if mode == "inference":`, SPADE's `Pix2PixModel`) or the whole body holds the work in such a block and returns
+        only names bound inside it. The output then holds no graph, whatever the caller's grad mode."""
+        origins = Values.of(self.ctx).origins(forward.model, forward.stack)
+        if not origins or any(type(origin.node) is not cst.Call or origin.applied or origin.opaque for origin in origins):
+            return False
+        for origin in origins:
+            context, stack = origin.place.context, origin.place.stack
+            classes = [
+                (callee.node, callee.place.context, callee.place.scopes)
+                for callee in Values.of(context).origins(origin.node.func, stack) if type(callee.node) is cst.ClassDef
+            ]
+            if not classes:
+                return False
+            for class_node, class_context, class_stack in classes:
+                method = method_of(class_node, "forward")
+                if method is None or not _forward_returns_without_graph(
+                    method, forward.node, class_context, tuple(class_stack) + (class_node, method),
+                ):
+                    return False
+        return True
+
     def _backpropagates(self, forward: _Forward, evaluation: Optional[_Eval]) -> bool:
         """The forward's loop runs backward; or an outer loop does and the model is put in eval mode outside it
         (a frozen, eval-mode part of a training loop)."""
@@ -389,3 +418,97 @@ def _runs_once(loop: cst.CSTNode) -> bool:
         return False
     last = body.body[-1]
     return isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Break)
+
+
+def _forward_returns_without_graph(method: cst.FunctionDef, call: cst.Call, ctx, stack: Tuple[cst.CSTNode, ...]) -> bool:
+    """`method` (a class's `forward`) computes what `call` returns under a grad-disabling decorator or block: see
+    `_returns_without_graph`. Statements before a branch on a parameter run with gradients but the output does not
+    hold their graph."""
+    if any(grad_mode_of(decorator.decorator, ctx, stack) is False for decorator in method.decorators):
+        return True
+    body = list(method.body.body) if isinstance(method.body, cst.IndentedBlock) else []
+    if _block_returns_without_graph(body, ctx, stack):
+        return True
+    for index, statement in enumerate(body):
+        if type(statement) is cst.If:
+            taken = _taken_branch(statement, method, call)
+            return taken is not None and _block_returns_without_graph(list(taken), ctx, stack)
+        # Before the branch: plain statements only (no early `return`, no block that may leave the method).
+        if type(statement) is not cst.SimpleStatementLine or any(type(small) is cst.Return for small in statement.body):
+            return False
+    return False
+
+
+def _taken_branch(branch: cst.If, method: cst.FunctionDef, call: cst.Call) -> Optional[Sequence[cst.BaseStatement]]:
+    """The body an `if mode == "inference": ... elif ...` chain runs for `call`, which passes a string literal for the
+    parameter every test compares; None when a test is of another form or the call's value is not known."""
+    current: Optional[cst.BaseSuite] = branch
+    while type(current) is cst.If:
+        test = current.test
+        if not (
+            type(test) is cst.Comparison and type(test.left) is cst.Name and len(test.comparisons) == 1
+            and type(test.comparisons[0].operator) is cst.Equal and type(test.comparisons[0].comparator) is cst.SimpleString
+        ):
+            return None
+        passed = _passed_string(call, method, test.left.value)
+        if passed is None:
+            return None
+        if passed == test.comparisons[0].comparator.evaluated_value:
+            return current.body.body if isinstance(current.body, cst.IndentedBlock) else None
+        current = current.orelse
+    if type(current) is cst.Else and isinstance(current.body, cst.IndentedBlock):
+        return current.body.body
+    return None
+
+
+def _passed_string(call: cst.Call, method: cst.FunctionDef, name: str) -> Optional[str]:
+    """The string literal `call` passes for the parameter `name` of `method` (after `self`), by keyword or position."""
+    argument = semantics.keyword(call, name)
+    if argument is None:
+        positional = [param.name.value for param in method.params.params][1:]
+        if name in positional:
+            argument = semantics.positional(call, positional.index(name))
+    if argument is None or type(argument.value) is not cst.SimpleString:
+        return None
+    return argument.value.evaluated_value
+
+
+def _block_returns_without_graph(body: Sequence[cst.BaseStatement], ctx, stack) -> bool:
+    """`body` ends by returning, and each statement is a `with` block that disables gradients or a `return` of
+    nothing, of names bound in such a block, or a tuple of them (a `raise` too)."""
+    bound: Set[str] = set()
+    for statement in body:
+        if type(statement) is cst.With:
+            if not any(grad_mode_of(item.item, ctx, stack) is False for item in statement.items):
+                return False
+            bound |= _names_bound(statement)
+        elif type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 and type(statement.body[0]) in (cst.Return, cst.Raise):
+            small = statement.body[0]
+            if type(small) is cst.Return:
+                values = small.value.elements if type(small.value) is cst.Tuple else [small.value] if small.value is not None else []
+                names = [value.value if isinstance(value, cst.Element) else value for value in values]
+                if not bound or any(type(name) is not cst.Name or name.value not in bound for name in names):
+                    return False
+            return True
+        else:
+            return False
+    return False
+
+
+def _names_bound(block: cst.CSTNode) -> Set[str]:
+    """The names an assignment inside `block` binds (`fake = ...`, `fake, _ = ...`)."""
+    bound: Set[str] = set()
+    for assign in _assignments(block):
+        for target in assign.targets:
+            unpacked = target.target.elements if type(target.target) in (cst.Tuple, cst.List) else []
+            for name in [target.target] + [element.value for element in unpacked]:
+                if type(name) is cst.Name:
+                    bound.add(name.value)
+    return bound
+
+
+def _assignments(node: cst.CSTNode) -> List[cst.Assign]:
+    found = [node] if type(node) is cst.Assign else []
+    for child in node.children:
+        found += _assignments(child)
+    return found
