@@ -17,6 +17,10 @@ _SHAPE_KEEPING = frozenset({"detach", "clone", "contiguous", "abs", "sqrt", "exp
 # Arithmetic methods, which keep a tensor's shape when the other operand is a number (`kld.mul_(-0.5)`).
 _NUMBER_ARITHMETIC = frozenset({"add", "sub", "mul", "div", "add_", "sub_", "mul_", "div_"})
 _ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Power)
+# The same in place (`loss /= n`): the result has the shape the operation without `=` gives.
+_AUGMENTED_ARITHMETIC = (
+    cst.AddAssign, cst.SubtractAssign, cst.MultiplyAssign, cst.DivideAssign, cst.FloorDivideAssign, cst.PowerAssign,
+)
 _MAX_DEPTH = 4
 # What a 0-dim tensor can be moved to before it is indexed, still 0-dim.
 _TO_HOST = frozenset({"cpu", "numpy"})
@@ -34,7 +38,7 @@ class IndexZeroDimTensor(Rule):
     values and numbers (`loss_l + loss_c`, `loss / 2`, `kld.mul_(-0.5)`, `loss.sum() / n`
     after `n = 51`; a number may be a size, `loss.sum() / x.size(0)`, `x.shape[0]`,
     `len(x)`, `x.numel()`, another value's `.item()`, `float(...)`, or arithmetic of
-    those), followed through
+    those), also in place (`loss /= num_matched_boxes`, `loss *= 0.5`), followed through
     the file's assignments (`loss = criterion(out, y)`) and what the file's functions
     return (`loss = loss_function(recon, x, mu, logvar)`), also after a move to the host
     (`loss.data.cpu()[0]`, `loss.data.cpu().numpy()[0]`: still 0-dim, a 0-d array).
@@ -42,7 +46,7 @@ class IndexZeroDimTensor(Rule):
     Not flagged: indexing a tensor with dimensions (`out.data[0]` of a batch, `x.sum(1)[0]`),
     `.size()[0]`, lists and tuples, assignments to an element (`w.data[0] = 1.0`), and values
     the rule cannot follow: a criterion received as a parameter whose callers it cannot
-    see (`def train(model, criterion)` called from another file), an accumulator updated with `+=`; code for torch below 0.4
+    see (`def train(model, criterion)` called from another file), an accumulator updated with `+=` in a loop; code for torch below 0.4
     (`torch-version`, or the project's own torch requirement), where a loss was a
     one-element tensor, `loss.data[0]` read it and `.item()` did not exist yet. Given up
     for that precision: those values, which fail just the same when they are 0-dim.
@@ -124,8 +128,32 @@ class IndexZeroDimTensor(Rule):
             return False
         origins = Values.of(self.ctx).origins(expr, stack, dereferenced=True)
         return bool(origins) and all(
-            not origin.opaque and self._is_scalar_node(origin.node, origin.place.stack, origin.applied, depth)
+            self._updated_in_place(origin, depth) if origin.opaque
+            else self._is_scalar_node(origin.node, origin.place.stack, origin.applied, depth)
             for origin in origins
+        )
+
+    def _updated_in_place(self, origin, depth: int) -> bool:
+        """An origin the value model leaves opaque because a binding of the name is an in-place update
+        (`loc_loss /= num_matched_boxes`): 0-dim when every binding it stands for is arithmetic of the name's value
+        before it and a number or 0-dim value, each of those 0-dim, as `loc_loss / num_matched_boxes` would be. A
+        parameter, a loop target or any other unknown binding leaves it unknown."""
+        if type(origin.node) is not cst.Name or origin.place.context is not self.ctx:
+            return False
+        found = Values.of(self.ctx).bindings(origin.node, origin.place)
+        if found is None:
+            return False
+        scope, bindings = found
+        if scope not in origin.place.scopes:
+            return False
+        scopes = origin.place.scopes[: origin.place.scopes.index(scope) + 1]
+        unknown = [binding for binding in bindings if binding.value is None and binding.definition is None]
+        return bool(unknown) and all(
+            type(binding.statement) is cst.AugAssign and isinstance(binding.statement.operator, _AUGMENTED_ARITHMETIC)
+            and self._arithmetic_is_scalar(
+                (binding.statement.target, binding.statement.value), scopes + (binding.statement,), depth,
+            )
+            for binding in unknown
         )
 
     def _is_scalar_node(self, node: cst.CSTNode, stack, applied: bool, depth: int) -> bool:
@@ -136,14 +164,17 @@ class IndexZeroDimTensor(Rule):
         if type(node) is cst.Attribute and node.attr.value == "data":
             return self._is_scalar(node.value, stack, depth + 1)
         if type(node) is cst.BinaryOperation and isinstance(node.operator, _ARITHMETIC):
-            sides = (node.left, node.right)
-            numbers = [self._is_number(side, stack) for side in sides]
-            return not all(numbers) and all(
-                number or self._is_scalar(side, stack, depth + 1) for side, number in zip(sides, numbers)
-            )
+            return self._arithmetic_is_scalar((node.left, node.right), stack, depth)
         if type(node) is cst.UnaryOperation and isinstance(node.operator, cst.Minus):
             return self._is_scalar(node.expression, stack, depth + 1)
         return False
+
+    def _arithmetic_is_scalar(self, sides, stack, depth: int) -> bool:
+        """Arithmetic of 0-dim values and numbers, at least one of them a tensor, is 0-dim."""
+        numbers = [self._is_number(side, stack) for side in sides]
+        return not all(numbers) and all(
+            number or self._is_scalar(side, stack, depth + 1) for side, number in zip(sides, numbers)
+        )
 
     def _reduction_call(self, call: cst.Call, stack, depth: int) -> bool:
         func = call.func

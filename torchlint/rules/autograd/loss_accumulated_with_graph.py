@@ -59,7 +59,9 @@ class LossAccumulatedWithGraph(Rule):
     `float(loss)` or `loss.tolist()` (also divided: `loss.item() / n`).
 
     It does not flag accumulation into a loss that is then backpropagated (summing
-    several losses and calling `.backward()` on the sum, returning the sum, or
+    several losses and calling `.backward()` on the sum, returning the sum (also
+    stored in a dict the function returns: `G_losses["feat"] = feat_loss; return
+    G_losses`, for the caller to backpropagate), or
     backpropagating each collected loss in a later loop: `for loss in losses:
     loss.backward()`, `accelerator.backward(losses[i])`), an accumulator reset in the
     same loop, accumulation with gradients disabled, nor a variable named like the
@@ -171,11 +173,22 @@ class LossAccumulatedWithGraph(Rule):
     def _assigned(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         name = dotted_name(target)
         if name is None:
+            self._stored(target, value)
             return
         key = (self._scope(), name)
         stack = tuple(self.ctx.stack)
         self.latest[key] = (value, stack)
         self.assignments.append((key, value, stack))
+
+    def _stored(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        """`losses["feat"] = feat_loss`: the container holds the value, so what the container reaches (returned to a
+        caller that backpropagates it, `return losses`) the value reaches too. The container keeps its other items:
+        this is no fresh start of it (`resets`)."""
+        if type(target) is not cst.Subscript:
+            return
+        container = dotted_name(target.value)
+        if container is not None:
+            self.reads.setdefault((self._scope(), container), set()).update(names_in(value))
 
     def _note_assignments(self, scopes: Set[int]) -> None:
         """`reads` and `resets` of the variables of `scopes`, from their assignments."""
