@@ -37,7 +37,7 @@ import marshal
 import os
 import re
 from functools import lru_cache
-from typing import TYPE_CHECKING, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -463,24 +463,30 @@ def _ci_evidence(workflows: List[str]) -> Optional[tuple]:
     return None
 
 
-def _imported_paths(text: str) -> List[str]:
-    """The module paths a file's import statements name, as `TL205`'s import paths (`pkg.mod.name`, `.name`)."""
-    paths: List[str] = []
+def _imported_items(text: str) -> Iterator[Tuple[str, Optional[str]]]:
+    """Each name a file's import statements bind, as its import path and the local name (`pkg.mod.name`, `.name`;
+    `c` for `import pkg.core as c`); a star import as its module and None."""
     for found in _IMPORT.finditer(text):
         module, names, plain = found.groups()
         if plain is not None:
-            paths.extend(part.split()[0] for part in plain.split(",") if part.split())
+            for part in plain.split(","):
+                words = part.split()
+                if words:
+                    yield words[0], words[-1]
             continue
         for part in names.strip("()").replace("\\", " ").split(","):
             words = part.split()
             if not words:  # after a trailing comma
                 continue
             if words[0] == "*":
-                if module and module.strip("."):
-                    paths.append(module)
+                yield module, None
                 continue
-            paths.append(module + words[0] if module.endswith(".") or not module else f"{module}.{words[0]}")
-    return paths
+            yield (module + words[0] if module.endswith(".") or not module else f"{module}.{words[0]}"), words[-1]
+
+
+def _imported_paths(text: str) -> List[str]:
+    """The module paths a file's import statements name, as `TL205`'s import paths (`pkg.mod.name`, `.name`)."""
+    return [path for path, local in _imported_items(text) if local is not None or path.strip(".")]
 
 
 # Kept for the process, as the scan is (a process that outlives edits keeps what it read first): each definition of a
@@ -504,26 +510,11 @@ def _whole_module_names(importer: str, module: str) -> Optional[FrozenSet[str]]:
     if text is None:
         return None
     bound: Set[str] = set()
-    for found in _IMPORT.finditer(text):
-        source, names, plain = found.groups()
-        if plain is not None:
-            # `import a.b as c` binds `c`; `import a.b` is used as `a.b`.
-            pairs = [(part.split()[0], part.split()[-1]) for part in plain.split(",") if part.split()]
-        else:
-            pairs = []
-            for part in names.strip("()").replace("\\", " ").split(","):
-                words = part.split()
-                if not words:
-                    continue
-                if words[0] == "*":
-                    if PROJECT.locate(importer, source) == (module, ""):
-                        return None
-                    continue
-                dotted = source + words[0] if source.endswith(".") or not source else f"{source}.{words[0]}"
-                pairs.append((dotted, words[-1]))
-        for dotted, local in pairs:
-            if PROJECT.locate(importer, dotted) == (module, ""):
-                bound.add(local)
+    for dotted, local in _imported_items(text):
+        if PROJECT.locate(importer, dotted) == (module, ""):
+            if local is None:  # a star import
+                return None
+            bound.add(local)
     return frozenset(bound) or None
 
 
