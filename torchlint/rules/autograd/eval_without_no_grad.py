@@ -14,6 +14,7 @@ from torchlint.analysis.models import Models
 from torchlint.analysis.syntax import called_module
 from torchlint.analysis.values import Values, method_of
 from torchlint.engine.callgraph import MODULE
+from torchlint.engine.walk import child_nodes
 from torchlint.analysis.loops import LOOPS, Loop, LoopIndex, enclosing, is_accumulating_backward, loop_nodes
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import attributes, functions, words
@@ -509,6 +510,7 @@ def _names_bound(block: cst.CSTNode) -> Set[str]:
 
 def _assignments(node: cst.CSTNode) -> List[cst.Assign]:
     found = [node] if type(node) is cst.Assign else []
-    for child in node.children:
+    # `child_nodes`, not libcst's `children`, which visits the node (rebuilding it) to collect them.
+    for child in child_nodes(node):
         found += _assignments(child)
     return found
