@@ -286,7 +286,7 @@ def _parameters_iterated_in(function: cst.FunctionDef, ctx: "FileContext") -> Tu
         place = values.place(stack)
         for expr in _iterated_by(node, ctx, place.scopes):
             for name in _beneath_inline_wrappers(expr, place, 0):
-                if type(name) is cst.Name and name.value in positions and _still_the_parameter(name, values, place):
+                if type(name) is cst.Name and name.value in positions and values.holds_what_was_passed(name, place):
                     iterated.add(name.value)
         return True
 
@@ -319,14 +319,6 @@ def _beneath_inline_wrappers(expr: cst.BaseExpression, place, depth: int) -> Lis
     if wrapped is None:
         return [expr]
     return [inner for each in wrapped for inner in _beneath_inline_wrappers(each, place, depth + 1)]
-
-
-def _still_the_parameter(name: cst.Name, values: Values, place) -> bool:
-    """`name`, read at `place`, holds the parameter of its function as given: no other binding of it reaches."""
-    found = values.bindings(name, place)
-    return found is not None and type(found[0]) is cst.FunctionDef and bool(found[1]) and all(
-        binding.statement is None and binding.value is None and binding.definition is None for binding in found[1]
-    )
 
 
 # Calls whose iteration yields the items of their first argument, in order: progress bars (`PROGRESS_BARS`), which

@@ -477,7 +477,7 @@ class Values:
         scope = self.ctx.scopes.binding_scope(name.value, place.scopes)
         if type(function) is not cst.FunctionDef or scope is None or scope.node is not function:
             return None
-        if not self._holds_what_was_passed(name, function, place):
+        if not self.holds_what_was_passed(name, place):
             return None
         try:
             passed = self._passed(name, function, place.scopes)
@@ -490,13 +490,13 @@ class Values:
         finally:
             _ANSWERED.clear()
 
-    def _holds_what_was_passed(self, name: cst.Name, function: cst.FunctionDef, place: Place) -> bool:
-        """The parameter `name` of `function` is not rebound before `place`: only its binding by the call reaches."""
-        flow = self.flow(function)
-        reaching = flow.reaching(name.value, flow.position(place.stack))
-        return bool(reaching) and not any(
+    def holds_what_was_passed(self, name: cst.Name, place: Place) -> bool:
+        """`name`, read at `place`, is a parameter of its function still holding what the call passed: no other
+        binding of it reaches."""
+        found = self.bindings(name, place)
+        return found is not None and type(found[0]) is cst.FunctionDef and bool(found[1]) and not any(
             binding.statement is not None or binding.value is not None or binding.definition is not None
-            for binding in reaching
+            for binding in found[1]
         )
 
     def never_given_keywords(self, name: cst.Name, stack: Optional[Sequence[cst.CSTNode]] = None) -> bool:
@@ -512,7 +512,7 @@ class Values:
         star_kwarg = params.star_kwarg
         if star_kwarg is None or star_kwarg.name.value != name.value:
             return False
-        if not self._holds_what_was_passed(name, function, place):
+        if not self.holds_what_was_passed(name, place):
             return False
         sites = self._calls_of(function, place.scopes[:-1])
         if not sites:
