@@ -83,6 +83,7 @@ def test_replacement_exists_in_installed_torch(entry):
 
 # Deprecated names whose docstring does not say so: a call that shows the warning instead.
 DEPRECATION_WARNINGS = {
+    "torch.nn.NLLLoss2d": lambda: torch.nn.NLLLoss2d(),
     "torch.nn.utils.weight_norm": lambda: torch.nn.utils.weight_norm(torch.nn.Linear(2, 2)),
     "torch.backends.cuda.sdp_kernel": lambda: torch.backends.cuda.sdp_kernel(),
     "torch.utils._pytree._register_pytree_node": lambda: torch.utils._pytree._register_pytree_node(
@@ -237,6 +238,10 @@ MECHANICAL_RUNS = {
     "torch.nn.utils.stateless.functional_call": (
         "result = torch.nn.utils.stateless.functional_call(model, {'bias': torch.zeros(2)}, (a,))",
         "result = torch.func.functional_call(model, {'bias': torch.zeros(2)}, (a,))",
+    ),
+    "torch.nn.NLLLoss2d": (
+        "scores = torch.log_softmax(image, 1)\nresult = torch.nn.NLLLoss2d(weight=torch.tensor([0.3, 0.7]))(scores, (image[:, 0] > 0).long())",
+        "scores = torch.log_softmax(image, 1)\nresult = torch.nn.NLLLoss(weight=torch.tensor([0.3, 0.7]))(scores, (image[:, 0] > 0).long())",
     ),
     "torch.cuda.memory_cached": ("result = torch.cuda.memory_cached()", "result = torch.cuda.memory_reserved()"),
     "torch.cuda.max_memory_cached": ("result = torch.cuda.max_memory_cached()", "result = torch.cuda.max_memory_reserved()"),
