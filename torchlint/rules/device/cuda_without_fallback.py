@@ -183,7 +183,10 @@ class CudaWithoutFallback(Rule):
     programs load checkpoints on the CPU to spare GPU memory). A GitHub
     workflow that runs pytest on a hosted runner (`runs-on: ubuntu-latest`) or installs the
     CPU torch wheel is a CPU path for the project's test files. A file is judged by its own
-    evidence first (CUDA-only: not reported), a test file then by the CI, and then by what
+    evidence first (CUDA-only: not reported), a test file then by the CI, then by the
+    project modules it imports: one that imports a CUDA-only library at its top (a CuPy
+    kernel of the program's own, `correlation.py` doing `import cupy`) makes the file
+    CUDA-only too, as the program cannot do its work without a GPU; and then by what
     reaches it: its importers in the project, followed six imports up until each route meets
     evidence. It is not reported when every route ends at CUDA-only evidence (a helper whose
     only importer initialises NCCL); it is reported when a route meets a CPU path, and the
