@@ -59,22 +59,50 @@ def cuda_device_code(argument: Optional[cst.BaseExpression], ctx: "FileContext")
     return ctx.code(argument)
 
 
-def in_a_cuda_branch(stack: Sequence[cst.CSTNode], availability: bool = True) -> bool:
+def in_a_cuda_branch(stack: Sequence[cst.CSTNode], availability: bool = True, ctx: Optional["FileContext"] = None) -> bool:
     """The innermost point of `stack` is in a branch taken only when the program asks for CUDA (`if args.cuda:`,
     `if device.type == "cuda":`, `x.cuda() if use_gpu else x`): without a GPU it does not run. With
     `availability`, a test of whether CUDA is there counts too (`if torch.cuda.is_available():`); without, only a
-    test of what the program chose does (CUDA may be there while the program chose the CPU)."""
-    for parent, child in zip(stack, stack[1:]):
+    test of what the program chose does (CUDA may be there while the program chose the CPU). With `ctx`, a flag the
+    test reads is followed to the condition it was set from (`TEST_MODE = True if opt.test_mode == "GPU" else False`,
+    then `if TEST_MODE:`)."""
+    for index, (parent, child) in enumerate(zip(stack, stack[1:])):
         if (type(parent) is cst.If or type(parent) is cst.IfExp) and child is not parent.test:
             asks = _asks_for_cuda(parent.test, availability)
+            if asks is None and ctx is not None:
+                asks = _flag_asks_for_cuda(parent.test, availability, ctx, stack[:index + 1])
             if asks is not None and asks == (child is parent.body):
                 return True
     return False
 
 
+def _flag_asks_for_cuda(test: cst.BaseExpression, availability: bool, ctx: "FileContext", stack) -> Optional[bool]:
+    """`_asks_for_cuda` of the conditions every value of the flag `test` (or `not flag`) was set from: `flag = C`,
+    `flag = True if C else False` (or `False if C else True`, which holds when C does not); None unless they all agree."""
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        inner = _flag_asks_for_cuda(test.expression, availability, ctx, stack)
+        return None if inner is None else not inner
+    if type(test) is not cst.Name:
+        return None
+    found = set()
+    # The values as assigned: the value model would follow `True if C else False` into its arms.
+    for condition in Values.of(ctx).assigned_here(test, stack) or [None]:
+        holds = True
+        if condition is None or type(condition) is cst.Name:
+            return None
+        if type(condition) is cst.IfExp:
+            chosen = (semantics.literal(condition.body, None), semantics.literal(condition.orelse, None))
+            if chosen not in ((True, False), (False, True)):
+                return None
+            condition, holds = condition.test, chosen == (True, False)
+        asks = _asks_for_cuda(condition, availability)
+        found.add(None if asks is None else asks == holds)
+    return found.pop() if len(found) == 1 else None
+
+
 def _asks_for_cuda(test: cst.BaseExpression, availability: bool = True) -> Optional[bool]:
-    """True for a condition that holds when CUDA is wanted (`args.cuda`, `backend == "cuda"`), False for one
-    that holds when it is not (`not use_gpu`, `device.type != "cuda"`), None when it says nothing about CUDA.
+    """True for a condition that holds when CUDA is wanted (`args.cuda`, `backend == "cuda"`, `mode == "GPU"`), False
+    for one that holds when it is not (`not use_gpu`, `device.type != "cuda"`), None when it says nothing about CUDA.
     Without `availability`, calls (`torch.cuda.is_available()`, `torch.cuda.device_count() > 1`) say nothing."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         inner = _asks_for_cuda(test.expression, availability)
@@ -111,7 +139,9 @@ class _CudaMention(cst.CSTVisitor):
         self.found = self.found or isinstance(key, str) and _names_cuda(key.rpartition(".")[2])
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        self.found = self.found or is_cuda_string(node)
+        # `"GPU"`: a choice of `--mode` among "GPU" and "CPU".
+        value = semantics.literal(node, None)
+        self.found = self.found or is_cuda_string(node) or isinstance(value, str) and value.lower() == "gpu"
 
 
 def _names_cuda(name: str) -> bool:

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, List, NamedTuple, Optional, Tuple
 import libcst as cst
 
 from torchlint import semantics
-from torchlint.analysis.facts import holds_tensor
+from torchlint.analysis.facts import holds_tensor, items_iterated, loaders_iterated
 from torchlint.analysis.syntax import call_argument
-from torchlint.analysis.values import Origin, Values
+from torchlint.analysis.values import Origin, Place, Values, method_of
 from torchlint.engine.scopes import SCOPE_TYPES, scope_nodes_of
 from torchlint.engine.walk import STATEMENT_TYPES, walk
 
@@ -166,6 +166,41 @@ def made_dtype(call: cst.Call, ctx: "FileContext", stack=None) -> Optional[str]:
     return tensor_type_of(call.func, ctx, stack)[0]
 
 
+# torchvision's conversion of an image to a tensor: float32 of a PIL image (its 8-bit modes) or a uint8 array,
+# scaled to [0, 1] (torchvision 0.x `to_tensor`, in the default dtype); the transforms after it in a `Compose` that
+# keep a float tensor's dtype.
+TO_TENSOR = frozenset({"torchvision.transforms.ToTensor", "torchvision.transforms.transforms.ToTensor"})
+COMPOSE = frozenset({"torchvision.transforms.Compose", "torchvision.transforms.transforms.Compose"})
+_FLOAT_KEEPING_TRANSFORMS = frozenset(
+    f"torchvision.transforms{module}.{name}" for module in ("", ".transforms")
+    for name in ("Normalize", "RandomErasing")
+)
+
+
+def applied_dtype(origin: Origin) -> Optional[str]:
+    """The dtype of what applying the transform `origin` is built from gives (`origin.applied`): float32 for
+    torchvision's `ToTensor()`, and for a `Compose([...])` of a literal list whose last transform is `ToTensor()`, or
+    one after it that keeps a float tensor's dtype (`Normalize(mean, std)`). An image transform is given the images
+    of a dataset: PIL images, for which `ToTensor()` makes float32; not in a file that changes the default dtype."""
+    there, stack = origin.place.context, origin.place.stack
+    if not origin.applied or type(origin.node) is not cst.Call or "set_default_" in there.text:
+        return None
+    if there.qualified_name_in(origin.node.func, TO_TENSOR, stack):
+        return "float32"
+    transforms = call_argument(origin.node, 0, "transforms")
+    if not there.qualified_name_in(origin.node.func, COMPOSE, stack) or type(transforms) not in (cst.List, cst.Tuple):
+        return None
+    for element in reversed(transforms.elements):
+        built = element.value
+        if type(element) is cst.StarredElement or type(built) is not cst.Call:
+            return None
+        if there.qualified_name_in(built.func, TO_TENSOR, stack):
+            return "float32"
+        if not there.qualified_name_in(built.func, _FLOAT_KEEPING_TRANSFORMS, stack):
+            return None
+    return None
+
+
 # Torch functions that join tensors: the result has their common dtype (all of one dtype: that dtype).
 JOINS = frozenset(
     f"torch.{name}" for name in ("cat", "concat", "concatenate", "stack", "vstack", "hstack", "dstack", "row_stack")
@@ -262,11 +297,73 @@ def _dtype_origins(expr: cst.BaseExpression, ctx: "FileContext", stack, depth: i
         source = None
         if not origin.applied and not origin.opaque and depth < _DTYPE_KEEPING_DEPTH:
             source = _dtype_kept_from(origin.node, there, at)
-        if source is None:
+        items = _dataset_items(origin) if origin.opaque and depth < _DTYPE_KEEPING_DEPTH else None
+        if items is not None:
+            for item, place in items:
+                found += _dtype_origins(item, place.context, place.stack, depth + 1)
+        elif source is None:
             found.append(origin)
         else:
             found += _dtype_origins(source, there, at, depth + 1)
     return found
+
+
+def _dataset_items(origin: Origin) -> Optional[List[Tuple[cst.BaseExpression, Place]]]:
+    """For a loop target unpacked from a DataLoader's batches (`images` of `for images, labels in loader`, also under
+    `enumerate`/`tqdm`), the expressions its part of the dataset's item is, each where `__getitem__` returns it:
+    `ToTensor()(lr)` of `return ToTensor()(lr), ToTensor()(hr)`. The default collate stacks the items' tensors, which
+    keeps their dtype. None unless the loader's dataset is, by every origin, an instance of one class (of the file or
+    of a project file it imports) whose `__getitem__` returns literal tuples (or one value, for a whole batch)."""
+    name, place = origin.node, origin.place
+    if type(name) is not cst.Name:
+        return None
+    values = Values.of(place.context)
+    found = values.bindings(name, place)
+    if found is None or not found[1]:
+        return None
+    items: List[Tuple[cst.BaseExpression, Place]] = []
+    for binding in found[1]:
+        bound = values.items_bound(binding, place.scopes) if binding.definition is None else None
+        if bound is None:
+            if binding.value is None and binding.definition is None:
+                return None  # a parameter, `+=`, `with ... as`: not an item of a loader
+            continue  # an assignment (`image = image.float()` of the iteration before) is an origin of its own
+        iterated, element = items_iterated(bound[0], binding.element, bound[1].context, bound[1].stack)
+        loaders = loaders_iterated(iterated, bound[1].stack, bound[1].context) if element is not None else []
+        if not loaders:
+            return None
+        for loader in loaders:
+            returned = _items_returned(loader, element)
+            if returned is None:
+                return None
+            items += returned
+    return items or None
+
+
+def _items_returned(loader: Origin, element: Tuple[int, ...]) -> Optional[List[Tuple[cst.BaseExpression, Place]]]:
+    """Part `element` of what the `__getitem__` of the dataset of the `DataLoader(...)` call `loader` returns, at each
+    `return` (`_dataset_items`)."""
+    call, there = loader.node, loader.place.context
+    if semantics.keyword(call, "collate_fn") is not None or len([arg for arg in call.args if arg.keyword is None]) > 6:
+        return None  # a collate function of the project's own makes batches of its choosing
+    dataset = call_argument(call, 0, "dataset")
+    built = Values.of(there).instance_class(dataset, loader.place.stack) if dataset is not None else None
+    getitem = method_of(built.node, "__getitem__") if built is not None else None
+    if getitem is None:
+        return None
+    defining = Values.of(built.place.context)
+    scopes = built.place.scopes + (built.node, getitem)
+    found = []
+    for statement in defining.returns(getitem):
+        item = statement.value
+        for index in element:
+            if type(item) not in (cst.Tuple, cst.List) or index >= len(item.elements) or any(
+                type(each) is cst.StarredElement for each in item.elements
+            ):
+                return None
+            item = item.elements[index].value
+        found.append((item, Place(built.place.context, scopes, statement)))
+    return found or None
 
 
 def _dtype_kept_from(node: cst.CSTNode, ctx: "FileContext", stack) -> Optional[cst.BaseExpression]:

@@ -19,7 +19,8 @@ torch wheel (`download.pytorch.org/whl/cpu`) is evidence of a CPU path for the p
 Each scanned file also lists the project files it imports (resolved as the value model resolves them,
 `PROJECT.locate`) and the names it imports from each (`prepare_task` for `from pkg.core import prepare_task`; none in
 particular for `import pkg.core`, `from pkg import core` or `from pkg.core import *`, which may reach anything in the
-module). A file is judged by what reaches it (`ProjectIntent.decide`). Code inside a module-level function or class
+module). A file without evidence of its own that imports a project module importing a CUDA-only library at its top
+(a CuPy kernel of the program's own) is CUDA-only too. Else a file is judged by what reaches it (`ProjectIntent.decide`). Code inside a module-level function or class
 is judged by the importers that import that function or class, or one of the file's others whose code names it, or
 import the whole module and use one of them as their text shows (`Sites`, `ProjectIntent._reaching`); a package's
 `__init__.py` passes the question on to its own importers: a helper that only CUDA-only programs import is not
@@ -58,6 +59,8 @@ CUDA_ONLY_LIBRARIES = (
 
 CPU = "cpu"
 CUDA = "cuda"
+# The evidence of a module-level import of a library of `CUDA_ONLY_LIBRARIES`: its importers need a GPU too.
+CUDA_ONLY_LIBRARY = "a CUDA-only library"
 # What the message calls the strongest CPU evidence: a file showing it checks for CUDA (TL205 cites it apart).
 FALLBACK = "a device fallback"
 
@@ -76,7 +79,7 @@ _EVIDENCE: Tuple[Tuple[str, str, "re.Pattern[str]", Tuple[str, ...]], ...] = tup
         (CUDA, "`torch.cuda.set_device`", r"\btorch\.cuda\.set_device\(", ("set_device(",)),
         (CUDA, "a process rank read at import", r"^(?:\w+[ \t]*=[ \t]*)?(?:dist|torch\.distributed)\.get_rank\(\)", ("get_rank()",)),
         (CUDA, "a CUDA extension", rf"\bCUDAExtension\(|{_STRING}[\w/.-]+\.cuh?{_STRING}", ("CUDAExtension(", ".cu")),
-        (CUDA, "a CUDA-only library", r"^(?:import|from)[ \t]+(?:%s)\b" % "|".join(
+        (CUDA, CUDA_ONLY_LIBRARY, r"^(?:import|from)[ \t]+(?:%s)\b" % "|".join(
             re.escape(library) for library in CUDA_ONLY_LIBRARIES), CUDA_ONLY_LIBRARIES),
         (CPU, "a `--device` default of \"cpu\"", rf"add_argument\([^\n]*device[^\n]*default[ \t]*=[ \t]*{_STRING}cpu{_STRING}", ("cpu",)),
         (CPU, "a `device` parameter defaulting to \"cpu\"",
@@ -152,6 +155,8 @@ class ProjectIntent:
         self.importers = importers
         self.ci = ci
         self.digests = digests
+        # importer -> the project files it imports (`importers` turned round), on first need
+        self.imported: Optional[Dict[str, List[str]]] = None
 
     def decide(self, filename: str, own: Optional[Evidence], definitions: Optional[FrozenSet[str]] = None) -> Verdict:
         """Whether hard-coded CUDA in `filename` (whose own evidence is `own`) runs where the program means to run
@@ -171,6 +176,9 @@ class ProjectIntent:
             return Verdict(own.kind == CPU, own)
         if self.ci is not None and is_test_path(path):
             return self._cited(Verdict(True, self.ci))
+        library = self._imports_cuda_only_library(path)
+        if library is not None:
+            return self._cited(Verdict(False, library))
         importers = self.importers.get(path, {})
         # Files whose text `_reaching` read to narrow a route: a cached result depends on them too.
         read: Set[str] = set()
@@ -202,6 +210,20 @@ class ProjectIntent:
         if cuda is not None and not unknown:
             return self._cited(Verdict(False, cuda), {*seen, *importers, *read})
         return Verdict(True, None)
+
+    def _imports_cuda_only_library(self, path: str) -> Optional[Evidence]:
+        """The evidence of a project module `path` imports that imports a CUDA-only library at its top (a CuPy kernel
+        of the program's own, `correlation.py` doing `import cupy`): the program cannot do its work without a GPU."""
+        if self.imported is None:
+            self.imported = {}
+            for module, importers in self.importers.items():
+                for importer in importers:
+                    self.imported.setdefault(importer, []).append(module)
+        for module in sorted(self.imported.get(path, ())):
+            found = self.evidence.get(module)
+            if found is not None and found.what == CUDA_ONLY_LIBRARY:
+                return found
+        return None
 
     def _reaching(
         self, module: str, paths: Optional[FrozenSet[Tuple[str, ...]]], depth: int, read: Set[str],

@@ -4,7 +4,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.conversions import CONVERSION_METHODS, Conversion, TORCH_FROM_ARRAY, conversion, peel_moves, stays_on_its_device
-from torchlint.analysis.dtypes import dtype_origins, joined_tensors, made_dtype
+from torchlint.analysis.dtypes import applied_dtype, dtype_origins, joined_tensors, made_dtype
 from torchlint.analysis.modules import builds_module
 from torchlint.analysis.syntax import call_argument
 from torchlint.analysis.values import Values
@@ -65,7 +65,16 @@ class ChainedConversion(Rule):
     (`images.append(torch.Tensor(x)[None])` in a loop, then `torch.cat(images).float()`).
     What that gives up: a list built otherwise (extended, appended to in another function,
     filled from a replay buffer: `np.vstack([e.action for e in experiences])` of int64
-    actions) is of a dtype not known, and its cast is reported.
+    actions) is of a dtype not known, and its cast is reported. The same holds for the
+    batches of a DataLoader (`for lr, hr in loader: hr.float().cuda()`) whose dataset, a
+    class of the file or of a project file it imports, returns from `__getitem__` a tuple
+    whose part is of a dtype the source shows: float32 of torchvision's `ToTensor()`
+    applied to its image, directly or as the last transform of a `Compose([...])`
+    (`Normalize` after it keeps the dtype); the default collate stacks the items, which
+    keeps their dtype (a loader given a `collate_fn` is not read). What that gives up:
+    `ToTensor()` keeps the dtype of an array that is not uint8 and of a 16- or 32-bit
+    PIL image (`mode "I"`), which the source seldom shows; read as float32, a cast of
+    such an image is not reported.
 
     Nor a move chained before a cast to 32 or 64 bits (`x.cuda().float()`,
     `y.to(device).long()`, `.double()`, `.int()`), or to a dtype held in a variable
@@ -230,7 +239,8 @@ class ChainedConversion(Rule):
         receiver = semantics.receiver(cast.call)
         origins = dtype_origins(receiver, self.ctx) if receiver is not None else []
         return bool(origins) and all(
-            type(origin.node) is cst.Call and not origin.applied and origin.place.context is self.ctx
+            applied_dtype(origin) == cast.dtype if origin.applied else
+            type(origin.node) is cst.Call and origin.place.context is self.ctx
             and cast.dtype in (_made_as(self.ctx, origin.node, origin.place.stack), _cast_by(self.ctx, origin.node, origin.place.stack))
             for origin in origins
         )

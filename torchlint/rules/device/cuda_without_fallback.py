@@ -119,7 +119,9 @@ class CudaWithoutFallback(Rule):
     in a branch taken only when the program asks for CUDA (`if args.cuda:`,
     `if backend == "cuda":`, `x.cuda() if use_gpu else x`, or an option read by a key
     whose last dotted part names CUDA or a GPU: `if opt["data.cuda"]:`, as
-    `vars(args)` holds `--data.cuda`); `def cuda(...)` methods;
+    `vars(args)` holds `--data.cuda`, or a choice compared with "GPU": `if opt.mode == "GPU":`,
+    also through a flag set from such a test, `TEST_MODE = True if opt.test_mode == "GPU"
+    else False`, then `if TEST_MODE:`); `def cuda(...)` methods;
     `.cuda()` on a module with no parameters or buffers, which moves nothing and runs on
     a CPU build: a torch layer such as `nn.LogSoftmax(dim=1)`, a torch loss given no
     weight (`nn.CrossEntropyLoss().cuda()`: its `weight` buffer is None), or a Module
@@ -181,7 +183,10 @@ class CudaWithoutFallback(Rule):
     programs load checkpoints on the CPU to spare GPU memory). A GitHub
     workflow that runs pytest on a hosted runner (`runs-on: ubuntu-latest`) or installs the
     CPU torch wheel is a CPU path for the project's test files. A file is judged by its own
-    evidence first (CUDA-only: not reported), a test file then by the CI, and then by what
+    evidence first (CUDA-only: not reported), a test file then by the CI, then by the
+    project modules it imports: one that imports a CUDA-only library at its top (a CuPy
+    kernel of the program's own, `correlation.py` doing `import cupy`) makes the file
+    CUDA-only too, as the program cannot do its work without a GPU; and then by what
     reaches it: its importers in the project, followed six imports up until each route meets
     evidence. It is not reported when every route ends at CUDA-only evidence (a helper whose
     only importer initialises NCCL); it is reported when a route meets a CPU path, and the
@@ -481,7 +486,7 @@ class CudaWithoutFallback(Rule):
         for parent, child in zip(stack, stack[1:]):
             if isinstance(parent, cst.Param) and child is parent.default:
                 return True
-        return in_a_cuda_branch(stack)
+        return in_a_cuda_branch(stack, ctx=self.ctx)
 
     def finish(self) -> None:
         # Written for CUDA machines only: an availability check or a CUDA-only API or library, two or more GPUs
