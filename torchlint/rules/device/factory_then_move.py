@@ -9,7 +9,8 @@ from torchlint.analysis.dtypes import made_dtype
 from torchlint.analysis.loops import loop_nodes
 from torchlint.analysis.steps import in_a_step_loop, per_step_function
 from torchlint.analysis.values import IDENTITY_WRAPPERS, Values
-from torchlint.engine.walk import walk_visitor
+from torchlint.engine.scopes import dotted_name
+from torchlint.engine.walk import walk, walk_visitor
 from torchlint.finding import Fix
 from torchlint.fixes.rewrites import code_in_place, with_keywords
 from torchlint.rules.base import Rule
@@ -87,8 +88,9 @@ class FactoryThenMove(Rule):
     make (`for x in range(10):
     tensors.append(torch.randn(n, 10).cuda())`, a notebook's demo of GPU memory; a step
     loop around it still counts, and a loop that also calls a model is a step loop); state made on first use under `if len(state) == 0:`,
-    `if not state:`, `if x is None:` or `if key not in cache:` (an optimizer's `step()`
-    initialising its buffers); loops in test files (`test_*.py`, `tests/`),
+    `if not state:`, `if x is None:` or `if key not in cache:` when the branch fills
+    what it tests (an optimizer's `step()` initialising its buffers; `if batch_size is
+    None:` on a parameter the branch leaves alone picks how to build the tensor, every call); loops in test files (`test_*.py`, `tests/`),
     which repeat a test once per parameter. A variable holding a factory's result
     that is read besides its move (the host tensor is used), or made before the loop
     that moves it (TL310's loop-invariant transfer). Factories already given `device=`;
@@ -356,28 +358,63 @@ def _requires_grad(factory: cst.Call):
 
 
 def _lazily_initialised(stack) -> bool:
-    """Under `if len(state) == 0:`, `if not state:`, `if x is None:` or `if key not in cache:` in its function:
-    state made on the first step and kept (an optimizer's `step()`), not remade every step."""
+    """Under `if len(state) == 0:`, `if not state:`, `if x is None:` or `if key not in cache:` in its function, where
+    the branch fills what it tests: state made on the first step and kept (an optimizer's `step()`), not remade every
+    step. A test of something the branch leaves alone (`if batch_size is None:` on a parameter) picks one of two ways
+    to build the tensor each call."""
     for index in range(len(stack) - 2, -1, -1):
         node = stack[index]
         if type(node) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
             return False
-        if type(node) is cst.If and stack[index + 1] is node.body and _checks_first_use(node.test):
-            return True
+        if type(node) is cst.If and stack[index + 1] is node.body:
+            tested = _first_use_subject(node.test)
+            subject = dotted_name(tested) if tested is not None else None
+            if subject is not None and _fills(node.body, subject):
+                return True
     return False
 
 
-def _checks_first_use(test: cst.BaseExpression) -> bool:
+def _first_use_subject(test: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """What a first-use test asks about: `state` of `not state` and `len(state) == 0`, `x` of `x is None`, `cache`
+    of `key not in cache`."""
     if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-        return type(test.expression) in (cst.Name, cst.Attribute, cst.Subscript)
+        return test.expression if type(test.expression) in (cst.Name, cst.Attribute, cst.Subscript) else None
     if type(test) is not cst.Comparison or len(test.comparisons) != 1:
-        return False
+        return None
     comparison = test.comparisons[0]
     operator, right = type(comparison.operator), comparison.comparator
-    if operator is cst.NotIn or (operator is cst.Is and type(right) is cst.Name and right.value == "None"):
-        return True
+    if operator is cst.NotIn:
+        return right
+    if operator is cst.Is and type(right) is cst.Name and right.value == "None":
+        return test.left
     is_len = type(test.left) is cst.Call and type(test.left.func) is cst.Name and test.left.func.value == "len"
-    return is_len and operator is cst.Equal and type(right) is cst.Integer and right.value == "0"
+    if is_len and len(test.left.args) == 1 and operator is cst.Equal and type(right) is cst.Integer and right.value == "0":
+        return test.left.args[0].value
+    return None
+
+
+def _fills(body: cst.CSTNode, subject: str) -> bool:
+    """The branch binds `subject`, stores into it (`subject[k] = ...`, `subject.k = ...`) or calls a method on it
+    (`subject.append(...)`, `subject.update(...)`)."""
+    found = []
+
+    def visit(node: cst.CSTNode) -> bool:
+        if type(node) in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign) and _written_into(node.target, subject):
+            found.append(node)
+        elif type(node) is cst.Call and type(node.func) is cst.Attribute and dotted_name(node.func.value) == subject:
+            found.append(node)
+        return not found
+
+    walk(body, visit, lambda node: None)
+    return bool(found)
+
+
+def _written_into(target: cst.BaseExpression, subject: str) -> bool:
+    if type(target) in (cst.Tuple, cst.List):
+        return any(_written_into(element.value, subject) for element in target.elements)
+    while type(target) in (cst.Subscript, cst.Attribute) and dotted_name(target) != subject:
+        target = target.value
+    return dotted_name(target) == subject
 
 
 def _innermost_function(stack) -> Optional[cst.FunctionDef]:
