@@ -46,7 +46,11 @@ class WholeObjectCheckpoint(Rule):
       entry such as `checkpoint["net"]`), an
       optimizer or scheduler of `torch.optim`, or a dictionary, list or tuple holding one
       (`{"model": model, "epoch": epoch}`, `[encoder, decoder]`), followed through the file's
-      assignments and both arms of a conditional expression (`{"net": net.module if use_cuda else net}`);
+      assignments and both arms of a conditional expression (`{"net": net.module if use_cuda else net}`),
+      and from a parameter of a helper to what its calls pass where every use of it is a call, also in the files that import
+      it: `def save_checkpoint(model, optimizer, epoch, path): torch.save(model, ...)` in `utils.py`,
+      called by `train.py` with `model = model.RNNModel(...)` of `model.py` (darts), is reported at the
+      helper's save;
     - when the project supports only torch 2.6 or later (`torch-version`), `torch.load(f)`
       without `weights_only=False` of a file that such a save in the same file writes: the
       same path string (also through a module-level constant), the same
@@ -153,7 +157,7 @@ class WholeObjectCheckpoint(Rule):
             saved = semantics.keyword(node, "obj") or semantics.positional(node, 0)
             if saved is None:
                 return
-            classes = self._whole_objects(saved.value, self.ctx.stack, 0)
+            classes = self._whole_objects(self.ctx, saved.value, self.ctx.stack, 0)
             target = semantics.keyword(node, "f") or semantics.positional(node, 1)
             key = file_key(self.ctx, target.value) if target is not None else None
             if classes:
@@ -200,33 +204,35 @@ class WholeObjectCheckpoint(Rule):
             written = [saved]
         edits = []
         for value in written:
-            if not self._whole_objects(value, self.ctx.stack, 0):
+            if not self._whole_objects(self.ctx, value, self.ctx.stack, 0):
                 continue
             if type(value) not in (cst.Name, cst.Attribute) or not _all_whole_objects(self, value):
                 return None
             edits.append(self.ctx.replace(value, self.ctx.code(value) + ".state_dict()"))
         return Fix.unsafe("Save the `state_dict()`", *edits) if edits else None
 
-    def _whole_objects(self, expr: cst.BaseExpression, stack: Sequence[cst.CSTNode], nesting: int) -> List[str]:
+    def _whole_objects(self, ctx, expr: cst.BaseExpression, stack: Sequence[cst.CSTNode], nesting: int) -> List[str]:
         """The classes, by the names the code builds them with (`Net`, `Sequential`, `Adam`), of the whole modules and
-        optimizers `expr` may be or hold; [] when it is none."""
+        optimizers `expr` (evaluated inside `stack` in the file of `ctx`) may be or hold; [] when it is none. An
+        origin may lie in another project file (a helper's parameter holds what its importers' calls pass: darts'
+        `save_checkpoint(model, ...)` with `model = model.RNNModel(...)` in train.py): it is read in its own file."""
         # `net = nn.DataParallel(net)`: a module whatever it wraps (the origins are what it wraps).
-        wrapper = assigned_a_module_wrapper(expr, self.ctx, stack)
+        wrapper = assigned_a_module_wrapper(expr, ctx, stack)
         found: List[str] = [wrapper] if wrapper is not None else []
-        for origin in Values.of(self.ctx).origins(expr, stack):
-            node, there = origin.node, origin.place.stack
+        for origin in Values.of(ctx).origins(expr, stack):
+            node, there, octx = origin.node, origin.place.stack, origin.place.context
             if origin.opaque or origin.applied:
                 continue
-            if type(node) is cst.Call and _builds_whole_object(self.ctx, node, there):
+            if type(node) is cst.Call and _builds_whole_object(octx, node, there):
                 found.append(semantics.terminal_name(node.func) or "?")
             elif type(node) is cst.Dict and nesting < _MAX_NESTING:
                 for element in node.elements:
                     if isinstance(element, cst.DictElement):
-                        found += self._whole_objects(element.value, there, nesting + 1)
+                        found += self._whole_objects(octx, element.value, there, nesting + 1)
             elif type(node) in (cst.List, cst.Tuple) and nesting < _MAX_NESTING:
                 # `torch.save([encoder, decoder], path)`
                 for element in node.elements:
-                    found += self._whole_objects(element.value, there, nesting + 1)
+                    found += self._whole_objects(octx, element.value, there, nesting + 1)
         return found
 
 
@@ -298,7 +304,7 @@ def _all_whole_objects(rule: WholeObjectCheckpoint, value: cst.BaseExpression) -
     origins = Values.of(rule.ctx).origins(value)
     return bool(origins) and all(
         not (origin.opaque or origin.applied) and type(origin.node) is cst.Call
-        and _builds_whole_object(rule.ctx, origin.node, origin.place.stack)
+        and _builds_whole_object(origin.place.context, origin.node, origin.place.stack)
         for origin in origins
     )
 
