@@ -54,7 +54,10 @@ class WholeObjectCheckpoint(Rule):
     - when the project supports only torch 2.6 or later (`torch-version`), `torch.load(f)`
       without `weights_only=False` of a file that such a save in the same file writes: the
       same path string (also through a module-level constant), the same
-      module-level variable, or the same expression in the same function. A file object of
+      module-level variable, the same expression built only of module-level names anywhere in
+      the file (`os.path.join(work_dir, "model.pt")` in `train()` and at the top; names,
+      their attributes, string literals and formatting, `+`, `%`, `/`, `os.path.join`), or
+      the same expression in the same function. A file object of
       the builtin `open` stands for the path it opens: `torch.load(open(model_name, "rb"))`
       reads what `with open(model_name, "wb") as f: torch.save(model, f)` wrote (also a name
       assigned `open(path)` once), and two `with open(...) as f` blocks on different paths
@@ -71,12 +74,13 @@ class WholeObjectCheckpoint(Rule):
     classes a file next to it allow-lists (the script that loads what a training script
     saves: a `.py` file in the same folder that calls `safe_globals` and names each class).
     Nor a save of a file that the same file loads with `weights_only=False` (the same
-    path string, module-level variable, or expression in the same function): a deliberate
+    path string, module-level variable, expression of module-level names, or expression in
+    the same function): a deliberate
     round trip of a trusted checkpoint, which loads (TL501 reports the load).
     Given up: a load in another file than the save, a save whose classes are allow-listed
-    by a file in another folder (still flagged), and paths built differently in two
-    functions (`os.path.join(out, "best.pth")` twice): the rule cannot tell they are the
-    same file.
+    by a file in another folder (still flagged), and paths built in two functions from
+    names of their own (`os.path.join(out, "best.pth")` twice, `out` a parameter or local
+    of each): the rule cannot tell they are the same file.
 
     ## Why is this bad?
     `torch.save(model)` pickles the module's class by reference, together with its
@@ -237,9 +241,10 @@ class WholeObjectCheckpoint(Rule):
 
 
 def file_key(ctx, file: cst.BaseExpression) -> Hashable:
-    """The same key for two expressions that name the same file: a path string, a module-level variable, or
-    the same code in the same function. A file object of the builtin `open` is the path it opens
-    (`torch.load(open(model_name, "rb"))`, `with open(model_name, "wb") as f: torch.save(model, f)`)."""
+    """The same key for two expressions that name the same file: a path string, a module-level variable, the same
+    code built of module-level names anywhere in the file (`os.path.join(work_dir, "model.pt")` in `train()` and at
+    the top, `_of_module_names`), or the same code in the same function. A file object of the builtin `open` is the
+    path it opens (`torch.load(open(model_name, "rb"))`, `with open(model_name, "wb") as f: torch.save(model, f)`)."""
     file = _opened_path(ctx, file) or file
     constant = Values.of(ctx).constant(file)
     if isinstance(constant, str):
@@ -248,8 +253,51 @@ def file_key(ctx, file: cst.BaseExpression) -> Hashable:
         scope = ctx.scopes.binding_scope(file.value, ctx.scope_nodes)
         if scope is not None and scope.node is ctx.module:
             return ("module variable", file.value)
+    if _of_module_names(ctx, file):
+        return ("module code", ctx.code(file))
     function = ctx.enclosing(cst.FunctionDef, cst.Lambda)
     return ("code", id(function) if function is not None else None, ctx.code(file))
+
+
+# Path builders whose result depends on their arguments only.
+_PATH_JOINS = frozenset({"os.path.join", "posixpath.join"})
+
+
+def _of_module_names(ctx, file: cst.BaseExpression) -> bool:
+    """`file` is built only of names bound at module level (read where no local binding hides them), their
+    attributes, literals, string formatting, `+`, `%`, `/` and `os.path.join`: it names the same file in every
+    function of the file, as a module-level variable does (`os.path.join(work_dir, "model.pt")`)."""
+    pending: List[cst.CSTNode] = [file]
+    names = 0
+    while pending:
+        node = pending.pop()
+        kind = type(node)
+        if kind is cst.Name:
+            scope = ctx.scopes.binding_scope(node.value, ctx.scope_nodes)
+            if scope is None or scope.node is not ctx.module:
+                return False
+            names += 1
+        elif kind is cst.Attribute:
+            pending.append(node.value)
+        elif kind in (cst.SimpleString, cst.Integer, cst.FormattedStringText):
+            continue
+        elif kind is cst.ConcatenatedString:
+            pending += [node.left, node.right]
+        elif kind is cst.FormattedString:
+            pending += list(node.parts)
+        elif kind is cst.FormattedStringExpression:
+            if node.format_spec is not None:
+                return False
+            pending.append(node.expression)
+        elif kind is cst.BinaryOperation and type(node.operator) in (cst.Add, cst.Modulo, cst.Divide):
+            pending += [node.left, node.right]
+        elif kind is cst.Call and ctx.qualified_name_in(node.func, _PATH_JOINS) and all(
+            not argument.star and argument.keyword is None for argument in node.args
+        ):
+            pending += [argument.value for argument in node.args]
+        else:
+            return False
+    return names > 0
 
 
 def _opened_path(ctx, file: cst.BaseExpression) -> Optional[cst.BaseExpression]:
