@@ -1007,7 +1007,10 @@ class Values:
     def _callees(self, call: cst.Call, func: cst.BaseExpression, place: Place, depth: int, seen: frozenset) -> Optional[List[Origin]]:
         """What `func`, the name or attribute `call` calls, may be: its origins (a function, a module, a class), or for
         `obj.name(...)` through an instance of a class of the file (`called_method`) the method the class defines;
-        None for a method of anything else."""
+        None for a method of anything else. A function of an imported module (`pytorch_ssim.ssim(...)` after `import
+        pytorch_ssim`) is what the import names, as after `from pytorch_ssim import ssim`."""
+        if type(func) is cst.Attribute and self.import_path(func, place.scopes) is not None and self._still_the_module(func.value, place):
+            return self._follow(func, place, depth + 1, seen)
         if type(func) is cst.Attribute and not _is_self(func.value, place.scopes[-1]) and func.attr.value not in _WRAPPED_ATTRIBUTES:
             called = self._called_method(call, place, depth + 1, seen)
             if called is None:

@@ -7,7 +7,7 @@ from torchlint.analysis.values import Values
 from torchlint.finding import Fix
 from torchlint.rules.api._losses import reduces_to_scalar
 from torchlint.rules.base import Rule
-from torchlint.rules.triggers import fragments
+from torchlint.rules.triggers import fragments, project_imports
 
 # Methods that reduce a whole tensor to a 0-dim one when called without arguments.
 _FULL_REDUCTIONS = frozenset({"sum", "mean", "prod", "norm", "max", "min", "std", "var", "amax", "amin", "median", "nansum", "nanmean"})
@@ -40,13 +40,20 @@ class IndexZeroDimTensor(Rule):
     `len(x)`, `x.numel()`, another value's `.item()`, `float(...)`, or arithmetic of
     those), also in place (`loss /= num_matched_boxes`, `loss *= 0.5`), followed through
     the file's assignments (`loss = criterion(out, y)`) and what the file's functions
-    return (`loss = loss_function(recon, x, mu, logvar)`), also after a move to the host
+    return (`loss = loss_function(recon, x, mu, logvar)`), or those of a project file it
+    imports (`pytorch_ssim.ssim(sr, hr).data[0]` where `ssim` returns `ssim_map.mean()`),
+    and `criterion(out, y)` for a criterion built from a Module class of the file or of a
+    project file (`criterion = MultiBoxLoss()`) whose `forward` returns such a value, also
+    after a move to the host
     (`loss.data.cpu()[0]`, `loss.data.cpu().numpy()[0]`: still 0-dim, a 0-d array).
 
     Not flagged: indexing a tensor with dimensions (`out.data[0]` of a batch, `x.sum(1)[0]`),
     `.size()[0]`, lists and tuples, assignments to an element (`w.data[0] = 1.0`), and values
     the rule cannot follow: a criterion received as a parameter whose callers it cannot
-    see (`def train(model, criterion)` called from another file), an accumulator updated with `+=` in a loop; code for torch below 0.4
+    see (`def train(model, criterion)` called from another file), an accumulator updated with `+=` in a loop,
+    a function that returns a 0-dim value on one path and a tensor with dimensions on another
+    (`if size_average: return ssim_map.mean()` else `ssim_map.mean(1)`: which path a call takes is not
+    followed); code for torch below 0.4
     (`torch-version`, or the project's own torch requirement), where a loss was a
     one-element tensor, `loss.data[0]` read it and `.item()` did not exist yet. Given up
     for that precision: those values, which fail just the same when they are 0-dim.
@@ -67,8 +74,9 @@ class IndexZeroDimTensor(Rule):
     code = "TL611"
     name = "index-zero-dim-tensor"
     about_the_source = True
-    # The value is a torch loss or a reduction: the file names torch (an import, or a call of one).
-    triggers = fragments("torch")
+    # The value is a torch loss or a reduction: the file names torch (an import, or a call of one), or it comes from a
+    # project file the file imports (`criterion = MultiBoxLoss()` of multibox_loss.py), where torch is named.
+    triggers = fragments("torch") | project_imports()
     fix_safety = "safe or unsafe"
     message = (
         "this is a 0-dim tensor (a loss or a full reduction): indexing it raises `IndexError: invalid index of a "
@@ -113,7 +121,7 @@ class IndexZeroDimTensor(Rule):
         tensor = indexed.value if through_data else indexed
         # `.data` is a tensor's: there `.sum()` is torch's; elsewhere it may be pandas' (`df.max()` is a Series).
         self.tensor_methods = through_data
-        if not self._is_scalar(tensor, self.ctx.stack, 0):
+        if not self._is_scalar(self.ctx, tensor, self.ctx.stack, 0):
             return
         edit = self.ctx.replace(node, f"{self.ctx.code(tensor)}.item()")
         fix = Fix.safe("Use `.item()`", edit) if through_data else Fix.unsafe("Use `.item()`", edit)
@@ -123,13 +131,16 @@ class IndexZeroDimTensor(Rule):
         parent = self.ctx.stack[-2] if len(self.ctx.stack) > 1 else None
         return isinstance(parent, (cst.AssignTarget, cst.Del)) or (isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and parent.target is node)
 
-    def _is_scalar(self, expr: cst.BaseExpression, stack: Sequence[cst.CSTNode], depth: int) -> bool:
+    def _is_scalar(self, ctx, expr: cst.BaseExpression, stack: Sequence[cst.CSTNode], depth: int) -> bool:
+        """`expr`, evaluated inside `stack` in the file of `ctx`, is 0-dim. An origin may lie in another project file
+        (what an imported function returns, what an imported loss class's `forward` returns): it is read there, with
+        that file's imports."""
         if depth > _MAX_DEPTH:
             return False
-        origins = Values.of(self.ctx).origins(expr, stack, dereferenced=True)
+        origins = Values.of(ctx).origins(expr, stack, dereferenced=True)
         return bool(origins) and all(
             self._updated_in_place(origin, depth) if origin.opaque
-            else self._is_scalar_node(origin.node, origin.place.stack, origin.applied, depth)
+            else self._is_scalar_node(origin.place.context, origin.node, origin.place.stack, origin.applied, depth)
             for origin in origins
         )
 
@@ -138,9 +149,10 @@ class IndexZeroDimTensor(Rule):
         (`loc_loss /= num_matched_boxes`): 0-dim when every binding it stands for is arithmetic of the name's value
         before it and a number or 0-dim value, each of those 0-dim, as `loc_loss / num_matched_boxes` would be. A
         parameter, a loop target or any other unknown binding leaves it unknown."""
-        if type(origin.node) is not cst.Name or origin.place.context is not self.ctx:
+        ctx = origin.place.context
+        if type(origin.node) is not cst.Name:
             return False
-        found = Values.of(self.ctx).bindings(origin.node, origin.place)
+        found = Values.of(ctx).bindings(origin.node, origin.place)
         if found is None:
             return False
         scope, bindings = found
@@ -151,34 +163,34 @@ class IndexZeroDimTensor(Rule):
         return bool(unknown) and all(
             type(binding.statement) is cst.AugAssign and isinstance(binding.statement.operator, _AUGMENTED_ARITHMETIC)
             and self._arithmetic_is_scalar(
-                (binding.statement.target, binding.statement.value), scopes + (binding.statement,), depth,
+                ctx, (binding.statement.target, binding.statement.value), scopes + (binding.statement,), depth,
             )
             for binding in unknown
         )
 
-    def _is_scalar_node(self, node: cst.CSTNode, stack, applied: bool, depth: int) -> bool:
+    def _is_scalar_node(self, ctx, node: cst.CSTNode, stack, applied: bool, depth: int) -> bool:
         if type(node) is cst.Call:
-            if applied or reduces_to_scalar(node, self.ctx, stack, applied=False):
-                return reduces_to_scalar(node, self.ctx, stack, applied=True) if applied else True
-            return self._reduction_call(node, stack, depth)
+            if applied or reduces_to_scalar(node, ctx, stack, applied=False):
+                return reduces_to_scalar(node, ctx, stack, applied=True) if applied else True
+            return self._reduction_call(ctx, node, stack, depth)
         if type(node) is cst.Attribute and node.attr.value == "data":
-            return self._is_scalar(node.value, stack, depth + 1)
+            return self._is_scalar(ctx, node.value, stack, depth + 1)
         if type(node) is cst.BinaryOperation and isinstance(node.operator, _ARITHMETIC):
-            return self._arithmetic_is_scalar((node.left, node.right), stack, depth)
+            return self._arithmetic_is_scalar(ctx, (node.left, node.right), stack, depth)
         if type(node) is cst.UnaryOperation and isinstance(node.operator, cst.Minus):
-            return self._is_scalar(node.expression, stack, depth + 1)
+            return self._is_scalar(ctx, node.expression, stack, depth + 1)
         return False
 
-    def _arithmetic_is_scalar(self, sides, stack, depth: int) -> bool:
+    def _arithmetic_is_scalar(self, ctx, sides, stack, depth: int) -> bool:
         """Arithmetic of 0-dim values and numbers, at least one of them a tensor, is 0-dim."""
-        numbers = [self._is_number(side, stack) for side in sides]
+        numbers = [python_number(side, ctx, stack) for side in sides]
         return not all(numbers) and all(
-            number or self._is_scalar(side, stack, depth + 1) for side, number in zip(sides, numbers)
+            number or self._is_scalar(ctx, side, stack, depth + 1) for side, number in zip(sides, numbers)
         )
 
-    def _reduction_call(self, call: cst.Call, stack, depth: int) -> bool:
+    def _reduction_call(self, ctx, call: cst.Call, stack, depth: int) -> bool:
         func = call.func
-        if self.ctx.qualified_name_in(func, _TORCH_FULL_REDUCTIONS, stack):
+        if ctx.qualified_name_in(func, _TORCH_FULL_REDUCTIONS, stack):
             return len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star
         if type(func) is not cst.Attribute:
             return False
@@ -191,15 +203,11 @@ class IndexZeroDimTensor(Rule):
             return True
         if method in _NUMBER_ARITHMETIC:
             keeps_shape = (
-                len(call.args) == 1 and call.args[0].keyword is None and self._is_number(call.args[0].value, stack)
+                len(call.args) == 1 and call.args[0].keyword is None and python_number(call.args[0].value, ctx, stack)
             )
         else:
             keeps_shape = method in _SHAPE_KEEPING and not call.args
-        return keeps_shape and self._is_scalar(func.value, stack, depth + 1)
-
-    def _is_number(self, expr: cst.BaseExpression, stack) -> bool:
-        """A Python number (`python_number`): a literal, `x.size(0)`, `len(x)`, or a name bound to one (`num_quant = 51`)."""
-        return python_number(expr, self.ctx, stack)
+        return keeps_shape and self._is_scalar(ctx, func.value, stack, depth + 1)
 
 
 def _indexes_zero(node: cst.Subscript) -> bool:

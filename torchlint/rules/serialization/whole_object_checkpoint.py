@@ -46,11 +46,18 @@ class WholeObjectCheckpoint(Rule):
       entry such as `checkpoint["net"]`), an
       optimizer or scheduler of `torch.optim`, or a dictionary, list or tuple holding one
       (`{"model": model, "epoch": epoch}`, `[encoder, decoder]`), followed through the file's
-      assignments and both arms of a conditional expression (`{"net": net.module if use_cuda else net}`);
+      assignments and both arms of a conditional expression (`{"net": net.module if use_cuda else net}`),
+      and from a parameter of a helper to what its calls pass where every use of it is a call, also in the files that import
+      it: `def save_checkpoint(model, optimizer, epoch, path): torch.save(model, ...)` in `utils.py`,
+      called by `train.py` with `model = model.RNNModel(...)` of `model.py` (darts), is reported at the
+      helper's save;
     - when the project supports only torch 2.6 or later (`torch-version`), `torch.load(f)`
       without `weights_only=False` of a file that such a save in the same file writes: the
       same path string (also through a module-level constant), the same
-      module-level variable, or the same expression in the same function. A file object of
+      module-level variable, the same expression built only of module-level names anywhere in
+      the file (`os.path.join(work_dir, "model.pt")` in `train()` and at the top; names,
+      their attributes, string literals and formatting, `+`, `%`, `/`, `os.path.join`), or
+      the same expression in the same function. A file object of
       the builtin `open` stands for the path it opens: `torch.load(open(model_name, "rb"))`
       reads what `with open(model_name, "wb") as f: torch.save(model, f)` wrote (also a name
       assigned `open(path)` once), and two `with open(...) as f` blocks on different paths
@@ -67,12 +74,13 @@ class WholeObjectCheckpoint(Rule):
     classes a file next to it allow-lists (the script that loads what a training script
     saves: a `.py` file in the same folder that calls `safe_globals` and names each class).
     Nor a save of a file that the same file loads with `weights_only=False` (the same
-    path string, module-level variable, or expression in the same function): a deliberate
+    path string, module-level variable, expression of module-level names, or expression in
+    the same function): a deliberate
     round trip of a trusted checkpoint, which loads (TL501 reports the load).
     Given up: a load in another file than the save, a save whose classes are allow-listed
-    by a file in another folder (still flagged), and paths built differently in two
-    functions (`os.path.join(out, "best.pth")` twice): the rule cannot tell they are the
-    same file.
+    by a file in another folder (still flagged), and paths built in two functions from
+    names of their own (`os.path.join(out, "best.pth")` twice, `out` a parameter or local
+    of each): the rule cannot tell they are the same file.
 
     ## Why is this bad?
     `torch.save(model)` pickles the module's class by reference, together with its
@@ -153,7 +161,7 @@ class WholeObjectCheckpoint(Rule):
             saved = semantics.keyword(node, "obj") or semantics.positional(node, 0)
             if saved is None:
                 return
-            classes = self._whole_objects(saved.value, self.ctx.stack, 0)
+            classes = self._whole_objects(self.ctx, saved.value, self.ctx.stack, 0)
             target = semantics.keyword(node, "f") or semantics.positional(node, 1)
             key = file_key(self.ctx, target.value) if target is not None else None
             if classes:
@@ -200,40 +208,43 @@ class WholeObjectCheckpoint(Rule):
             written = [saved]
         edits = []
         for value in written:
-            if not self._whole_objects(value, self.ctx.stack, 0):
+            if not self._whole_objects(self.ctx, value, self.ctx.stack, 0):
                 continue
             if type(value) not in (cst.Name, cst.Attribute) or not _all_whole_objects(self, value):
                 return None
             edits.append(self.ctx.replace(value, self.ctx.code(value) + ".state_dict()"))
         return Fix.unsafe("Save the `state_dict()`", *edits) if edits else None
 
-    def _whole_objects(self, expr: cst.BaseExpression, stack: Sequence[cst.CSTNode], nesting: int) -> List[str]:
+    def _whole_objects(self, ctx, expr: cst.BaseExpression, stack: Sequence[cst.CSTNode], nesting: int) -> List[str]:
         """The classes, by the names the code builds them with (`Net`, `Sequential`, `Adam`), of the whole modules and
-        optimizers `expr` may be or hold; [] when it is none."""
+        optimizers `expr` (evaluated inside `stack` in the file of `ctx`) may be or hold; [] when it is none. An
+        origin may lie in another project file (a helper's parameter holds what its importers' calls pass: darts'
+        `save_checkpoint(model, ...)` with `model = model.RNNModel(...)` in train.py): it is read in its own file."""
         # `net = nn.DataParallel(net)`: a module whatever it wraps (the origins are what it wraps).
-        wrapper = assigned_a_module_wrapper(expr, self.ctx, stack)
+        wrapper = assigned_a_module_wrapper(expr, ctx, stack)
         found: List[str] = [wrapper] if wrapper is not None else []
-        for origin in Values.of(self.ctx).origins(expr, stack):
-            node, there = origin.node, origin.place.stack
+        for origin in Values.of(ctx).origins(expr, stack):
+            node, there, octx = origin.node, origin.place.stack, origin.place.context
             if origin.opaque or origin.applied:
                 continue
-            if type(node) is cst.Call and _builds_whole_object(self.ctx, node, there):
+            if type(node) is cst.Call and _builds_whole_object(octx, node, there):
                 found.append(semantics.terminal_name(node.func) or "?")
             elif type(node) is cst.Dict and nesting < _MAX_NESTING:
                 for element in node.elements:
                     if isinstance(element, cst.DictElement):
-                        found += self._whole_objects(element.value, there, nesting + 1)
+                        found += self._whole_objects(octx, element.value, there, nesting + 1)
             elif type(node) in (cst.List, cst.Tuple) and nesting < _MAX_NESTING:
                 # `torch.save([encoder, decoder], path)`
                 for element in node.elements:
-                    found += self._whole_objects(element.value, there, nesting + 1)
+                    found += self._whole_objects(octx, element.value, there, nesting + 1)
         return found
 
 
 def file_key(ctx, file: cst.BaseExpression) -> Hashable:
-    """The same key for two expressions that name the same file: a path string, a module-level variable, or
-    the same code in the same function. A file object of the builtin `open` is the path it opens
-    (`torch.load(open(model_name, "rb"))`, `with open(model_name, "wb") as f: torch.save(model, f)`)."""
+    """The same key for two expressions that name the same file: a path string, a module-level variable, the same
+    code built of module-level names anywhere in the file (`os.path.join(work_dir, "model.pt")` in `train()` and at
+    the top, `_of_module_names`), or the same code in the same function. A file object of the builtin `open` is the
+    path it opens (`torch.load(open(model_name, "rb"))`, `with open(model_name, "wb") as f: torch.save(model, f)`)."""
     file = _opened_path(ctx, file) or file
     constant = Values.of(ctx).constant(file)
     if isinstance(constant, str):
@@ -242,8 +253,51 @@ def file_key(ctx, file: cst.BaseExpression) -> Hashable:
         scope = ctx.scopes.binding_scope(file.value, ctx.scope_nodes)
         if scope is not None and scope.node is ctx.module:
             return ("module variable", file.value)
+    if _of_module_names(ctx, file):
+        return ("module code", ctx.code(file))
     function = ctx.enclosing(cst.FunctionDef, cst.Lambda)
     return ("code", id(function) if function is not None else None, ctx.code(file))
+
+
+# Path builders whose result depends on their arguments only.
+_PATH_JOINS = frozenset({"os.path.join", "posixpath.join"})
+
+
+def _of_module_names(ctx, file: cst.BaseExpression) -> bool:
+    """`file` is built only of names bound at module level (read where no local binding hides them), their
+    attributes, literals, string formatting, `+`, `%`, `/` and `os.path.join`: it names the same file in every
+    function of the file, as a module-level variable does (`os.path.join(work_dir, "model.pt")`)."""
+    pending: List[cst.CSTNode] = [file]
+    names = 0
+    while pending:
+        node = pending.pop()
+        kind = type(node)
+        if kind is cst.Name:
+            scope = ctx.scopes.binding_scope(node.value, ctx.scope_nodes)
+            if scope is None or scope.node is not ctx.module:
+                return False
+            names += 1
+        elif kind is cst.Attribute:
+            pending.append(node.value)
+        elif kind in (cst.SimpleString, cst.Integer, cst.FormattedStringText):
+            continue
+        elif kind is cst.ConcatenatedString:
+            pending += [node.left, node.right]
+        elif kind is cst.FormattedString:
+            pending += list(node.parts)
+        elif kind is cst.FormattedStringExpression:
+            if node.format_spec is not None:
+                return False
+            pending.append(node.expression)
+        elif kind is cst.BinaryOperation and type(node.operator) in (cst.Add, cst.Modulo, cst.Divide):
+            pending += [node.left, node.right]
+        elif kind is cst.Call and ctx.qualified_name_in(node.func, _PATH_JOINS) and all(
+            not argument.star and argument.keyword is None for argument in node.args
+        ):
+            pending += [argument.value for argument in node.args]
+        else:
+            return False
+    return names > 0
 
 
 def _opened_path(ctx, file: cst.BaseExpression) -> Optional[cst.BaseExpression]:
@@ -298,7 +352,7 @@ def _all_whole_objects(rule: WholeObjectCheckpoint, value: cst.BaseExpression) -
     origins = Values.of(rule.ctx).origins(value)
     return bool(origins) and all(
         not (origin.opaque or origin.applied) and type(origin.node) is cst.Call
-        and _builds_whole_object(rule.ctx, origin.node, origin.place.stack)
+        and _builds_whole_object(origin.place.context, origin.node, origin.place.stack)
         for origin in origins
     )
 
