@@ -1,5 +1,6 @@
 """Models as the rules mean them: values built from a user `nn.Module` subclass, `nn.Sequential` or a model builder,
-or names on which `.eval()`, `.train()` or `.parameters()` is called (`Models`); a model picked by name from a
+or names on which `.eval()`, `.train()` or `.parameters()` is called, and the names holding the same module as one
+(`Models`); a model picked by name from a
 package of models (`models.__dict__[args.model]()`), and a name a torch wrapper module is assigned to
 (`net = nn.DataParallel(net)`), which hold a whole module whatever the value model can say of what they wrap."""
 
