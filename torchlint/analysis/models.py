@@ -14,7 +14,7 @@ from torchlint import semantics
 from torchlint.analysis.losses import CRITERION_NAME, is_loss_module
 from torchlint.analysis.modules import ModuleClasses, is_loss_class
 from torchlint.analysis.project import PROJECT
-from torchlint.analysis.values import IDENTITY_WRAPPERS, SEQUENTIAL, Place, Values
+from torchlint.analysis.values import IDENTITY_WRAPPERS, RETURNING_SELF, SEQUENTIAL, Place, Values
 from torchlint.engine.scopes import dotted_name, scope_nodes_of
 
 if TYPE_CHECKING:
@@ -118,6 +118,10 @@ class Models:
             return None
         if isinstance(value.func, cst.Name) and value.func.value in self.classes:
             return True
+        if semantics.method_name(value) in RETURNING_SELF:
+            # `model.cuda()` is what `model` was: the call tells nothing, even where `model` also names a module the
+            # file imports (`import model`, then `model = torch.load(path)`), whose attribute it would resolve to.
+            return None
         qualified = self.ctx.qualified_name(value.func, stack)
         if qualified in IDENTITY_WRAPPERS:  # `nn.DataParallel(model)`, `torch.compile(Net())`: the model it wraps
             wrapped = semantics.positional(value, 0) or semantics.keyword(value, "module")
