@@ -68,6 +68,12 @@ class SchedulerBeforeOptimizerStep(Rule):
         "update uses it, so the first value of the schedule is skipped (torch warns `Detected call of "
         "lr_scheduler.step() before optimizer.step()`); call it after `optimizer.step()`"
     )
+    # For a step in a function a loop calls: the loop is the caller's.
+    message_in_called_function = (
+        "`scheduler.step()` runs before `optimizer.step()` in each iteration of the loop that calls this function: the "
+        "learning rate changes before the first update uses it, so the first value of the schedule is skipped (torch "
+        "warns `Detected call of lr_scheduler.step() before optimizer.step()`); call it after `optimizer.step()`"
+    )
     example = """
     import torch
 
@@ -126,7 +132,7 @@ class SchedulerBeforeOptimizerStep(Rule):
                 self.report(node)
         for node, seq, function in self.function_steps:
             if any(self._first_step_after(seq, function, loop, call) for loop, call in self.loops.calls_of(function)):
-                self.report(node)
+                self.report(node, self.message_in_called_function)
 
     def _first_step_after(self, seq: int, function: str, loop: Loop, call: Event) -> bool:
         """In an iteration of `loop`, which calls `function` at `call`, the scheduler step at `seq` in the function
