@@ -500,6 +500,49 @@ CASES = {
             print(model)  # <-
             return
         """, "model", ["?model"]),
+    "a comprehension's loop variable holds the items of what it iterates, as a for loop's": ("""
+        nets = [Net(), Small()]
+        scores = [evaluate(net) for net in nets]  # <-
+        """, "net", ["Net()", "Small()"]),
+    "a comprehension's loop variable hides a name of the function, and unpacks as a for target does": ("""
+        net = Other()
+        pairs = [("a", Net()), ("b", Small())]
+        scores = {name: evaluate(net) for name, net in pairs}  # <-
+        """, "net", ["Net()", "Small()"]),
+    "a comprehension's first iterable is read around it": ("""
+        net = [Net()]
+        scores = [evaluate(net) for net in net]  # <-
+        """, "net", ["Net()"]),
+    "an inner comprehension's clause hides the outer one's name": ("""
+        rows = [[Small()]]
+        scores = [[f(net) for net in row] for net in [Net()] for row in rows]  # <-
+        """, "net", ["Small()"]),
+    "a starred comprehension target: nothing known": ("""
+        scores = [f(rest) for first, *rest in [(Net(), Small())]]  # <-
+        """, "rest", ["?rest"]),
+    "a comprehension's loop variable through a parameter": ("""
+        def evaluate(env, net):
+            return net  # <-
+        if __name__ == "__main__":
+            nets = [Net() for _ in range(3)]
+            scores = [evaluate(env, net) for net in nets]
+        """, "net", ["Net()"]),
+    "an element of a comprehension that repeats its item is the item": ("""
+        nets = [Net() for _ in range(5)]
+        print(nets[0])  # <-
+        """, "nets[0]", ["Net()"]),
+    "a deep copy holds the value it copies": ("""
+        import copy
+        best = Net()
+        candidate = copy.deepcopy(best)
+        print(candidate)  # <-
+        """, "candidate", ["Net()"]),
+    "a copy under an imported name too": ("""
+        from copy import deepcopy
+        model = Net()
+        ema = deepcopy(model.to(device))
+        print(ema)  # <-
+        """, "ema", ["Net()"]),
 }
 
 

@@ -320,6 +320,18 @@ class LoopIndex:
                     found.append((event, nodes))
         return found
 
+    def calls_of(self, function: str) -> List[Tuple[Loop, Event]]:
+        """Each call of the same-module `function` made in a loop body, with the innermost loop holding it: a loop
+        whose every iteration runs the function once (`for epoch in ...: train(epoch)`)."""
+        innermost: Dict[int, Tuple[Loop, Event]] = {}
+        for loop in self.loops.values():
+            for event in loop.events:
+                if event.callee == function:
+                    found = innermost.get(id(event.node))
+                    if found is None or len(found[0].around) < len(loop.around):
+                        innermost[id(event.node)] = (loop, event)
+        return list(innermost.values())
+
     def trains(self, loop: Loop) -> bool:
         """The loop runs backward (accumulating into `.grad`) and an optimizer step, itself or through calls."""
         backward = any(is_accumulating_backward(node) for _, nodes in self.sites(loop, "backward") for node in nodes)

@@ -1,11 +1,12 @@
 """Models as the rules mean them: values built from a user `nn.Module` subclass, `nn.Sequential` or a model builder,
-or names on which `.eval()`, `.train()` or `.parameters()` is called (`Models`); a model picked by name from a
+or names on which `.eval()`, `.train()` or `.parameters()` is called, and the names holding the same module as one
+(`Models`); a model picked by name from a
 package of models (`models.__dict__[args.model]()`), and a name a torch wrapper module is assigned to
 (`net = nn.DataParallel(net)`), which hold a whole module whatever the value model can say of what they wrap."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Sequence, Set
+from typing import TYPE_CHECKING, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -13,7 +14,7 @@ from torchlint import semantics
 from torchlint.analysis.losses import CRITERION_NAME, is_loss_module
 from torchlint.analysis.modules import ModuleClasses, is_loss_class
 from torchlint.analysis.project import PROJECT
-from torchlint.analysis.values import IDENTITY_WRAPPERS, SEQUENTIAL, Place, Values
+from torchlint.analysis.values import IDENTITY_WRAPPERS, RETURNING_SELF, SEQUENTIAL, Place, Values
 from torchlint.engine.scopes import dotted_name, scope_nodes_of
 
 if TYPE_CHECKING:
@@ -28,6 +29,9 @@ MODULE_WRAPPERS = frozenset({
     "torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel",
 })
 _COMPILE = frozenset({"torch.compile"})
+# Readers of a saved file: what they return is whatever was saved, a whole model as well as a `state_dict`, so the
+# call tells nothing and what the program does with the value decides (`model = torch.load(path)`, then `model.eval()`).
+_LOADERS = frozenset({"torch.load", "torch.serialization.load", "torch.jit.load", "torch.jit._serialization.load"})
 # How many `from .x import *` steps `_holds_module_classes` follows from a package into its modules.
 _STAR_DEPTH = 2
 
@@ -43,6 +47,10 @@ class Models:
         self.ctx = ctx
         self.classes: Set[str] = set()
         self.mode_receivers: Set[str] = set()
+        # Each receiver of `.eval()`/`.train()`/`.parameters()` with the stack at its call, and (asked on first need,
+        # in `finish`) the ids of the constructions it may hold (`_mode_receiver_origins`).
+        self._receivers: List[Tuple[cst.BaseExpression, Tuple[cst.CSTNode, ...]]] = []
+        self._receiver_origins: Optional[Set[int]] = None
 
     def observe_class(self, node: cst.ClassDef) -> None:
         for base in node.bases:
@@ -56,9 +64,11 @@ class Models:
 
     def observe_call(self, node: cst.Call) -> None:
         if semantics.method_name(node) in ("eval", "train", "parameters"):
-            receiver = dotted_name(semantics.receiver(node))
-            if receiver:
-                self.mode_receivers.add(receiver)
+            receiver = semantics.receiver(node)
+            name = dotted_name(receiver)
+            if name:
+                self.mode_receivers.add(name)
+                self._receivers.append((receiver, tuple(self.ctx.stack)))
 
     def is_model(self, expr: cst.BaseExpression, stack: Sequence[cst.CSTNode]) -> bool:
         name = dotted_name(expr)
@@ -70,7 +80,26 @@ class Models:
         if built_as_model(expr, self.ctx, stack):
             return True
         verdict = self._assigned_as_model(expr, stack, frozenset())
-        return verdict if verdict is not None else name in self.mode_receivers
+        if verdict is not None:
+            return verdict
+        return name in self.mode_receivers or self._holds_a_mode_receiver(expr, stack)
+
+    def _holds_a_mode_receiver(self, expr: cst.BaseExpression, stack) -> bool:
+        """`expr` may hold a value built by a call that a receiver of `.eval()`/`.train()`/`.parameters()` holds too:
+        another name for the same module (`parallel_model = model.cuda()` after `model = torch.load(path)`, then
+        `model.eval()` and `parallel_model(data)`)."""
+        if self._receiver_origins is None:
+            values = Values.of(self.ctx)
+            self._receiver_origins = {
+                id(origin.node) for receiver, at in self._receivers for origin in values.origins(receiver, at)
+                if type(origin.node) is cst.Call and not origin.applied and not origin.opaque
+            }
+        if not self._receiver_origins:
+            return False
+        return any(
+            type(origin.node) is cst.Call and not origin.applied and not origin.opaque and id(origin.node) in self._receiver_origins
+            for origin in Values.of(self.ctx).origins(expr, stack)
+        )
 
     def _assigned_as_model(self, expr: cst.BaseExpression, stack, seen: frozenset) -> Optional[bool]:
         """What the latest assignment of `expr` that tells says (`_built_as_model`), leaving out those in `seen`
@@ -89,6 +118,10 @@ class Models:
             return None
         if isinstance(value.func, cst.Name) and value.func.value in self.classes:
             return True
+        if semantics.method_name(value) in RETURNING_SELF:
+            # `model.cuda()` is what `model` was: the call tells nothing, even where `model` also names a module the
+            # file imports (`import model`, then `model = torch.load(path)`), whose attribute it would resolve to.
+            return None
         qualified = self.ctx.qualified_name(value.func, stack)
         if qualified in IDENTITY_WRAPPERS:  # `nn.DataParallel(model)`, `torch.compile(Net())`: the model it wraps
             wrapped = semantics.positional(value, 0) or semantics.keyword(value, "module")
@@ -106,6 +139,8 @@ class Models:
         if qualified is not None:
             if is_loss_module(qualified):
                 return False
+            if qualified in _LOADERS:
+                return None
             return (
                 qualified == "torch.nn.Sequential"
                 or qualified.startswith(_MODEL_BUILDERS)

@@ -204,6 +204,11 @@ class Iterations:
                 self.stacks[id(node)] = tuple(ctx.stack)
         return event
 
+    def events(self, function: str) -> List[Event]:
+        """The fact-bearing events and same-module calls of `function`'s body in source order, its loops' included:
+        everything a call of it runs, once or more."""
+        return [item.event for item in self.functions.get(function, ())]
+
     def stack(self, node: cst.CSTNode) -> Tuple[cst.CSTNode, ...]:
         return self.stacks[id(node)]
 

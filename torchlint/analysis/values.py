@@ -7,13 +7,15 @@ here, have been made?" with a list of `Origin`s, found by following:
   arms joined), in whatever scope binds them;
 - unpacking (`a, b = pair`) and subscripts (`loaders[phase]`, `cfg["workers"]`)
   into literal tuples, lists and dicts (and `dict(train=..., val=...)`), and loop
-  targets into the items of those (`for phase, loader in loaders.items()`);
+  targets, a comprehension's as a `for`'s, into the items of those (`for phase, loader
+  in loaders.items()`, `[evaluate(env, net) for net in nets]`);
 - parameters to what every call of their function passes (`_parameter`), where every
   call is one this file makes by the function's name (`_only_called_here`), or one the
   files of its folder that import it make (`_calls_elsewhere`); a marimo cell's parameter
   to what the one cell that returns the name binds it to (`Scopes.cell_definition`);
 - identity wrappers (`Variable(x)`, `nn.DataParallel(model)`, DDP,
-  `torch.compile(model)`) and the methods that return their module (`.to`,
+  `torch.compile(model)`), copies (`copy.deepcopy(model)`: another object holding
+  the same value) and the methods that return their module (`.to`,
   `.cuda`, `.train`, `.eval`, `.half`, ...): `model = model.cuda()` is the model;
   `.module`/`._orig_mod` of such a wrapper is what it wraps;
 - `self.x` to what any method of the class assigns it;
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import deque
 from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 import libcst as cst
@@ -76,8 +79,14 @@ PROGRESS_BARS = frozenset({
 SEQUENTIAL = frozenset({"torch.nn.Sequential", "torch.nn.modules.container.Sequential"})
 # Among them, the casts: on a tensor they make a value of another dtype (`origins(..., through_casts=False)`).
 CASTS = frozenset({"float", "double", "half", "bfloat16"})
+# Calls whose result is a copy of their first argument: another object, of the same kind and value.
+COPIES = frozenset({"copy.deepcopy", "copy.copy"})
+_COPY_LAST_PARTS = frozenset(name.rpartition(".")[2] for name in COPIES)
 # `functools.partial(f, *args, **keywords)`: each call of it calls `f` with those arguments first (`partial_call`).
 PARTIAL = frozenset({"functools.partial"})
+# The `for` clause of a comprehension that binds a name, and the name's index path in the clause's target (None after
+# a starred target, where it is not known).
+_ClauseTarget = Tuple[cst.CompFor, Optional[Tuple[int, ...]]]
 _WRAPPER_LAST_PARTS = frozenset(name.rpartition(".")[2] for name in IDENTITY_WRAPPERS)
 # The attributes through which a wrapper gives the module it wraps: DataParallel's and DDP's, `torch.compile`'s.
 _WRAPPED_ATTRIBUTES = frozenset({"module", "_orig_mod"})
@@ -172,6 +181,9 @@ class Values:
         self._program: Optional[bool] = None
         # The names of the methods the classes at the top of the module define (`called_method`), read once.
         self._methods: Optional[FrozenSet[str]] = None
+        # id of a statement -> for each name its comprehensions read that one of their `for` clauses binds, by id: that
+        # clause and the name's place in its target (`_comprehension_targets`), found on first need.
+        self._comprehension_reads: Dict[int, Dict[int, _ClauseTarget]] = {}
 
     @classmethod
     def of(cls, ctx: "FileContext") -> "Values":
@@ -362,6 +374,11 @@ class Values:
         return None
 
     def _name(self, name: cst.Name, place: Place, depth: int, seen: frozenset) -> List[Origin]:
+        if place.statement is not None:
+            bound = self._comprehension_targets(place.statement).get(id(name))
+            if bound is not None:  # `net` in `[evaluate(env, net) for net in nets]`: an item of `nets`, as for a `for`
+                items = self._iterated(bound[0].iter, bound[1], place, depth, seen) if bound[1] is not None else None
+                return items or [Origin(name, place, opaque=True)]
         scope = self.ctx.scopes.binding_scope(name.value, place.scopes)
         if scope is None:
             return [Origin(name, place, opaque=name.value not in _CONSTANT_NAMES)]
@@ -404,6 +421,35 @@ class Values:
                     origins = self._elements(origins, index, depth, seen)
                 found += origins
         return found or [Origin(name, place, opaque=True)]
+
+    def _comprehension_targets(self, statement: cst.CSTNode) -> Dict[int, _ClauseTarget]:
+        """The names the comprehensions of `statement` (outside nested statements and scopes) read where a `for` clause
+        of theirs binds them, by id: each with that clause and its place in the clause's target. A clause's names are
+        seen by the later clauses, the conditions and the element; the first iterable is read around the
+        comprehension, and an inner comprehension's clause hides an outer one's name."""
+        found = self._comprehension_reads.get(id(statement))
+        if found is not None:
+            return found
+        found = self._comprehension_reads[id(statement)] = {}
+        pending = deque([statement])
+        while pending:  # outer comprehensions first: an inner one rebinding a name marks its reads afterwards
+            node = pending.popleft()
+            if type(node) in _COMPREHENSIONS:
+                bound: Dict[str, _ClauseTarget] = {}
+                clause = node.for_in
+                while clause is not None:
+                    if clause is not node.for_in:
+                        _mark_reads(clause.iter, bound, found)
+                    bound.update((target.value, (clause, path)) for target, path in _target_paths(clause.target, ()))
+                    for condition in clause.ifs:
+                        _mark_reads(condition.test, bound, found)
+                    clause = clause.inner_for_in
+                for part in (node.key, node.value) if type(node) is cst.DictComp else (node.elt,):
+                    _mark_reads(part, bound, found)
+            for child in child_nodes(node):
+                if type(child) not in STATEMENT_TYPES and type(child) not in SCOPE_TYPES:
+                    pending.append(child)
+        return found
 
     def _bound_where_called(self, flow: Flow, name: str, scopes: Tuple[cst.CSTNode, ...]) -> Optional[List[Binding]]:
         """The bindings of the module-level `name` that code run by calls of the module sees, read in a function of the
@@ -973,6 +1019,9 @@ class Values:
                     if syntax.is_missing(key) or syntax.literal(element.key) == key
                 ]
                 elements = chosen or [element.value for element in node.elements]
+            elif not container.applied and _repeated_item(container) is not None:
+                # `nets[0]` of `nets = [Net() for _ in range(n)]`: every element is the item, evaluated where it is.
+                elements = [_repeated_item(container)]
             else:
                 found.append(Origin(written or node, container.place, opaque=True))
                 continue
@@ -989,6 +1038,10 @@ class Values:
         method = syntax.method_name(call)
         if method in RETURNING_SELF and (self._through_casts or method not in CASTS):
             return self._follow(func.value, place, depth, seen)
+        if syntax.terminal_name(func) in _COPY_LAST_PARTS and self.ctx.qualified_name_in(func, COPIES, place.stack):
+            copied = syntax.positional(call, 0) or syntax.keyword(call, "x")
+            if copied is not None:  # `copy.deepcopy(model)`: another module, built as `model` was, holding its weights
+                return self._follow(copied.value, place, depth, seen)
         if not self._keep_wrappers:
             wrapped = _wrapped_module(Origin(call, place))
             if wrapped is not None:
@@ -1148,6 +1201,30 @@ def _free_names(node: cst.CSTNode) -> set:
     for part in (node.key, node.value) if type(node) is cst.DictComp else (node.elt,):
         inner |= _free_names(part)
     return _free_names(node.for_in.iter) | (inner - own)
+
+
+def _mark_reads(part: cst.CSTNode, bound: Dict[str, _ClauseTarget], found: Dict[int, _ClauseTarget]) -> None:
+    """Note in `found` each name `part` reads that `bound` holds (by the name's id)."""
+    if not bound:
+        return
+    for name in _names_of(part):
+        target = bound.get(name.value)
+        if target is not None:
+            found[id(name)] = target
+
+
+def _target_paths(target: cst.CSTNode, path: Tuple[int, ...]) -> List[Tuple[cst.Name, Optional[Tuple[int, ...]]]]:
+    """The names a `for` target binds, each with its index path in the item (`i, (a, b)`: `b` is `(1, 1)`); None for
+    the starred one and those after it, whose index is not known."""
+    if type(target) is cst.Name:
+        return [(target, path)]
+    found: List[Tuple[cst.Name, Optional[Tuple[int, ...]]]] = []
+    if type(target) in (cst.Tuple, cst.List):
+        starred = False
+        for index, item in enumerate(target.elements):
+            starred = starred or type(item) is cst.StarredElement
+            found += [(name, None) for name in _names_of(item.value)] if starred else _target_paths(item.value, path + (index,))
+    return found
 
 
 def _names_of(node: cst.CSTNode) -> List[cst.Name]:

@@ -51,6 +51,8 @@ class _Eval:
     loops: Set[int]
     # The constructor calls the model put in eval mode was built by (`_built_by`), None when not known.
     models: Optional[FrozenSet[int]]
+    # Under an `if` of its function: a helper that does it (`set_mode(model, train)`) may not, for a given call.
+    conditional: bool = False
 
 
 class EvalWithoutNoGrad(Rule):
@@ -58,7 +60,8 @@ class EvalWithoutNoGrad(Rule):
     ## What it does
     Flags a model forward call in a loop (a `for`, a `while`, or a comprehension's element:
     `[model(x) for x in batches]`) that runs after `model.eval()` (in the same
-    function, or in a caller before its call of the function, up to three calls up:
+    function, in a function of the file it calls before the loop, `def set_eval(m): m.eval()`
+    outside any `if`, or in a caller before its call of the function, up to three calls up:
     `model.eval()` then `main()`, which calls `train(model)` or `Trainer(model).fit()`),
     or in a function named like `evaluate` / `validate` / `test` / `predict` /
     `infer*`, when the loop never calls `.backward()` and is not under `torch.no_grad()` /
@@ -73,7 +76,11 @@ class EvalWithoutNoGrad(Rule):
     code without the hooks): a value built from an `nn.Module` subclass of the
     module, `nn.Sequential`, a model builder, a model picked by name from a package of
     models (`models.__dict__[args.arch]()`) or an `nn.DataParallel` wrapper, or a name
-    on which `.eval()`, `.train()` or `.parameters()` is called. Not flagged: loops that call `.backward()` anywhere in
+    on which `.eval()`, `.train()` or `.parameters()` is called, or another name for the
+    same module (`parallel_model = model.cuda()`; a model read whole with `torch.load` is one
+    by these uses). A model reaches a function through what its calls pass, also from a
+    comprehension's loop variable (`[evaluate(env, net) for net in nets]`) or as a
+    `copy.deepcopy` of one. Not flagged: loops that call `.backward()` anywhere in
     their body (frozen feature extractors in training, attacks that need input
     gradients), loops whose body ends in an unconditional `break` (one batch, for a
     plot or a shape check), a loop over another model than the one put in eval mode
@@ -166,6 +173,8 @@ class EvalWithoutNoGrad(Rule):
         self.calls_into: Dict[str, List[Tuple[cst.Call, Sequence[cst.CSTNode]]]] = {}
         # ids of the loops whose body calls a library function of `_GRAD_TAKING_FUNCTIONS`
         self.grad_taking_loops: Set[int] = set()
+        # function key -> its calls of same-module functions: the order of each, its callee and the loops around it
+        self.calls_made: Dict[str, List[Tuple[int, str, Set[int]]]] = {}
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.models.observe_class(node)
@@ -186,7 +195,11 @@ class EvalWithoutNoGrad(Rule):
             loops = {id(loop) for loop in loop_nodes(self.ctx.stack)}
             receiver = semantics.receiver(node)
             models = self._built_by(receiver, self.ctx.stack) if receiver is not None else None
-            self.evals.setdefault(function, []).append(_Eval(event.seq, loops, models))
+            self.evals.setdefault(function, []).append(_Eval(event.seq, loops, models, bool(event.arms)))
+        elif event.callee is not None:
+            function = self._function_of(node)[0]
+            loops = {id(loop) for loop in loop_nodes(self.ctx.stack)}
+            self.calls_made.setdefault(function, []).append((event.seq, event.callee, loops))
         func_type = type(node.func)
         if (func_type is not cst.Name and func_type is not cst.Attribute) or semantics.method_name(node) in ("eval", "train"):
             return
@@ -305,6 +318,15 @@ class EvalWithoutNoGrad(Rule):
         """The last `eval()` of the forward's function before it, on a model that may be the one called: one put
         in eval mode cells earlier in a notebook does not make a demo of another model an evaluation."""
         before = [evaluation for evaluation in self.evals.get(forward.function, ()) if evaluation.seq < forward.seq]
+        # A call before the forward of a function of the file that puts a model in eval mode, whatever it is given
+        # (`def set_eval(m): m.eval()`, then `set_eval(model)` before the loop): an `eval()` at the call.
+        for seq, callee, loops in self.calls_made.get(forward.function, ()):
+            if seq < forward.seq and callee != forward.function:
+                before += [
+                    _Eval(seq, loops, evaluation.models)
+                    for evaluation in self.evals.get(callee, ()) if not evaluation.conditional
+                ]
+        before.sort(key=lambda evaluation: evaluation.seq)
         if not before:
             return None
         called = self._built_by(forward.model, forward.stack)

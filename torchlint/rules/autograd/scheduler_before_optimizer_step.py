@@ -1,11 +1,13 @@
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List, Sequence, Tuple
 
 import libcst as cst
 
 from torchlint import semantics
-from torchlint.analysis.loops import Loop, LoopIndex
+from torchlint.analysis.loops import Event, Loop, LoopIndex
+from torchlint.analysis.training import Iterations
+from torchlint.engine.callgraph import MODULE
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import attributes, fragments
 
@@ -19,7 +21,12 @@ class SchedulerBeforeOptimizerStep(Rule):
     ## What it does
     Flags `<scheduler>.step()` called before `<optimizer>.step()` in the same loop body:
     the first optimizer step of the loop (in the body, a nested loop, or a function of
-    the module called there) comes after the scheduler's step.
+    the module called there) comes after the scheduler's step. Also a scheduler stepped
+    outside any loop of a function of the module that a loop calls, when the first
+    optimizer step of that loop's iteration comes after it: before the call, none; in the
+    function, none before the scheduler's step and one after it, or one after the call
+    (`def train(epoch): scheduler.step()`, then the batch loop with `optimizer.step()`,
+    with `for epoch in ...: train(epoch)`).
 
     A scheduler is a value built by `torch.optim.lr_scheduler` or by a class of the
     project deriving from one (`_LRScheduler`, `LRScheduler`); a value whose origin is
@@ -61,6 +68,12 @@ class SchedulerBeforeOptimizerStep(Rule):
         "update uses it, so the first value of the schedule is skipped (torch warns `Detected call of "
         "lr_scheduler.step() before optimizer.step()`); call it after `optimizer.step()`"
     )
+    # For a step in a function a loop calls: the loop is the caller's.
+    message_in_called_function = (
+        "`scheduler.step()` runs before `optimizer.step()` in each iteration of the loop that calls this function: the "
+        "learning rate changes before the first update uses it, so the first value of the schedule is skipped (torch "
+        "warns `Detected call of lr_scheduler.step() before optimizer.step()`); call it after `optimizer.step()`"
+    )
     example = """
     import torch
 
@@ -89,13 +102,16 @@ class SchedulerBeforeOptimizerStep(Rule):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.loops = ctx.shared(LoopIndex)
+        self.iterations = ctx.shared(Iterations)
         self.scheduler_steps: List[Tuple[cst.Call, int, Loop]] = []
+        # Scheduler steps outside any loop of their function: the node, its order in the walk, the function's key.
+        self.function_steps: List[Tuple[cst.Call, int, str]] = []
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        self.loops.observe(node)
+        self.iterations.observe(node)
 
     def visit_Call(self, node: cst.Call) -> None:
-        event = self.loops.observe(node)
+        event = self.iterations.observe(node)
         if semantics.method_name(node) != "step" or node.args or self.ctx.config.torch_version < STEP_AFTER_OPTIMIZER_SINCE:
             return
         scheduler = semantics.receiver(node)
@@ -104,9 +120,34 @@ class SchedulerBeforeOptimizerStep(Rule):
         loops = self.loops.enclosing()
         if loops:
             self.scheduler_steps.append((node, event.seq, loops[0]))
+            return
+        function = self.ctx.callgraph.current(self.ctx.scope_nodes, node).key
+        if function != MODULE:
+            self.function_steps.append((node, event.seq, function))
 
     def finish(self) -> None:
         for node, seq, loop in self.scheduler_steps:
             optimizer_steps = [event.seq for event, _ in self.loops.sites(loop, "optimizer-step")]
             if optimizer_steps and min(optimizer_steps) > seq:
                 self.report(node)
+        for node, seq, function in self.function_steps:
+            if any(self._first_step_after(seq, function, loop, call) for loop, call in self.loops.calls_of(function)):
+                self.report(node, self.message_in_called_function)
+
+    def _first_step_after(self, seq: int, function: str, loop: Loop, call: Event) -> bool:
+        """In an iteration of `loop`, which calls `function` at `call`, the scheduler step at `seq` in the function
+        comes before every optimizer step, and one follows it: in the function after it, or in the loop after the
+        call."""
+        own = [event for event in self.iterations.events(function) if event.callee != function]
+        outer = [event for event in loop.events if event.node is not call.node]
+        before = [event for event in own if event.seq < seq] + [event for event in outer if event.seq < call.seq]
+        after = [event for event in own if event.seq > seq] + [event for event in outer if event.seq > call.seq]
+        return not self._steps_optimizer(before) and self._steps_optimizer(after)
+
+    def _steps_optimizer(self, events: Sequence[Event]) -> bool:
+        """One of `events` steps an optimizer, itself or in a same-module function it calls (one call below)."""
+        return any(
+            "optimizer-step" in event.facts
+            or (event.callee is not None and self.ctx.callgraph.facts_of(event.callee, "optimizer-step"))
+            for event in events
+        )
