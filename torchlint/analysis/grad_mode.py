@@ -4,7 +4,8 @@ The grad mode at a point (`grad_enabled_at`): the innermost `no_grad`/`enable_gr
 decorator around it in its function, or a `torch.set_grad_enabled(flag)` statement before it in the same function,
 which switches the mode for the rest of the function (deeplab's `test()` starts with one). Also where the mode is
 set but known only at runtime, a same-module caller under `no_grad`, another library's context manager that sets
-the grad mode, a function named like an evaluation or switching a model to eval mode.
+the grad mode, a function named like an evaluation or switching a model to eval mode, and a model whose parameters
+are all frozen at a point (`parameters_frozen_at`): its forward records no graph whatever the grad mode.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 import libcst as cst
 
 from torchlint.analysis.loops import FUNCTION_BOUNDARIES
-from torchlint.analysis.syntax import MISSING, keyword, literal, positional, terminal_name
+from torchlint.analysis.syntax import MISSING, keyword, literal, method_name, positional, receiver, terminal_name
 from torchlint.analysis.values import Argument, Values
 from torchlint.engine.walk import statement_structure, walk
 
@@ -290,3 +291,114 @@ def under_grad_mode_context(stack: Sequence[cst.CSTNode], ctx: "FileContext") ->
 def _names_a_grad_mode(name: str) -> bool:
     words = [word for word in name.lower().split("_") if word]
     return names_an_evaluation(name) or any(word in ("grad", "grads", "nograd") for word in words)
+
+
+# Loops around a point: a switch anywhere in one runs again before the point's next iteration.
+_LOOPS_AROUND = frozenset({cst.For, cst.While, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
+
+
+def parameters_frozen_at(model: cst.BaseExpression, stack: Sequence[cst.CSTNode]) -> bool:
+    """Every parameter of `model` (a name or attribute) has `requires_grad` False at the innermost point of `stack`:
+    a statement before it in its function, outside any branch, freezes the whole model (`model.requires_grad_(False)`,
+    `for p in model.parameters(): p.requires_grad = False`), and nothing after that statement up to the point, nor in a
+    loop around the point, makes anything require grad (`requires_grad = True`, `requires_grad_()`,
+    `torch.zeros(..., requires_grad=True)`): then a forward of `model` on the inputs records no graph (crnn.pytorch's
+    `val`). A freeze of another expression (`model.features.parameters()`) covers only part of the model."""
+    if type(model) not in (cst.Name, cst.Attribute):
+        return False
+    before: List[cst.CSTNode] = []
+    loops: List[cst.CSTNode] = []
+    for index in range(len(stack) - 2, -1, -1):
+        node, inner = stack[index], stack[index + 1]
+        node_type = type(node)
+        if node_type is cst.IndentedBlock or node_type is cst.Module:
+            position = next((position for position, statement in enumerate(node.body) if statement is inner), None)
+            if position is not None:
+                before[:0] = node.body[:position]
+        elif node_type in _LOOPS_AROUND:
+            loops.append(node)
+        elif node_type in FUNCTION_BOUNDARIES:
+            break
+    frozen = False
+    for statement in before:
+        if _freezes(statement, model):
+            frozen = True
+        elif frozen and _makes_require_grad(statement):
+            frozen = False
+    return frozen and not any(_makes_require_grad(loop) for loop in loops)
+
+
+def _freezes(statement: cst.CSTNode, model: cst.BaseExpression) -> bool:
+    """`statement` is `model.requires_grad_(False)` or a loop over `model.parameters()` / `named_parameters()` whose
+    body sets `requires_grad` False on each (outside any branch)."""
+    if type(statement) is cst.SimpleStatementLine:
+        return any(
+            type(small) is cst.Expr and type(small.value) is cst.Call and _sets_requires_grad(small.value) is False
+            and _same(model, receiver(small.value))
+            for small in statement.body
+        )
+    if type(statement) is not cst.For or type(statement.iter) is not cst.Call:
+        return False
+    if method_name(statement.iter) not in ("parameters", "named_parameters") or not _same(model, receiver(statement.iter)):
+        return False
+    target = statement.target
+    if type(target) is cst.Tuple and target.elements:
+        target = target.elements[-1].value
+    if type(target) is not cst.Name or not isinstance(statement.body, cst.IndentedBlock):
+        return False
+    for line in statement.body.body:
+        for small in line.body if type(line) is cst.SimpleStatementLine else ():
+            if type(small) is cst.Expr and type(small.value) is cst.Call and _sets_requires_grad(small.value) is False:
+                parameter = receiver(small.value)
+            elif type(small) is cst.Assign and literal(small.value) is False and len(small.targets) == 1:
+                parameter = _requires_grad_owner(small.targets[0].target)
+            else:
+                continue
+            if type(parameter) is cst.Name and parameter.value == target.value:
+                return True
+    return False
+
+
+def _same(model: cst.BaseExpression, other: Optional[cst.BaseExpression]) -> bool:
+    return other is not None and model.deep_equals(other)
+
+
+def _sets_requires_grad(call: cst.Call) -> Optional[bool]:
+    """The flag of a `requires_grad_(flag)` call (True when not given, None when not a literal or another call)."""
+    if method_name(call) != "requires_grad_":
+        return None
+    flag = positional(call, 0) or keyword(call, "requires_grad")
+    if flag is None:
+        return True
+    value = literal(flag.value)
+    return value if value is True or value is False else None
+
+
+def _requires_grad_owner(target: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """`p` of an assignment target `p.requires_grad`."""
+    if type(target) is cst.Attribute and target.attr.value == "requires_grad":
+        return target.value
+    return None
+
+
+def _makes_require_grad(root: cst.CSTNode) -> bool:
+    """Code in `root` (not in functions it defines) that may make a tensor or parameter require grad: an assignment
+    to `.requires_grad` or a `requires_grad_` call of other than a literal False, or `requires_grad=` other than False
+    passed to a call."""
+    found = []
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        node_type = type(node)
+        if node_type is cst.Assign:
+            if any(_requires_grad_owner(target.target) is not None for target in node.targets) and literal(node.value) is not False:
+                found.append(node)
+        elif node_type is cst.Call:
+            if method_name(node) == "requires_grad_" and _sets_requires_grad(node) is not False:
+                found.append(node)
+            flag = keyword(node, "requires_grad")
+            if flag is not None and literal(flag.value) is not False:
+                found.append(node)
+        return not found and node_type not in FUNCTION_BOUNDARIES
+
+    walk(root, on_visit, lambda node: None)
+    return bool(found)

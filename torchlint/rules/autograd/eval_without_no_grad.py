@@ -9,7 +9,9 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.analysis.facts import project_call_facts, uses_autograd_grad
 from torchlint.analysis.file_kind import is_test_function
-from torchlint.analysis.grad_mode import grad_mode_of, names_an_evaluation, under_dynamic_grad_mode, under_grad_mode_context
+from torchlint.analysis.grad_mode import (
+    grad_mode_of, names_an_evaluation, parameters_frozen_at, under_dynamic_grad_mode, under_grad_mode_context,
+)
 from torchlint.analysis.models import Models
 from torchlint.analysis.syntax import called_module
 from torchlint.analysis.values import Values, method_of
@@ -55,6 +57,16 @@ class _Eval:
     conditional: bool = False
 
 
+@dataclass
+class _Train:
+    """A `.train()` call (`train(True)`): after an `eval()`, the model runs in train mode again."""
+    seq: int
+    receiver: cst.BaseExpression
+    # As `_Eval.models`, of the receiver.
+    models: Optional[FrozenSet[int]]
+    conditional: bool
+
+
 class EvalWithoutNoGrad(Rule):
     """
     ## What it does
@@ -80,7 +92,15 @@ class EvalWithoutNoGrad(Rule):
     same module (`parallel_model = model.cuda()`; a model read whole with `torch.load` is one
     by these uses). A model reaches a function through what its calls pass, also from a
     comprehension's loop variable (`[evaluate(env, net) for net in nets]`) or as a
-    `copy.deepcopy` of one. Not flagged: loops that call `.backward()` anywhere in
+    `copy.deepcopy` of one. A `.train()` of the model after its `eval()` (in the function,
+    or in a function of the file it calls before the loop) and before the loop cancels it: the
+    loop runs in train mode on purpose (Monte-Carlo dropout), and is not reported. Not flagged:
+    a model whose parameters the function has all frozen before the loop, outside any branch
+    (`model.requires_grad_(False)`, or `for p in model.parameters(): p.requires_grad = False`,
+    crnn.pytorch), when nothing after the freeze or in the loop makes anything require grad
+    again (its forward records no graph: observed on torch 2.13, the output has
+    `requires_grad` False; a freeze of part of it, `model.features.parameters()`, or of another
+    model does not count); loops that call `.backward()` anywhere in
     their body (frozen feature extractors in training, attacks that need input
     gradients), loops whose body ends in an unconditional `break` (one batch, for a
     plot or a shape check), a loop over another model than the one put in eval mode
@@ -164,6 +184,8 @@ class EvalWithoutNoGrad(Rule):
         self.forwards: List[_Forward] = []
         # function key -> its eval() calls so far
         self.evals: Dict[str, List[_Eval]] = {}
+        # function key -> its `.train()` calls
+        self.trains: Dict[str, List[_Train]] = {}
         self.lightning_hooks: Set[int] = set()
         # id of a scope node -> `_function_of` its calls
         self.functions: Dict[int, Tuple[str, Optional[cst.FunctionDef]]] = {}
@@ -196,6 +218,12 @@ class EvalWithoutNoGrad(Rule):
             receiver = semantics.receiver(node)
             models = self._built_by(receiver, self.ctx.stack) if receiver is not None else None
             self.evals.setdefault(function, []).append(_Eval(event.seq, loops, models, bool(event.arms)))
+        elif "sets-train" in event.facts and semantics.receiver(node) is not None:
+            function = self._function_of(node)[0]
+            receiver = semantics.receiver(node)
+            self.trains.setdefault(function, []).append(
+                _Train(event.seq, receiver, self._built_by(receiver, self.ctx.stack), bool(event.arms)),
+            )
         elif event.callee is not None:
             function = self._function_of(node)[0]
             loops = {id(loop) for loop in loop_nodes(self.ctx.stack)}
@@ -257,6 +285,8 @@ class EvalWithoutNoGrad(Rule):
             # comprehension, whose calls are mostly of functions (`[torch.tensor(row) for row in rows]`), told at once.
             if comprehension and not self.models.is_model(forward.model, forward.stack):
                 continue
+            if self._left_in_train_mode(forward):
+                continue
             evaluation = self._eval_before(forward)
             if evaluation is None and (forward.in_model_method or not names_an_evaluation(forward.function_name)) and (
                 forward.in_model_method or not self._evaluated_by_callers(forward.function, cache(partial(self._built_by, forward.model, forward.stack)))
@@ -264,7 +294,7 @@ class EvalWithoutNoGrad(Rule):
                 continue
             if not comprehension and not self.models.is_model(forward.model, forward.stack):
                 continue
-            if self._returns_without_graph(forward):
+            if self._returns_without_graph(forward) or parameters_frozen_at(forward.model, forward.stack):
                 continue
             if self._backpropagates(forward, evaluation) or self._takes_gradients(forward):
                 continue
@@ -335,6 +365,34 @@ class EvalWithoutNoGrad(Rule):
             if called is None or evaluation.models is None or not called.isdisjoint(evaluation.models)
         ]
         return earlier[-1] if earlier else None
+
+    def _left_in_train_mode(self, forward: _Forward) -> bool:
+        """The last mode switch of the forward's model before it in its function, made there or in a function of the
+        file it calls (outside any `if`), is a `.train()`: the loop runs in train mode on purpose (Monte-Carlo dropout
+        after `evaluate_accuracy(net)`, a uvadlc BNN notebook), whatever `eval()` came before, there or in a caller.
+        A `.train()` counts only on the forward's own model: the same expression, or one built by the same
+        constructor calls."""
+        # (None for the forward's own function, or the order of a call there of another function; that function)
+        places: List[Tuple[Optional[int], str]] = [(None, forward.function)] + [
+            (seq, callee) for seq, callee, _ in self.calls_made.get(forward.function, ())
+            if seq < forward.seq and callee != forward.function
+        ]
+        if not any(self.trains.get(key) for _, key in places):
+            return False
+        called = self._built_by(forward.model, forward.stack)
+        # (order in the function, order within the called function, whether it is a train)
+        switches: List[Tuple[Optional[int], int, bool]] = []
+        for call_seq, key in places:
+            for switch in self.trains.get(key, ()):
+                if switch.receiver.deep_equals(forward.model) or (
+                    called is not None and switch.models is not None and not called.isdisjoint(switch.models)
+                ):
+                    switches.append(_switch_order(switch, call_seq, forward.seq) + (True,))
+            for switch in self.evals.get(key, ()):
+                if called is None or switch.models is None or not called.isdisjoint(switch.models):
+                    switches.append(_switch_order(switch, call_seq, forward.seq) + (False,))
+        switches = [switch for switch in switches if switch[0] is not None]
+        return bool(switches) and max(switches)[2]
 
     def _evaluated_by_callers(self, function: str, called: Callable[[], Optional[FrozenSet[int]]], depth: int = 3) -> bool:
         """A call of `function` runs after an `eval()` of a model that may be the one called (`called()`: `_built_by`
@@ -415,6 +473,14 @@ class EvalWithoutNoGrad(Rule):
             if backward and (index == 0 or evaluation is None or id(loop.node) not in evaluation.loops):
                 return True
         return False
+
+
+def _switch_order(switch, call_seq: Optional[int], forward_seq: int) -> Tuple[Optional[int], int]:
+    """When a mode switch (`_Eval`, `_Train`) runs in the forward's function: at its own order if it is there, at
+    the order of the call if it is in a function called there (outside any `if` of it, else never: None)."""
+    if call_seq is None:
+        return (switch.seq if switch.seq < forward_seq else None, 0)
+    return (None if switch.conditional else call_seq, switch.seq)
 
 
 def innermost_function(stack: Sequence[cst.CSTNode]) -> Optional[cst.FunctionDef]:
