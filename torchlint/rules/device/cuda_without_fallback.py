@@ -110,7 +110,11 @@ class CudaWithoutFallback(Rule):
     project that sets the program up for CUDA only (`utils.init_distributed_mode(args)`,
     which calls `init_process_group("nccl")` and `torch.cuda.set_device`; followed into
     the project's files and the functions they call; a helper's availability check alone,
-    as in a `set_seed`, does not count), or that import a module-level name of their
+    as in a `set_seed`, does not count), or such a method of a project class on an
+    instance of it, its own or inherited from a base of the project (pix2pixHD's
+    `opt = TrainOptions().parse()`, whose `BaseOptions.parse` calls `torch.cuda.set_device`
+    for the default `--gpu_ids 0`: in a branch, `if len(opt.gpu_ids) > 0:`, as it counts in
+    the file itself, so a script run with `--gpu_ids -1` is not reported), or that import a module-level name of their
     project whose value checks (a test suite's `_MARK_REQUIRE_GPU = {"condition": not
     torch.cuda.is_available(), ...}`, used in `pytest.mark.skipif(**_MARK_REQUIRE_GPU)`);
     devices that come from a
@@ -124,9 +128,12 @@ class CudaWithoutFallback(Rule):
     else False`, then `if TEST_MODE:`); `def cuda(...)` methods;
     `.cuda()` on a module with no parameters or buffers, which moves nothing and runs on
     a CPU build: a torch layer such as `nn.LogSoftmax(dim=1)`, a torch loss given no
-    weight (`nn.CrossEntropyLoss().cuda()`: its `weight` buffer is None), or a Module
-    class of the project that holds neither (a criterion built by a project's
-    `get_criterion(p)`, followed into its file);
+    weight (`nn.CrossEntropyLoss().cuda()` or `nn.NLLLoss(None)`: its `weight` buffer is
+    None), or a Module class of the project that holds neither (a criterion built by a
+    project's `get_criterion(p)`, followed into its file; a class whose torch loss takes
+    the `weight` parameter of its `__init__`, `nn.NLLLoss2d(weight, ...)`, when the call
+    building it gives None or leaves the default None: `CrossEntropyLoss2d(ignore_index=255)`;
+    given a tensor, it holds one and is reported);
     a device setting for another module: a module-level `device = "cuda"` (or
     `= torch.device("cuda")`, or in a module that is not a script or notebook, a
     settings object's `config.device = "cuda"`) that nothing in the file reads, as in
