@@ -210,10 +210,7 @@ class ModuleClasses:
         if is_loss_class(built) or loss in _LOSS_TENSOR_POSITIONS:
             positions = _LOSS_TENSOR_POSITIONS.get(loss)
             return not any(
-                arg.star or (
-                    (arg.keyword.value in _LOSS_TENSOR_KEYWORDS if arg.keyword is not None else positions is None or index in positions)
-                    and not self._given_none(arg.value, stack, building)
-                )
+                arg.star or (_may_take_tensor(arg, index, positions) and not self._given_none(arg.value, stack, building))
                 for index, arg in enumerate(call.args)
             )
         return built == "class" and self._all_stateless(call, stack, depth + 1)
@@ -404,6 +401,14 @@ class _SelfUses(cst.CSTVisitor):
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if type(node.target) is cst.Attribute:
             self.unpacked = True
+
+
+def _may_take_tensor(arg: cst.Arg, index: int, positions: Optional[Tuple[int, ...]]) -> bool:
+    """The argument of a torch loss (the `index`th of its call) is one it keeps a tensor of: `weight=`, or at a
+    position `positions` names (any position for a loss whose positions are not known)."""
+    if arg.keyword is not None:
+        return arg.keyword.value in _LOSS_TENSOR_KEYWORDS
+    return positions is None or index in positions
 
 
 def _passed_to_init(call: cst.Call, init: cst.FunctionDef, name: str) -> Optional[cst.BaseExpression]:
