@@ -57,8 +57,13 @@ STATELESS_LAYERS = frozenset(
     )
 )
 # The arguments through which a torch loss holds a tensor (`weight` and `pos_weight` buffers); a positional argument
-# may be one of them too (`nn.CrossEntropyLoss(class_weights)`).
+# may be one of them too (`nn.CrossEntropyLoss(class_weights)`): at these positions in torch's signatures (2.13), and
+# at any position for a loss not named here.
 _LOSS_TENSOR_KEYWORDS = frozenset({"weight", "pos_weight"})
+_LOSS_TENSOR_POSITIONS = {
+    "BCELoss": (0,), "BCEWithLogitsLoss": (0, 4), "CrossEntropyLoss": (0,), "MultiLabelSoftMarginLoss": (0,),
+    "MultiMarginLoss": (2,), "NLLLoss": (0,), "NLLLoss2d": (0,),
+}
 _LIGHTNING_PACKAGES = ("pytorch_lightning.", "lightning.")
 # torchvision's model builders: `torchvision.models.resnet18`, `torchvision.models.detection.fasterrcnn_resnet50_fpn`
 # (not the other names of its modules: `torchvision.models.inception.InceptionOutputs`).
@@ -129,6 +134,10 @@ class ModuleClass:
         return None if unknown else False
 
 
+# A class's `__init__` and the call building the class (`CrossEntropyLoss2d(size_average=False)`).
+_Building = Tuple[cst.FunctionDef, cst.Call]
+
+
 class ModuleClasses:
     """One per file (`ModuleClasses.of(ctx)`): which of its classes are Modules, asked once each."""
 
@@ -186,16 +195,44 @@ class ModuleClasses:
         self._bases[id(module.node)] = found
         return found
 
-    def builds_stateless_module(self, call: cst.Call, stack: Sequence[cst.CSTNode], depth: int = 0) -> bool:
+    def builds_stateless_module(
+        self, call: cst.Call, stack: Sequence[cst.CSTNode], depth: int = 0, building: Optional[_Building] = None,
+    ) -> bool:
         """`call` builds a module that holds no parameter and no buffer: a torch layer without any (`nn.ReLU()`), a
-        torch loss given no weight (`nn.CrossEntropyLoss()`: its `weight` buffer is None), or a stateless Module class
-        of the file or of a project file (`builds_stateless_class`)."""
+        torch loss given no weight (`nn.CrossEntropyLoss()`, `nn.NLLLoss(None)`: its `weight` buffer is None), or a
+        stateless Module class of the file or of a project file (`builds_stateless_class`). `building`: `call` is in
+        the `__init__` of a class being built by a known call, so a parameter of that `__init__` holds what the call
+        passes (`nn.NLLLoss2d(weight)` in a class built with no `weight=`, whose default is None)."""
         built = self.builds_module(call, stack)
         if built in STATELESS_LAYERS:
             return True
-        if is_loss_class(built):
-            return not any(arg.keyword is None or arg.keyword.value in _LOSS_TENSOR_KEYWORDS for arg in call.args)
+        loss = built.rpartition(".")[2] if built is not None and built.startswith("torch.nn.") else None
+        if is_loss_class(built) or loss in _LOSS_TENSOR_POSITIONS:
+            positions = _LOSS_TENSOR_POSITIONS.get(loss)
+            return not any(
+                arg.star or (_may_take_tensor(arg, index, positions) and not self._given_none(arg.value, stack, building))
+                for index, arg in enumerate(call.args)
+            )
         return built == "class" and self._all_stateless(call, stack, depth + 1)
+
+    def _given_none(self, value: cst.BaseExpression, stack: Sequence[cst.CSTNode], building: Optional[_Building]) -> bool:
+        """`value` is None: written so, or a parameter of the `__init__` being built (never rebound) to which the
+        building call passes None, or nothing where its default is None."""
+        if type(value) is not cst.Name:
+            return False
+        if value.value == "None":
+            return True
+        if building is None:
+            return False
+        init, call = building
+        values = Values.of(self.ctx)
+        found = values.bindings(value, values.place(stack))
+        if found is None or found[0] is not init or not found[1] or not all(
+            binding.statement is None and binding.value is None for binding in found[1]
+        ):
+            return False
+        given = _passed_to_init(call, init, value.value)
+        return type(given) is cst.Name and given.value == "None"
 
     def builds_stateless_class(self, call: cst.Call, stack: Sequence[cst.CSTNode]) -> bool:
         """`call` builds a Module class of the file or of a project file that holds no parameter and no buffer
@@ -213,15 +250,17 @@ class ModuleClasses:
         for origin in classes:
             there = ModuleClasses.of(origin.place.context)
             module = there.module_class(origin.node, origin.place.scopes)
-            if module is None or not there.stateless(module, depth):
+            if module is None or not there.stateless(module, depth, call):
                 return False
         return True
 
-    def stateless(self, module: ModuleClass, depth: int = 0) -> bool:
+    def stateless(self, module: ModuleClass, depth: int = 0, built_by: Optional[cst.Call] = None) -> bool:
         """The class holds no parameter or buffer, `_STATELESS_DEPTH` classes deep: its bases are `nn.Module` or such
         classes, it registers nothing by name (`register_buffer`, `add_module`, ...), and what its methods assign to
         `self` is a stateless torch layer, such a class, a literal or arithmetic, or a parameter of the method that
-        the class never calls (`self.kernel_size = kernel_size`). Anything else may hold state."""
+        the class never calls (`self.kernel_size = kernel_size`). Anything else may hold state. `built_by`: the call
+        building the class, whose arguments its `__init__`'s parameters hold (a loss given its `weight` parameter
+        holds no tensor when the call gives None)."""
         if depth > _STATELESS_DEPTH:
             return False
         for base in module.node.bases:
@@ -234,19 +273,21 @@ class ModuleClasses:
         walk_visitor(module.node.body, found)
         if found.registers or found.unpacked:
             return False
+        init = module.method("__init__")
         for name, values in module.attributes().items():
             for value in values:
                 method = module.assigning_method(value)
                 stack = module.stack_of(method) if method is not None else module.around + (module.node,)
-                if not self._stateless_value(value, stack, name in found.called, depth):
+                building = (init, built_by) if method is not None and method is init and built_by is not None else None
+                if not self._stateless_value(value, stack, name in found.called, depth, building):
                     return False
         return True
 
-    def _stateless_value(self, value: cst.BaseExpression, stack, called: bool, depth: int) -> bool:
+    def _stateless_value(self, value: cst.BaseExpression, stack, called: bool, depth: int, building: Optional[_Building]) -> bool:
         if not syntax.is_missing(syntax.literal(value)) or type(value) in _ARITHMETIC:
             return True
         if type(value) is cst.Call:
-            return self.builds_stateless_module(value, stack, depth)
+            return self.builds_stateless_module(value, stack, depth, building)
         if _names_torch_function(self.ctx.qualified_name(value, stack) if type(value) in (cst.Name, cst.Attribute) else None):
             return True  # `self.loss = F.binary_cross_entropy`: a function as a value holds no tensor
         if type(value) is cst.Name and not called:
@@ -360,6 +401,28 @@ class _SelfUses(cst.CSTVisitor):
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if type(node.target) is cst.Attribute:
             self.unpacked = True
+
+
+def _may_take_tensor(arg: cst.Arg, index: int, positions: Optional[Tuple[int, ...]]) -> bool:
+    """The argument of a torch loss (the `index`th of its call) is one it keeps a tensor of: `weight=`, or at a
+    position `positions` names (any position for a loss whose positions are not known)."""
+    if arg.keyword is not None:
+        return arg.keyword.value in _LOSS_TENSOR_KEYWORDS
+    return positions is None or index in positions
+
+
+def _passed_to_init(call: cst.Call, init: cst.FunctionDef, name: str) -> Optional[cst.BaseExpression]:
+    """What `call` of a class passes its `__init__`'s parameter `name` (`self` is bound by the instance), or the
+    parameter's default where it passes nothing; None when unknown (`*args` or `**kwargs` in the call)."""
+    if any(arg.star for arg in call.args):
+        return None
+    params = init.params
+    positional = [param.name.value for param in (*params.posonly_params, *params.params)][1:]
+    given = syntax.keyword(call, name) or (syntax.positional(call, positional.index(name)) if name in positional else None)
+    if given is not None:
+        return given.value
+    param = next((param for param in (*params.posonly_params, *params.params, *params.kwonly_params) if param.name.value == name), None)
+    return param.default if param is not None else None
 
 
 def _unpacks_attribute(target: cst.BaseExpression) -> bool:

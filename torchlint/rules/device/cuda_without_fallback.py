@@ -12,9 +12,9 @@ from torchlint.analysis.loops import counters_around
 from torchlint.analysis.modules import ModuleClasses
 from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.project import PROJECT
-from torchlint.analysis.summaries import SUMMARIES, imported_function_showing
+from torchlint.analysis.summaries import SUMMARIES, function_facts, imported_function_showing
 from torchlint.analysis.syntax import call_argument
-from torchlint.analysis.values import Values
+from torchlint.analysis.values import Origin, Place, Values, method_of
 from torchlint.engine.context import last_parts
 from torchlint.engine.facts import recognizes
 from torchlint.engine.scopes import dotted_name
@@ -110,7 +110,11 @@ class CudaWithoutFallback(Rule):
     project that sets the program up for CUDA only (`utils.init_distributed_mode(args)`,
     which calls `init_process_group("nccl")` and `torch.cuda.set_device`; followed into
     the project's files and the functions they call; a helper's availability check alone,
-    as in a `set_seed`, does not count), or that import a module-level name of their
+    as in a `set_seed`, does not count), or such a method of a project class on an
+    instance of it, its own or inherited from a base of the project (pix2pixHD's
+    `opt = TrainOptions().parse()`, whose `BaseOptions.parse` calls `torch.cuda.set_device`
+    for the default `--gpu_ids 0`: in a branch, `if len(opt.gpu_ids) > 0:`, as it counts in
+    the file itself, so a script run with `--gpu_ids -1` is not reported), or that import a module-level name of their
     project whose value checks (a test suite's `_MARK_REQUIRE_GPU = {"condition": not
     torch.cuda.is_available(), ...}`, used in `pytest.mark.skipif(**_MARK_REQUIRE_GPU)`);
     devices that come from a
@@ -124,9 +128,12 @@ class CudaWithoutFallback(Rule):
     else False`, then `if TEST_MODE:`); `def cuda(...)` methods;
     `.cuda()` on a module with no parameters or buffers, which moves nothing and runs on
     a CPU build: a torch layer such as `nn.LogSoftmax(dim=1)`, a torch loss given no
-    weight (`nn.CrossEntropyLoss().cuda()`: its `weight` buffer is None), or a Module
-    class of the project that holds neither (a criterion built by a project's
-    `get_criterion(p)`, followed into its file);
+    weight (`nn.CrossEntropyLoss().cuda()` or `nn.NLLLoss(None)`: its `weight` buffer is
+    None), or a Module class of the project that holds neither (a criterion built by a
+    project's `get_criterion(p)`, followed into its file; a class whose torch loss takes
+    the `weight` parameter of its `__init__`, `nn.NLLLoss2d(weight, ...)`, when the call
+    building it gives None or leaves the default None: `CrossEntropyLoss2d(ignore_index=255)`;
+    given a tensor, it holds one and is reported);
     a device setting for another module: a module-level `device = "cuda"` (or
     `= torch.device("cuda")`, or in a module that is not a script or notebook, a
     settings object's `config.device = "cuda"`) that nothing in the file reads, as in
@@ -293,6 +300,9 @@ class CudaWithoutFallback(Rule):
         self.generator_devices: Set[int] = set()
         # The calls of functions imported from project files, with where they are: one may decide for CUDA.
         self.project_calls: List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]] = []
+        # The method calls on objects (`TrainOptions().parse()`) in a file that imports from its project: a method of
+        # a project class may decide for CUDA too.
+        self.method_calls: List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]] = []
         # `pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), ...)`: every test of the file is gated.
         self.module_gated = False
         # name -> its reads in the module, for the names module settings assign (`_replaced_before_any_read`).
@@ -304,6 +314,8 @@ class CudaWithoutFallback(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.qualified_name(node.func)
+        if name is None and type(node.func) is cst.Attribute and not _on_self(node.func) and project_import_names(self.ctx):
+            self.method_calls.append((node, tuple(self.ctx.stack)))
         if name is not None:
             self._check_module_call(node, name)
             if syntax.head_name(node.func) in project_import_names(self.ctx):
@@ -520,8 +532,18 @@ class CudaWithoutFallback(Rule):
             self.report(site, (self.generator_message if id(site) in self.generator_devices else self.message) + cited)
 
     def _calls_project_cuda_setup(self) -> bool:
-        """The file calls a function of another project file that checks for CUDA or sets the program up for it."""
-        return any(imported_function_showing(self.ctx, call.func, stack, DECIDES_CUDA) for call, stack in self.project_calls)
+        """The file calls a function of another project file that checks for CUDA or sets the program up for it, or
+        such a method of a project class, its own or inherited, on an instance of the class (`TrainOptions().parse()`,
+        whose base `BaseOptions.parse` calls `torch.cuda.set_device`)."""
+        return any(
+            imported_function_showing(self.ctx, call.func, stack, DECIDES_CUDA) for call, stack in self.project_calls
+        ) or any(self._project_method_decides_cuda(call, stack) for call, stack in self.method_calls)
+
+    def _project_method_decides_cuda(self, call: cst.Call, stack: Tuple[cst.CSTNode, ...]) -> bool:
+        built = Values.of(self.ctx).instance_class(call.func.value, stack)
+        method = _method_of_class(built, call.func.attr.value, 0) if built is not None else None
+        # A method of the file itself: its `set_device` is the file's own, seen where it is.
+        return method is not None and method.place.context is not self.ctx and bool(function_facts(method, DECIDES_CUDA))
 
     def _imports_availability_check(self) -> bool:
         """The file imports a module-level name of its project whose value checks for CUDA (a test suite's
@@ -607,6 +629,35 @@ class CudaWithoutFallback(Rule):
             return None
         build = SUMMARIES.section(located[0], self.ctx.config, "import-time-build", _import_time_build)
         return (located[0], build) if build is not None else None
+
+
+def _on_self(func: cst.Attribute) -> bool:
+    """`self.name(...)`: a method of the class the code is in, whose own code the file shows."""
+    return type(func.value) is cst.Name and func.value.value in ("self", "cls")
+
+
+# How many classes up `_method_of_class` looks for an inherited method.
+_MAX_BASES_DEPTH = 4
+
+
+def _method_of_class(built: Origin, name: str, depth: int) -> Optional[Origin]:
+    """The method `name` an instance of the class `built` (a class's origin) calls: the class's own, else the first
+    base's of the project that has it, `_MAX_BASES_DEPTH` classes up (`TrainOptions(BaseOptions)` calling
+    `BaseOptions.parse`)."""
+    scopes = built.place.scopes + (built.node,)
+    method = method_of(built.node, name)
+    if method is not None:
+        return Origin(method, Place(built.place.context, scopes))
+    if depth >= _MAX_BASES_DEPTH:
+        return None
+    values = Values.of(built.place.context)
+    for base in built.node.bases:
+        for origin in values.origins(base.value, built.place.scopes):
+            if type(origin.node) is cst.ClassDef:
+                found = _method_of_class(origin, name, depth + 1)
+                if found is not None:
+                    return found
+    return None
 
 
 def _names_a_gpu_gate(expr: cst.BaseExpression) -> bool:
