@@ -248,13 +248,6 @@ class CudaWithoutFallback(Rule):
 
     code = "TL205"
     name = "cuda-without-fallback"
-    preview = (
-        "Back in preview after held-out rounds 27-29 (docs/precision.md): 29 of 42 findings true at first sight. The "
-        "false ones were a CUDA switch read by a dotted option key (`if opt['data.cuda']:`), a program put on several "
-        "GPUs by a loop counter (`.cuda(i)`), and helper functions called only by CUDA-only programs, in a module a "
-        "test or a CPU script also imports for other functions; each is a trap fixture now, and the rule leaves preview "
-        "again when two rounds in a row read it at least 9 in 10 true."
-    )
     # Every site is a `.cuda()` call or a "cuda"/"cuda:N" string literal (spelled out: not escaped, not split in parts).
     triggers = words("cuda")
     message = (
