@@ -53,6 +53,7 @@ PROBES = {
     "torch.nn.functional.upsample_bilinear": "(image, scale_factor=2)",
     "torch.nn.UpsamplingNearest2d": "(scale_factor=2)",
     "torch.nn.UpsamplingBilinear2d": "(scale_factor=2)",
+    "torch.nn.NLLLoss2d": "()",
     "torch.nn.utils.weight_norm": "(torch.nn.Linear(3, 3))",
     "torch.nn.utils.clip_grad_norm": "(torch.nn.Linear(3, 3).parameters(), 1.0)",
     "torch.nn.init.normal": "(torch.empty(3, 3))",
