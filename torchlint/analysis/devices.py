@@ -22,7 +22,8 @@ _DEVICE_PREFIX = re.compile(r"(cpu|cuda|mps|xpu|npu|hpu)(:|$)")
 
 
 def names_device(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bool:
-    """A device string, `torch.device(...)`, an f-string like `f"cuda:{rank}"`, or a name that says device."""
+    """A device string, `torch.device(...)`, `t.get_device()`, an f-string like `f"cuda:{rank}"`, or a name that says
+    device."""
     if isinstance(expr, cst.SimpleString):
         value = semantics.literal(expr)
         return isinstance(value, str) and bool(DEVICE_STRING.fullmatch(value))
@@ -30,7 +31,8 @@ def names_device(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bo
         first = expr.parts[0] if expr.parts else None
         return isinstance(first, cst.FormattedStringText) and bool(_DEVICE_PREFIX.match(first.value))
     if isinstance(expr, cst.Call):
-        return ctx.qualified_name(expr.func, stack) == "torch.device"
+        # `t.get_device()`: the index of the GPU `t` is on, which `.to(...)` takes as that GPU.
+        return ctx.qualified_name(expr.func, stack) == "torch.device" or semantics.method_name(expr) == "get_device"
     if isinstance(expr, cst.IfExp):  # "cuda" if use_cuda else "cpu"
         return names_device(expr.body, ctx, stack) or names_device(expr.orelse, ctx, stack)
     name = semantics.terminal_name(expr)

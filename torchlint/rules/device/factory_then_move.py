@@ -361,7 +361,8 @@ def _lazily_initialised(stack) -> bool:
     """Under `if len(state) == 0:`, `if not state:`, `if x is None:` or `if key not in cache:` in its function, where
     the branch fills what it tests: state made on the first step and kept (an optimizer's `step()`), not remade every
     step. A test of something the branch leaves alone (`if batch_size is None:` on a parameter) picks one of two ways
-    to build the tensor each call."""
+    to build the tensor each call; so does rebinding a local name (`if states is None: states = ...` in a `forward`
+    its callers give `None`), unless a loop of the same function around the `if` keeps the binding for its next turn."""
     for index in range(len(stack) - 2, -1, -1):
         node = stack[index]
         if type(node) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
@@ -369,8 +370,21 @@ def _lazily_initialised(stack) -> bool:
         if type(node) is cst.If and stack[index + 1] is node.body:
             tested = _first_use_subject(node.test)
             subject = dotted_name(tested) if tested is not None else None
-            if subject is not None and _fills(node.body, subject):
+            if subject is not None and _fills(node.body, subject, _kept_by_a_loop(stack[:index], subject)):
                 return True
+    return False
+
+
+def _kept_by_a_loop(outer, subject: str) -> bool:
+    """Rebinding `subject` keeps the value for later: it is an attribute chain (`self.hidden`), or a loop of the
+    same function (or of the module) encloses the test, and its next turn sees the name bound."""
+    if "." in subject:
+        return True
+    for node in reversed(outer):
+        if type(node) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
+            return False
+        if type(node) in (cst.For, cst.While):
+            return True
     return False
 
 
@@ -393,13 +407,13 @@ def _first_use_subject(test: cst.BaseExpression) -> Optional[cst.BaseExpression]
     return None
 
 
-def _fills(body: cst.CSTNode, subject: str) -> bool:
-    """The branch binds `subject`, stores into it (`subject[k] = ...`, `subject.k = ...`) or calls a method on it
-    (`subject.append(...)`, `subject.update(...)`)."""
+def _fills(body: cst.CSTNode, subject: str, rebinding_keeps: bool) -> bool:
+    """The branch stores into `subject` (`subject[k] = ...`, `subject.k = ...`), calls a method on it
+    (`subject.append(...)`, `subject.update(...)`), or, when `rebinding_keeps`, binds it."""
     found = []
 
     def visit(node: cst.CSTNode) -> bool:
-        if type(node) in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign) and _written_into(node.target, subject):
+        if type(node) in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign) and _written_into(node.target, subject, rebinding_keeps):
             found.append(node)
         elif type(node) is cst.Call and type(node.func) is cst.Attribute and dotted_name(node.func.value) == subject:
             found.append(node)
@@ -409,9 +423,11 @@ def _fills(body: cst.CSTNode, subject: str) -> bool:
     return bool(found)
 
 
-def _written_into(target: cst.BaseExpression, subject: str) -> bool:
+def _written_into(target: cst.BaseExpression, subject: str, rebinding_keeps: bool) -> bool:
     if type(target) in (cst.Tuple, cst.List):
-        return any(_written_into(element.value, subject) for element in target.elements)
+        return any(_written_into(element.value, subject, rebinding_keeps) for element in target.elements)
+    if dotted_name(target) == subject:
+        return rebinding_keeps
     while type(target) in (cst.Subscript, cst.Attribute) and dotted_name(target) != subject:
         target = target.value
     return dotted_name(target) == subject

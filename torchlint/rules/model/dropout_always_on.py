@@ -18,6 +18,7 @@ FUNCTIONAL_DROPOUTS = frozenset(f"torch.nn.functional.{name}" for name in _FUNCT
 # F.dropout(input, p=0.5, training=True, inplace=False): `training` is the third argument, the rate the second.
 _TRAINING_POSITION = 2
 _RATE_POSITION = 1
+_ZERO_FACTORIES = frozenset({"torch.zeros", "torch.zeros_like"})
 
 
 class DropoutAlwaysOn(Rule):
@@ -34,7 +35,8 @@ class DropoutAlwaysOn(Rule):
     (`F.dropout(x, drop_prob)` in `forward(self, x, drop_prob)`: the caller chooses the
     rate on every call, and passes 0 where it wants none, as RVAE's sampling does; given up:
     a caller that passes a non-zero rate while evaluating, which the rule cannot see),
-    `nn.Dropout` modules (they follow `eval()`), calls passing `**kwargs`, and
+    `nn.Dropout` modules (they follow `eval()`), dropout of an all-zero tensor
+    (`torch.zeros_like(h)`: zeros in either mode), calls passing `**kwargs`, and
     functional dropout outside Module methods (a plain function has no mode to follow).
 
     ## Why is this bad?
@@ -99,6 +101,8 @@ class DropoutAlwaysOn(Rule):
         found = self.classes.enclosing(self.ctx.stack)
         if found is None or under_training_test(self.ctx, found[1]) or self._rate_chosen_by_caller(node, found[1]):
             return
+        if self._drops_zeros(node):
+            return
         self.calls.append((node, found[0], found[1], self._fix(node, found[1])))
 
     def finish(self) -> None:
@@ -122,6 +126,26 @@ class DropoutAlwaysOn(Rule):
             return False
         param = next((param for param in parameters(method.params) if param.name.value == rate.value.value), None)
         return param is not None and (param.default is None or syntax.literal(param.default) == 0)
+
+    def _drops_zeros(self, call: cst.Call) -> bool:
+        """The input is all zeros (`torch.zeros(...)`, `torch.zeros_like(h)`, `h.new_zeros(...)`, or a name bound only
+        to one): dropout gives zeros back in either mode, so `training=` would change nothing."""
+        given = syntax.call_argument(call, 0, "input")
+        if given is None:
+            return False
+        if type(given) is cst.Name:
+            origins = Values.of(self.ctx).origins(given, self.ctx.stack)
+            return bool(origins) and all(
+                not origin.applied and not origin.opaque
+                and self._makes_zeros(origin.node, origin.place.context, origin.place.stack) for origin in origins
+            )
+        return self._makes_zeros(given, self.ctx, self.ctx.stack)
+
+    @staticmethod
+    def _makes_zeros(expr: cst.CSTNode, ctx, stack) -> bool:
+        if type(expr) is not cst.Call:
+            return False
+        return ctx.qualified_name(expr.func, stack) in _ZERO_FACTORIES or syntax.method_name(expr) == "new_zeros"
 
     def _fix(self, call: cst.Call, method: cst.FunctionDef):
         instance = self_name(method)
