@@ -89,8 +89,11 @@ class FactoryThenMove(Rule):
     tensors.append(torch.randn(n, 10).cuda())`, a notebook's demo of GPU memory; a step
     loop around it still counts, and a loop that also calls a model is a step loop); state made on first use under `if len(state) == 0:`,
     `if not state:`, `if x is None:` or `if key not in cache:` when the branch fills
-    what it tests (an optimizer's `step()` initialising its buffers; `if batch_size is
-    None:` on a parameter the branch leaves alone picks how to build the tensor, every call); loops in test files (`test_*.py`, `tests/`),
+    what it tests and keeps it: stores into it, or rebinds an attribute, or rebinds a
+    name a loop of the same function comes back to (an optimizer's `step()` initialising
+    its buffers; `if batch_size is None:` on a parameter the branch leaves alone, or
+    `if states is None: states = ...` in a `forward` its callers give `None`, builds the
+    tensor on every call); loops in test files (`test_*.py`, `tests/`),
     which repeat a test once per parameter. A variable holding a factory's result
     that is read besides its move (the host tensor is used), or made before the loop
     that moves it (TL310's loop-invariant transfer). Factories already given `device=`;
