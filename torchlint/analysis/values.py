@@ -12,7 +12,9 @@ here, have been made?" with a list of `Origin`s, found by following:
 - parameters to what every call of their function passes (`_parameter`), where every
   call is one this file makes by the function's name (`_only_called_here`), or one the
   files of its folder that import it make (`_calls_elsewhere`); a marimo cell's parameter
-  to what the one cell that returns the name binds it to (`Scopes.cell_definition`);
+  to what the one cell that returns the name binds it to (`Scopes.cell_definition`); where
+  the calls are not all known, a parameter annotated with a class of the project (`bert:
+  BERT`) is still opaque, and names that class (`Origin.instance_of`);
 - identity wrappers (`Variable(x)`, `nn.DataParallel(model)`, DDP,
   `torch.compile(model)`), copies (`copy.deepcopy(model)`: another object holding
   the same value) and the methods that return their module (`.to`,
@@ -123,13 +125,17 @@ class Origin(NamedTuple):
 
     `applied`: the value is the output of the module this origin is built from (`node` is then the call that
     builds the module, such as `nn.Softmax(dim=1)`). `opaque`: nothing is known of the value (`node` is the
-    name or expression that could not be followed).
+    name or expression that could not be followed). `instance_of`, on an opaque parameter whose calls are not all
+    known: the class of the project its annotation names (`def __init__(self, bert: BERT)`), where that class is
+    defined; the value is taken to be an instance of it or of a subclass, as the annotation declares (Python does
+    not check it: a caller may pass anything).
     """
 
     node: cst.CSTNode
     place: Place
     applied: bool = False
     opaque: bool = False
+    instance_of: Optional["Origin"] = None
 
 
 class Argument(NamedTuple):
@@ -498,21 +504,41 @@ class Values:
     ) -> List[Origin]:
         """The values a parameter of `function` (whose scopes, ending with it, are `scopes`) may hold: what each call
         of the function passes for it, or its default where a call passes nothing, when every call of the function
-        is one this file makes by its name (`_calls_of`); else nothing is known of it. A marimo cell is called by
-        marimo, with the names other cells return: its parameter is what the one cell returning it binds."""
-        unknown = [Origin(name, place, opaque=True)]
+        is one this file makes by its name (`_calls_of`); else nothing is known of it but the class of the project
+        its annotation may name (`Origin.instance_of`). A marimo cell is called by marimo, with the names other cells
+        return: its parameter is what the one cell returning it binds."""
         defining = self.ctx.scopes.cell_definition(name.value, function)
         if defining is not None:  # a marimo cell's parameter: what the one cell that defines the name binds it to
             returned, names = cell_returns(defining)
             written = next(written for written in names if written.value == name.value)
             return self._follow(written, Place(self.ctx, scopes[:-1] + (defining,), returned), depth, seen)
         passed = self._passed(name, function, scopes)
-        if not passed:
-            return unknown
         found: List[Origin] = []
-        for _, _, value, evaluated in passed:
+        for _, _, value, evaluated in passed or ():
             found += self._at(evaluated)._follow(value, evaluated, depth + 1, seen)
-        return found or unknown
+        if found:
+            return found
+        annotated = self._annotated_class(name, function, scopes, depth, seen) if passed is None else None
+        return [Origin(name, place, opaque=True, instance_of=annotated)]
+
+    def _annotated_class(
+        self, name: cst.Name, function: cst.FunctionDef, scopes: Tuple[cst.CSTNode, ...], depth: int, seen: frozenset,
+    ) -> Optional[Origin]:
+        """The class of the project the annotation of `function`'s parameter `name` names (`bert: BERT`, also
+        `model.BERT` or a class imported from a project file), where it is defined; None for any other annotation
+        (a library's class, a string, `Optional[...]`: the model follows only what it can resolve to one class)."""
+        params = function.params
+        param = next((
+            param for param in (*params.posonly_params, *params.params, *params.kwonly_params)
+            if param.name.value == name.value
+        ), None)
+        if param is None or param.annotation is None or type(param.annotation.annotation) not in (cst.Name, cst.Attribute):
+            return None
+        # An annotation is evaluated where the def statement is.
+        classes = _distinct(self._follow(param.annotation.annotation, Place(self.ctx, scopes[:-1], function), depth + 1, seen))
+        if len(classes) != 1 or type(classes[0].node) is not cst.ClassDef:
+            return None
+        return classes[0]
 
     def arguments(self, name: cst.Name, stack: Optional[Sequence[cst.CSTNode]] = None) -> Optional[List[Argument]]:
         """For a parameter read at the innermost point of `stack` (default: the node being visited) in its own

@@ -5,7 +5,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.models import assigned_a_module_wrapper, picked_from_model_package
-from torchlint.analysis.modules import builds_module
+from torchlint.analysis.modules import builds_module, names_module_class
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.values import Values
 from torchlint.engine.context import last_parts
@@ -225,6 +225,8 @@ class WholeObjectCheckpoint(Rule):
         found: List[str] = [wrapper] if wrapper is not None else []
         for origin in Values.of(ctx).origins(expr, stack):
             node, there, octx = origin.node, origin.place.stack, origin.place.context
+            if origin.instance_of is not None and names_module_class(origin.instance_of):
+                found.append(origin.instance_of.node.name.value)  # `bert: BERT`, a Module class of the project
             if origin.opaque or origin.applied:
                 continue
             if type(node) is cst.Call and _builds_whole_object(octx, node, there):
