@@ -773,6 +773,35 @@ class Values:
             return None
         return model_class, built.place.scopes
 
+    def _project_method(self, call: cst.Call, place: Place, depth: int, seen: frozenset) -> Optional[Origin]:
+        """For `obj.name(...)` whose receiver is, by every origin, an instance of one class at the top of another
+        project file, built in any project file (pix2pixHD's `data_loader.load_data()` after `data_loader =
+        CreateDataLoader(opt)`, which builds a `CustomDatasetDataLoader()` of a third file): the method that class
+        defines, where it is defined; None otherwise. Its calls are not this file's, so its parameters stay what the
+        class's own file knows of them (`_method_calls_of`)."""
+        func = call.func
+        if type(func) is not cst.Attribute or (type(func.value) is cst.Name and func.value.value in ("self", "cls")):
+            return None
+        classes: Dict[int, Origin] = {}
+        for origin in _distinct(self._follow(func.value, place, depth, seen)):
+            if type(origin.node) is not cst.Call or origin.applied or origin.opaque:
+                return None
+            built = [
+                built for built in _distinct(self._at(origin.place)._follow(origin.node.func, origin.place, depth, seen))
+                if type(built.node) is cst.ClassDef
+            ]
+            if len(built) != 1:
+                return None
+            classes[id(built[0].node)] = built[0]
+        if len(classes) != 1:
+            return None
+        built = next(iter(classes.values()))
+        there = built.place.context
+        method = method_of(built.node, func.attr.value)
+        if there is self.ctx or method is None or not any(statement is built.node for statement in there.module.body):
+            return None
+        return Origin(method, Place(there, built.place.scopes + (built.node,)))
+
     def instance_class(self, receiver: cst.BaseExpression, stack: Sequence[cst.CSTNode]) -> Optional[Origin]:
         """The class that `receiver` (evaluated inside `stack`) is, by every origin, an instance built in this file of
         (`model = RNN(...)`, then `model`, also through parameters and `self.model`): the class's origin, in the file
@@ -1093,7 +1122,8 @@ class Values:
         if type(func) is cst.Attribute and not _is_self(func.value, place.scopes[-1]) and func.attr.value not in _WRAPPED_ATTRIBUTES:
             called = self._called_method(call, place, depth + 1, seen)
             if called is None:
-                return None
+                method = self._project_method(call, place, depth + 1, seen)
+                return [method] if method is not None else None
             model_class, around = called
             return [Origin(method_of(model_class, func.attr.value), Place(self.ctx, around + (model_class,)))]
         return self._follow(func, place, depth + 1, seen)
