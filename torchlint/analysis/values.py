@@ -782,20 +782,9 @@ class Values:
         func = call.func
         if type(func) is not cst.Attribute or (type(func.value) is cst.Name and func.value.value in ("self", "cls")):
             return None
-        classes: Dict[int, Origin] = {}
-        for origin in _distinct(self._follow(func.value, place, depth, seen)):
-            if type(origin.node) is not cst.Call or origin.applied or origin.opaque:
-                return None
-            built = [
-                built for built in _distinct(self._at(origin.place)._follow(origin.node.func, origin.place, depth, seen))
-                if type(built.node) is cst.ClassDef
-            ]
-            if len(built) != 1:
-                return None
-            classes[id(built[0].node)] = built[0]
-        if len(classes) != 1:
+        built = self._instance_class(func.value, place, depth, seen, built_anywhere=True)
+        if built is None:
             return None
-        built = next(iter(classes.values()))
         there = built.place.context
         method = method_of(built.node, func.attr.value)
         if there is self.ctx or method is None or not any(statement is built.node for statement in there.module.body):
@@ -811,15 +800,20 @@ class Values:
         finally:
             _ANSWERED.clear()
 
-    def _instance_class(self, receiver: cst.BaseExpression, place: Place, depth: int, seen: frozenset) -> Optional[Origin]:
+    def _instance_class(
+        self, receiver: cst.BaseExpression, place: Place, depth: int, seen: frozenset, built_anywhere: bool = False,
+    ) -> Optional[Origin]:
         """`instance_class` within the question being answered (a method's returns followed through its receiver,
-        `_callees`): it keeps that question's path and settings."""
+        `_callees`): it keeps that question's path and settings. `built_anywhere`: the instances may also be built in
+        other project files (`_project_method`)."""
         classes: Dict[int, Origin] = {}
         for origin in _distinct(self._follow(receiver, place, depth, seen)):
-            if type(origin.node) is not cst.Call or origin.applied or origin.opaque or origin.place.context is not self.ctx:
+            if type(origin.node) is not cst.Call or origin.applied or origin.opaque or (
+                not built_anywhere and origin.place.context is not self.ctx
+            ):
                 return None
             built = [
-                built for built in _distinct(self._follow(origin.node.func, origin.place, depth, seen))
+                built for built in _distinct(self._at(origin.place)._follow(origin.node.func, origin.place, depth, seen))
                 if type(built.node) is cst.ClassDef
             ]
             if len(built) != 1:
