@@ -287,6 +287,21 @@ def test_the_loss_lists_match_the_installed_torch():
     assert {f"torch.nn.{name}" for name in modules} == {name for name in LEGACY_REDUCTION_MODULES if name.startswith("torch.nn.") and name.count(".") == 2}
 
 
+def test_the_reduce_positions_are_torchs():
+    """TL611 takes the positional arguments before a legacy loss module's `reduce` (`nn.NLLLoss2d(weight, size_average,
+    ignore_index)`) as not asking for no reduction: the positions must be those of the installed torch."""
+    import inspect
+
+    torch = pytest.importorskip("torch")
+    from torchlint.rules.api._losses import LEGACY_REDUCTION_MODULES, REDUCE_POSITION
+
+    found = {}
+    for qualified in LEGACY_REDUCTION_MODULES:
+        name = qualified.rpartition(".")[2]
+        found[name] = list(inspect.signature(getattr(torch.nn, name).__init__).parameters)[1:].index("reduce")
+    assert found == REDUCE_POSITION
+
+
 @pytest.mark.parametrize("size_average, reduce", [(a, b) for a in (None, True, False) for b in (None, True, False)])
 def test_legacy_reduction_is_torchs(size_average, reduce):
     pytest.importorskip("torch")

@@ -44,7 +44,7 @@ def _shown(module, origin):
         return f"def {origin.node.name.value}"
     text = module.code_for_node(origin.node).strip().splitlines()[0]
     if origin.opaque:
-        return f"?{text}"
+        return f"?{text}" + (f" of {origin.instance_of.node.name.value}" if origin.instance_of is not None else "")
     return f"applied({text})" if origin.applied else text
 
 
@@ -543,6 +543,30 @@ CASES = {
         ema = deepcopy(model.to(device))
         print(ema)  # <-
         """, "ema", ["Net()"]),
+    "a parameter callers elsewhere may give names the project class its annotation names": ("""
+        class Net(nn.Module):
+            pass
+
+        class Trainer:
+            def __init__(self, net: Net, size: int):
+                self.net = net
+
+            def save(self):
+                print(self.net)  # <-
+        """, "self.net", ["?net of Net"]),
+    "an annotation of a library's class names nothing": ("""
+        def save(model: nn.Module):
+            print(model)  # <-
+        """, "model", ["?model"]),
+    "where every call is seen, what it passes wins over the annotation": ("""
+        class Net(nn.Module):
+            pass
+
+        def _save(state: Net):
+            print(state)  # <-
+
+        _save(Net().state_dict())
+        """, "state", ["Net().state_dict()"]),
 }
 
 

@@ -185,10 +185,17 @@ def _is_process(expr: Optional[cst.BaseExpression], ctx: "FileContext") -> bool:
 
 
 
+def _may_reach_dataloader(ctx: "FileContext") -> bool:
+    """The file may iterate a DataLoader: it names one, or it imports a project file, whose functions and classes
+    may build one (pix2pixHD's train.py: `CreateDataLoader(opt).load_data()`, the DataLoader built in
+    data/custom_dataset_data_loader.py)."""
+    return ctx.may_name(semantics.DATALOADER) or bool(project_import_names(ctx))
+
+
 def worker_loader_iterated_by_call(call: cst.Call, ctx: "FileContext") -> Optional[cst.Call]:
     """For `next(iter(loader))`, `list(loader)`, `loader.__iter__()`: the DataLoader construction with workers it
     iterates."""
-    if not ctx.may_name(semantics.DATALOADER):
+    if not _may_reach_dataloader(ctx):
         return None
     if type(call.func) is cst.Attribute:
         operand = iterated_items(call, ctx, ctx.scope_nodes)
@@ -206,7 +213,7 @@ def worker_loader_iterated_by_call(call: cst.Call, ctx: "FileContext") -> Option
 def worker_loader_in(expr: cst.BaseExpression, ctx: "FileContext") -> Optional[cst.Call]:
     """The DataLoader(...) call with workers that iterating `expr` would run, following the values it may hold
     (variables, `loaders[phase]`, what a function returns) and the calls that iterate their argument."""
-    if not ctx.may_name(semantics.DATALOADER):
+    if not _may_reach_dataloader(ctx):
         return None
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in _ITERATING_CALLS:
         for arg in expr.args:

@@ -241,21 +241,23 @@ class Project:
 
     def importers(self, path: str) -> Optional[List[str]]:
         """The other `.py` files of the folder of the project file `path` whose text has an import line naming its
-        module (`import trainer`, `from trainer import train`), each read and recorded (`consulted`); None when a file this
-        does not read could import it, as `locate` finds modules: `path` is in a package (any file above may import
-        it by a dotted path), a folder beside it is a package (its files find this folder's modules too), a notebook
-        is beside it, or the folder holds more than `_MAX_NEIGHBOURS` files. A file in a folder below the project
-        root can be imported by a dotted path from any file under the root (`locate`): there every `.py` file
-        under the root is read, and the answer is None when the root holds a notebook or more than
-        `_MAX_NEIGHBOURS` files."""
+        module (`import trainer`, `from trainer import train`, `from .trainer import BERTTrainer`), each read and
+        recorded (`consulted`); None when a file this does not read could import it, as `locate` finds modules:
+        `path` is in a package not below the project root (any file above may import it by a dotted path), a folder
+        beside it is a package (its files find this folder's modules too), a notebook is beside it, or the folder
+        holds more than `_MAX_NEIGHBOURS` files. A file in a folder below the project root, a package's or not, can
+        be imported by a dotted path from any file under the root (`locate`): there every `.py` file under the root
+        is read, and the answer is None when the root holds a notebook or more than `_MAX_NEIGHBOURS` files.
+        Importers outside the project (a package installed and used elsewhere) are not seen, as for any module."""
         folder = self._folder_of(path)
         listing = self._folders.listing(folder)
-        if "__init__.py" in listing or any(name.endswith(".ipynb") for name in listing):
+        below_root = folder != self._root and bool(_folders_up_to(folder, self._root))
+        if any(name.endswith(".ipynb") for name in listing) or ("__init__.py" in listing and not below_root):
             return None
         if any(is_folder and self._folders.listing(os.path.join(folder, name)).get("__init__.py") is False
                for name, is_folder in listing.items()):
             return None
-        if folder != self._root and _folders_up_to(folder, self._root):
+        if below_root:
             candidates = self._folders.python_files_under(self._root, _MAX_NEIGHBOURS)
         else:
             names = self._folders.python_files(folder)

@@ -12,7 +12,9 @@ here, have been made?" with a list of `Origin`s, found by following:
 - parameters to what every call of their function passes (`_parameter`), where every
   call is one this file makes by the function's name (`_only_called_here`), or one the
   files of its folder that import it make (`_calls_elsewhere`); a marimo cell's parameter
-  to what the one cell that returns the name binds it to (`Scopes.cell_definition`);
+  to what the one cell that returns the name binds it to (`Scopes.cell_definition`); where
+  the calls are not all known, a parameter annotated with a class of the project (`bert:
+  BERT`) is still opaque, and names that class (`Origin.instance_of`);
 - identity wrappers (`Variable(x)`, `nn.DataParallel(model)`, DDP,
   `torch.compile(model)`), copies (`copy.deepcopy(model)`: another object holding
   the same value) and the methods that return their module (`.to`,
@@ -123,13 +125,17 @@ class Origin(NamedTuple):
 
     `applied`: the value is the output of the module this origin is built from (`node` is then the call that
     builds the module, such as `nn.Softmax(dim=1)`). `opaque`: nothing is known of the value (`node` is the
-    name or expression that could not be followed).
+    name or expression that could not be followed). `instance_of`, on an opaque parameter whose calls are not all
+    known: the class of the project its annotation names (`def __init__(self, bert: BERT)`), where that class is
+    defined; the value is taken to be an instance of it or of a subclass, as the annotation declares (Python does
+    not check it: a caller may pass anything).
     """
 
     node: cst.CSTNode
     place: Place
     applied: bool = False
     opaque: bool = False
+    instance_of: Optional["Origin"] = None
 
 
 class Argument(NamedTuple):
@@ -498,21 +504,41 @@ class Values:
     ) -> List[Origin]:
         """The values a parameter of `function` (whose scopes, ending with it, are `scopes`) may hold: what each call
         of the function passes for it, or its default where a call passes nothing, when every call of the function
-        is one this file makes by its name (`_calls_of`); else nothing is known of it. A marimo cell is called by
-        marimo, with the names other cells return: its parameter is what the one cell returning it binds."""
-        unknown = [Origin(name, place, opaque=True)]
+        is one this file makes by its name (`_calls_of`); else nothing is known of it but the class of the project
+        its annotation may name (`Origin.instance_of`). A marimo cell is called by marimo, with the names other cells
+        return: its parameter is what the one cell returning it binds."""
         defining = self.ctx.scopes.cell_definition(name.value, function)
         if defining is not None:  # a marimo cell's parameter: what the one cell that defines the name binds it to
             returned, names = cell_returns(defining)
             written = next(written for written in names if written.value == name.value)
             return self._follow(written, Place(self.ctx, scopes[:-1] + (defining,), returned), depth, seen)
         passed = self._passed(name, function, scopes)
-        if not passed:
-            return unknown
         found: List[Origin] = []
-        for _, _, value, evaluated in passed:
+        for _, _, value, evaluated in passed or ():
             found += self._at(evaluated)._follow(value, evaluated, depth + 1, seen)
-        return found or unknown
+        if found:
+            return found
+        annotated = self._annotated_class(name, function, scopes, depth, seen) if passed is None else None
+        return [Origin(name, place, opaque=True, instance_of=annotated)]
+
+    def _annotated_class(
+        self, name: cst.Name, function: cst.FunctionDef, scopes: Tuple[cst.CSTNode, ...], depth: int, seen: frozenset,
+    ) -> Optional[Origin]:
+        """The class of the project the annotation of `function`'s parameter `name` names (`bert: BERT`, also
+        `model.BERT` or a class imported from a project file), where it is defined; None for any other annotation
+        (a library's class, a string, `Optional[...]`: the model follows only what it can resolve to one class)."""
+        params = function.params
+        param = next((
+            param for param in (*params.posonly_params, *params.params, *params.kwonly_params)
+            if param.name.value == name.value
+        ), None)
+        if param is None or param.annotation is None or type(param.annotation.annotation) not in (cst.Name, cst.Attribute):
+            return None
+        # An annotation is evaluated where the def statement is.
+        classes = _distinct(self._follow(param.annotation.annotation, Place(self.ctx, scopes[:-1], function), depth + 1, seen))
+        if len(classes) != 1 or type(classes[0].node) is not cst.ClassDef:
+            return None
+        return classes[0]
 
     def arguments(self, name: cst.Name, stack: Optional[Sequence[cst.CSTNode]] = None) -> Optional[List[Argument]]:
         """For a parameter read at the innermost point of `stack` (default: the node being visited) in its own
@@ -747,6 +773,24 @@ class Values:
             return None
         return model_class, built.place.scopes
 
+    def _project_method(self, call: cst.Call, place: Place, depth: int, seen: frozenset) -> Optional[Origin]:
+        """For `obj.name(...)` whose receiver is, by every origin, an instance of one class at the top of another
+        project file, built in any project file (pix2pixHD's `data_loader.load_data()` after `data_loader =
+        CreateDataLoader(opt)`, which builds a `CustomDatasetDataLoader()` of a third file): the method that class
+        defines, where it is defined; None otherwise. Its calls are not this file's, so its parameters stay what the
+        class's own file knows of them (`_method_calls_of`)."""
+        func = call.func
+        if type(func) is not cst.Attribute or (type(func.value) is cst.Name and func.value.value in ("self", "cls")):
+            return None
+        built = self._instance_class(func.value, place, depth, seen, built_anywhere=True)
+        if built is None:
+            return None
+        there = built.place.context
+        method = method_of(built.node, func.attr.value)
+        if there is self.ctx or method is None or not any(statement is built.node for statement in there.module.body):
+            return None
+        return Origin(method, Place(there, built.place.scopes + (built.node,)))
+
     def instance_class(self, receiver: cst.BaseExpression, stack: Sequence[cst.CSTNode]) -> Optional[Origin]:
         """The class that `receiver` (evaluated inside `stack`) is, by every origin, an instance built in this file of
         (`model = RNN(...)`, then `model`, also through parameters and `self.model`): the class's origin, in the file
@@ -756,15 +800,20 @@ class Values:
         finally:
             _ANSWERED.clear()
 
-    def _instance_class(self, receiver: cst.BaseExpression, place: Place, depth: int, seen: frozenset) -> Optional[Origin]:
+    def _instance_class(
+        self, receiver: cst.BaseExpression, place: Place, depth: int, seen: frozenset, built_anywhere: bool = False,
+    ) -> Optional[Origin]:
         """`instance_class` within the question being answered (a method's returns followed through its receiver,
-        `_callees`): it keeps that question's path and settings."""
+        `_callees`): it keeps that question's path and settings. `built_anywhere`: the instances may also be built in
+        other project files (`_project_method`)."""
         classes: Dict[int, Origin] = {}
         for origin in _distinct(self._follow(receiver, place, depth, seen)):
-            if type(origin.node) is not cst.Call or origin.applied or origin.opaque or origin.place.context is not self.ctx:
+            if type(origin.node) is not cst.Call or origin.applied or origin.opaque or (
+                not built_anywhere and origin.place.context is not self.ctx
+            ):
                 return None
             built = [
-                built for built in _distinct(self._follow(origin.node.func, origin.place, depth, seen))
+                built for built in _distinct(self._at(origin.place)._follow(origin.node.func, origin.place, depth, seen))
                 if type(built.node) is cst.ClassDef
             ]
             if len(built) != 1:
@@ -1067,7 +1116,8 @@ class Values:
         if type(func) is cst.Attribute and not _is_self(func.value, place.scopes[-1]) and func.attr.value not in _WRAPPED_ATTRIBUTES:
             called = self._called_method(call, place, depth + 1, seen)
             if called is None:
-                return None
+                method = self._project_method(call, place, depth + 1, seen)
+                return [method] if method is not None else None
             model_class, around = called
             return [Origin(method_of(model_class, func.attr.value), Place(self.ctx, around + (model_class,)))]
         return self._follow(func, place, depth + 1, seen)

@@ -38,9 +38,16 @@ LEGACY_REDUCTION_MODULES = frozenset(
 LEGACY_REDUCTION_FUNCTIONS = frozenset(f"torch.nn.functional.{name}" for name in _LEGACY_FUNCTION_NAMES)
 REDUCING_FUNCTIONS = frozenset(f"torch.nn.functional.{name}" for name in _REDUCING_FUNCTION_NAMES)
 LEGACY_KEYWORDS = ("size_average", "reduce")
-# Loss modules whose first parameter is not about the reduction (`weight`, `p`); others' may be `size_average`
-# (`nn.L1Loss(False)`) or `reduction` (`nn.HuberLoss("none")`).
-_FIRST_NOT_REDUCTION = frozenset({"BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss", "NLLLoss", "NLLLoss2d"})
+# The legacy loss modules by the position of their `reduce` parameter: the arguments before it (`weight`,
+# `size_average`, `ignore_index`: `nn.NLLLoss2d(weight, size_average, ignore_index)`) cannot ask for no reduction,
+# since without `reduce` torch reduces whatever `size_average` is (`legacy_reduction`). Another loss module's first
+# parameter may be `reduction` (`nn.HuberLoss("none")`): there no positional argument is taken.
+REDUCE_POSITION = {
+    "BCELoss": 2, "BCEWithLogitsLoss": 2, "CosineEmbeddingLoss": 2, "CrossEntropyLoss": 3, "HingeEmbeddingLoss": 2,
+    "KLDivLoss": 1, "L1Loss": 1, "MSELoss": 1, "MarginRankingLoss": 2, "MultiLabelMarginLoss": 1,
+    "MultiLabelSoftMarginLoss": 2, "MultiMarginLoss": 4, "NLLLoss": 3, "NLLLoss2d": 3, "PoissonNLLLoss": 4,
+    "SmoothL1Loss": 1, "SoftMarginLoss": 1, "TripletMarginLoss": 5,
+}
 
 
 def legacy_reduction(size_average: Optional[bool], reduce: Optional[bool]) -> str:
@@ -79,8 +86,11 @@ def reduces_to_scalar(call: cst.Call, ctx: "FileContext", stack, applied: bool) 
     `call` and then applied, with no positional argument that could be the reduction."""
     if applied:
         name = ctx.qualified_name(call.func, stack) or ""
-        positional_allowed = 1 if name.rpartition(".")[2] in _FIRST_NOT_REDUCTION else 0
-        is_loss = name.startswith("torch.nn.") and name.endswith("Loss") and sum(arg.keyword is None for arg in call.args) <= positional_allowed
+        positional_allowed = REDUCE_POSITION.get(name.rpartition(".")[2], 0)
+        is_loss = (
+            name.startswith("torch.nn.") and (name.endswith("Loss") or name in LEGACY_REDUCTION_MODULES)
+            and sum(arg.keyword is None for arg in call.args) <= positional_allowed
+        )
     else:  # also a loss function kept as a value: `criterion = F.cross_entropy`, then `criterion(out, y)`
         name = semantics.function_named(call.func, REDUCING_FUNCTIONS, ctx, stack)
         is_loss = name in REDUCING_FUNCTIONS and sum(arg.keyword is None for arg in call.args) <= 2

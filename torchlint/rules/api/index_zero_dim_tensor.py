@@ -33,7 +33,8 @@ class IndexZeroDimTensor(Rule):
     ## What it does
     Flags `x.data[0]` and `x[0]` where `x` is a 0-dim tensor: a torch loss (`F.nll_loss(...)`,
     `criterion(out, y)` for a criterion built from an `nn.*Loss` in the file, without
-    `reduction="none"` or `reduce=False`), a whole-tensor reduction called without a
+    `reduction="none"` or `reduce=False`; positional arguments before `reduce` are taken,
+    `nn.NLLLoss2d(weight, size_average, ignore_index)`), a whole-tensor reduction called without a
     dimension (`(...).sum()`, `.mean()`, `.max()`, `torch.sum(x)`, ...), arithmetic of such
     values and numbers (`loss_l + loss_c`, `loss / 2`, `kld.mul_(-0.5)`, `loss.sum() / n`
     after `n = 51`; a number may be a size, `loss.sum() / x.size(0)`, `x.shape[0]`,
@@ -44,13 +45,17 @@ class IndexZeroDimTensor(Rule):
     imports (`pytorch_ssim.ssim(sr, hr).data[0]` where `ssim` returns `ssim_map.mean()`),
     and `criterion(out, y)` for a criterion built from a Module class of the file or of a
     project file (`criterion = MultiBoxLoss()`) whose `forward` returns such a value, also
+    received as a parameter from every call of the function (`train(loader, net, criterion)`
+    in the script's `main()`), also
     after a move to the host
     (`loss.data.cpu()[0]`, `loss.data.cpu().numpy()[0]`: still 0-dim, a 0-d array).
 
     Not flagged: indexing a tensor with dimensions (`out.data[0]` of a batch, `x.sum(1)[0]`),
     `.size()[0]`, lists and tuples, assignments to an element (`w.data[0] = 1.0`), and values
     the rule cannot follow: a criterion received as a parameter whose callers it cannot
-    see (`def train(model, criterion)` called from another file), an accumulator updated with `+=` in a loop,
+    all see (`def train(model, criterion)` called from a file outside the project, or a
+    public function of a module that nothing runs and no project file imports: callers
+    outside the project may pass any criterion), an accumulator updated with `+=` in a loop,
     a function that returns a 0-dim value on one path and a tensor with dimensions on another
     (`if size_average: return ssim_map.mean()` else `ssim_map.mean(1)`: which path a call takes is not
     followed); code for torch below 0.4

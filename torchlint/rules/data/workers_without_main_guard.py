@@ -27,7 +27,10 @@ class WorkersWithoutMainGuard(Rule):
     DataLoader whose `num_workers` is not a literal `0` (`for batch in loader`,
     `next(iter(loader))`, `list(loader)`, a comprehension over the loader, also
     through `tqdm(loader)`, `enumerate`, `zip`, `itertools`, accelerate's `prepare`
-    and a dict of loaders: `for phase, loader in loaders.items()`), calls
+    and a dict of loaders: `for phase, loader in loaders.items()`; the loader may be
+    what a function or a method of a project file returns: `dataset =
+    data_loader.load_data()` after `data_loader = CreateDataLoader(opt)`, whose class,
+    of another file, keeps the DataLoader its `initialize` built), calls
     `torch.multiprocessing.spawn(...)` or `Process(...).start()`, or calls a function
     that does one of these, however many calls deep: a function of the same module
     (also a method through an instance of a class of the module: `trainer.fit()`),

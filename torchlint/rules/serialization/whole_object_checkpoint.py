@@ -5,7 +5,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.models import assigned_a_module_wrapper, picked_from_model_package
-from torchlint.analysis.modules import builds_module
+from torchlint.analysis.modules import builds_module, names_module_class
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.values import Values
 from torchlint.engine.context import last_parts
@@ -50,7 +50,10 @@ class WholeObjectCheckpoint(Rule):
       and from a parameter of a helper to what its calls pass where every use of it is a call, also in the files that import
       it: `def save_checkpoint(model, optimizer, epoch, path): torch.save(model, ...)` in `utils.py`,
       called by `train.py` with `model = model.RNNModel(...)` of `model.py` (darts), is reported at the
-      helper's save;
+      helper's save; likewise `self.bert` set from a constructor's parameter, joined over the calls of the class
+      in the project (`BERTTrainer(bert)` in the package's `__main__.py`); where those calls are not all known,
+      a parameter annotated with a Module class of the project (`def __init__(self, bert: BERT)`) is taken to
+      hold one, as the annotation declares (given up: a caller that passes something else despite it);
     - when the project supports only torch 2.6 or later (`torch-version`), `torch.load(f)`
       without `weights_only=False` of a file that such a save in the same file writes: the
       same path string (also through a module-level constant), the same
@@ -225,6 +228,8 @@ class WholeObjectCheckpoint(Rule):
         found: List[str] = [wrapper] if wrapper is not None else []
         for origin in Values.of(ctx).origins(expr, stack):
             node, there, octx = origin.node, origin.place.stack, origin.place.context
+            if origin.instance_of is not None and names_module_class(origin.instance_of):
+                found.append(origin.instance_of.node.name.value)  # `bert: BERT`, a Module class of the project
             if origin.opaque or origin.applied:
                 continue
             if type(node) is cst.Call and _builds_whole_object(octx, node, there):
