@@ -117,6 +117,8 @@ def _asks_for_cuda(test: cst.BaseExpression, availability: bool = True) -> Optio
         or type(test) is cst.Comparison and (type(test.left) is cst.Call or any(type(target.comparator) is cst.Call for target in test.comparisons))
     ):
         return None
+    if type(test) in (cst.Name, cst.Attribute) and _OPTS_OUT_OF_CUDA.match(semantics.terminal_name(test) or ""):
+        return False  # `opt.no_cuda`, `args.disable_gpu`: set when CUDA is not wanted
     finder = _CudaMention()
     walk_visitor(test, finder)
     if not finder.found:
@@ -144,6 +146,10 @@ class _CudaMention(cst.CSTVisitor):
         # `"GPU"`: a choice of `--mode` among "GPU" and "CPU".
         value = semantics.literal(node, None)
         self.found = self.found or is_cuda_string(node) or isinstance(value, str) and value.lower() == "gpu"
+
+
+# A flag named for turning CUDA off (`--no_cuda`, `--disable-gpu`, `--without_cuda`).
+_OPTS_OUT_OF_CUDA = re.compile(r"(?i)(no|disable|disabled|without|skip)_?(cuda|gpus?)$")
 
 
 def _names_cuda(name: str) -> bool:
