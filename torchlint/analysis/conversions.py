@@ -183,14 +183,15 @@ def _read_to(call, ctx, stack, positional, keywords) -> Optional[Conversion]:
 
 def stays_on_its_device(move: Conversion, ctx: "FileContext", stack=None) -> bool:
     """`move` names the device its tensor is on already, so `.to()` returns the tensor as it is: no copy, no
-    conversion. `x.to(x.device)` (also after casts, which keep the device: `x.half().to(x.device)`), or
+    conversion. `x.to(x.device)` (also after casts and other tensor methods, which keep the device:
+    `x.gt(0.5).half().to(x.device)`), or
     `t.to(device)` where every value `t` may hold was made by a torch factory given that same `device=` (`t =
     torch.zeros(n, device=device)`)."""
     target = move.device_node
     base = semantics.receiver(move.call)
     while type(base) is cst.Call:
         read = conversion(base, ctx, stack)
-        if read is None or read.moves:
+        if read is not None and read.moves or read is None and not _keeps_the_device(base):
             return False
         base = semantics.receiver(base)
     if target is None or base is None:
@@ -211,6 +212,19 @@ def stays_on_its_device(move: Conversion, ctx: "FileContext", stack=None) -> boo
         type(binding.value) is cst.Call and not binding.element and _made_on(binding.value, written, ctx, stack)
         for binding in bindings
     )
+
+
+def _keeps_the_device(call: cst.Call) -> bool:
+    """A tensor method that is not a move gives a tensor on its receiver's device (`t.gt(0.5)`, `t.abs().clone()`),
+    unless it is told another (`device=`)."""
+    return (
+        type(call.func) is cst.Attribute and semantics.keyword(call, "device") is None
+        and call.func.attr.value not in _LEAVES_TORCH
+    )
+
+
+# Methods whose result is not a tensor, so has no device.
+_LEAVES_TORCH = frozenset({"numpy", "tolist", "item"})
 
 
 def _made_on(call: cst.Call, device_code: str, ctx: "FileContext", stack) -> bool:
