@@ -49,7 +49,8 @@ class TorchvisionPretrained(Rule):
     ## What it does
     Flags `pretrained=` and `pretrained_backbone=` passed to torchvision model builders
     (`torchvision.models.resnet50(pretrained=True)`, `models.detection.fasterrcnn_resnet50_fpn(
-    pretrained_backbone=False)`, `torchvision.models.get_model("resnet50", pretrained=True)`).
+    pretrained_backbone=False)`, `torchvision.models.get_model("resnet50", pretrained=True)`), also a builder
+    chosen by name (`models.__dict__[args.arch](pretrained=True)`, `getattr(models, arch)(pretrained=True)`).
     Not `torch.hub.load` or other libraries' `pretrained=` arguments, and not in code for
     torch below 1.12 (`torch-version`, or the project's own torch requirement): torchvision
     0.13, which brought `weights=`, needs torch 1.12, so such code has a torchvision where
@@ -79,8 +80,8 @@ class TorchvisionPretrained(Rule):
     about_the_source = True
     # A flagged builder resolves to a name under `torchvision.models`, so the file imports `torchvision` by name.
     triggers = words("torchvision")
-    # Every name it acts on resolves under `torchvision.models`.
-    call_parts = frozenset({"torchvision"})
+    # Every name it acts on resolves under `torchvision.models`, or is the builtin `getattr` picking a builder by name.
+    call_parts = frozenset({"torchvision", "getattr"})
     fix_safety = "safe"
     message = (
         "`pretrained=` is deprecated since torchvision 0.13 (it warns when called, and torchvision says it may be removed); "
@@ -98,10 +99,15 @@ class TorchvisionPretrained(Rule):
     """
 
     def visit_Call(self, node: cst.Call) -> None:
-        qualified = self.ctx.qualified_name(node.func)
-        if qualified is None or self.ctx.config.torch_version < WEIGHTS_SINCE_TORCH:
+        if self.ctx.config.torch_version < WEIGHTS_SINCE_TORCH:
             return
-        if qualified == MODELS + "get_model":
+        picked = self._picked_by_name(node.func)
+        qualified = self.ctx.qualified_name(node.func) if picked is None else picked
+        if qualified is None:
+            return
+        if picked is not None:
+            key = None
+        elif qualified == MODELS + "get_model":
             name = semantics.positional(node, 0) or semantics.keyword(node, "name")
             model = semantics.literal(name.value) if name is not None else None
             key = model if isinstance(model, str) else None
@@ -119,6 +125,24 @@ class TorchvisionPretrained(Rule):
                     f"pass `{new}=` instead"
                 )
                 self.report(arg, message, self._fix(node, arg, old, new, key))
+
+    def _picked_by_name(self, func: cst.BaseExpression) -> Optional[str]:
+        """`models.__dict__[arch]` or `getattr(models, arch)` of a torchvision builder module: a builder chosen by its
+        name at run time (`models.__dict__[args.arch](pretrained=True)`), as the module's qualified name."""
+        if type(func) is cst.Subscript and type(func.value) is cst.Attribute and func.value.attr.value == "__dict__":
+            module = func.value.value
+        elif (
+            type(func) is cst.Call and type(func.func) is cst.Name and func.func.value == "getattr" and len(func.args) == 2
+            and self.ctx.qualified_name(func.func) is None  # the builtin, not an imported `getattr`
+        ):
+            module = func.args[0].value
+        else:
+            return None
+        qualified = self.ctx.qualified_name(module)
+        is_builders = qualified is not None and (qualified + ".").startswith(MODELS) and (
+            qualified + "." == MODELS or qualified[len(MODELS):] in TASK_FOLDERS
+        )
+        return qualified if is_builders else None
 
     def _fix(self, node: cst.Call, arg: cst.Arg, old: str, new: str, key: Optional[str]) -> Optional[Fix]:
         if semantics.keyword(node, new) is not None or semantics.has_star_kwargs(node):
