@@ -216,15 +216,20 @@ def stays_on_its_device(move: Conversion, ctx: "FileContext", stack=None) -> boo
 
 def _keeps_the_device(call: cst.Call) -> bool:
     """A tensor method that is not a move gives a tensor on its receiver's device (`t.gt(0.5)`, `t.abs().clone()`),
-    unless it is told another (`device=`)."""
+    unless it is told another (`device=`). Only methods tensors are known by count: `replay.sample(32)` is not."""
     return (
-        type(call.func) is cst.Attribute and semantics.keyword(call, "device") is None
-        and call.func.attr.value not in _LEAVES_TORCH
+        type(call.func) is cst.Attribute and call.func.attr.value in _DEVICE_KEEPING_METHODS
+        and semantics.keyword(call, "device") is None
     )
 
 
-# Methods whose result is not a tensor, so has no device.
-_LEAVES_TORCH = frozenset({"numpy", "tolist", "item"})
+# Tensor methods whose result lives where their receiver does: reshaping, comparing, elementwise arithmetic.
+_DEVICE_KEEPING_METHODS = frozenset({
+    "view", "view_as", "reshape", "reshape_as", "unsqueeze", "squeeze", "permute", "transpose", "t", "contiguous",
+    "flatten", "expand", "expand_as", "repeat", "detach", "clone", "gt", "ge", "lt", "le", "eq", "ne", "abs", "neg",
+    "sign", "sqrt", "exp", "log", "sigmoid", "tanh", "relu", "clamp", "round", "floor", "ceil", "sum", "mean", "max",
+    "min", "argmax", "argmin", "softmax", "log_softmax", "mul", "add", "sub", "div", "pow", "masked_fill",
+})
 
 
 def _made_on(call: cst.Call, device_code: str, ctx: "FileContext", stack) -> bool:

@@ -9,7 +9,6 @@ from torchlint.analysis.dtypes import made_dtype
 from torchlint.analysis.loops import loop_nodes
 from torchlint.analysis.steps import in_a_step_loop, per_step_function
 from torchlint.analysis.values import IDENTITY_WRAPPERS, Values
-from torchlint.engine.scopes import dotted_name
 from torchlint.engine.walk import walk, walk_visitor
 from torchlint.finding import Fix
 from torchlint.fixes.rewrites import code_in_place, with_keywords
@@ -371,17 +370,23 @@ def _lazily_initialised(stack) -> bool:
         if type(node) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
             return False
         if type(node) is cst.If and stack[index + 1] is node.body:
-            tested = _first_use_subject(node.test)
-            subject = dotted_name(tested) if tested is not None else None
-            if subject is not None and _fills(node.body, subject, _kept_by_a_loop(stack[:index], subject)):
+            subject = _first_use_subject(node.test)
+            if subject is None:
+                continue
+            if type(subject) not in (cst.Name, cst.Attribute, cst.Subscript):
+                # `if self.state[p].get("buf") is None:`, `getattr(self, "buf", None)`: what it reads is not written
+                # as it is tested, so the branch is taken for filling it.
+                return True
+            if _fills(node.body, subject, _kept_by_a_loop(stack[:index], subject)):
                 return True
     return False
 
 
-def _kept_by_a_loop(outer, subject: str) -> bool:
-    """Rebinding `subject` keeps the value for later: it is an attribute chain (`self.hidden`), or a loop of the
-    same function (or of the module) encloses the test, and its next turn sees the name bound."""
-    if "." in subject:
+def _kept_by_a_loop(outer, subject: cst.BaseExpression) -> bool:
+    """Rebinding `subject` keeps the value for later: it is an attribute or an item (`self.hidden`,
+    `self.state[p]`), or a loop of the same function (or of the module) encloses the test, and its next turn sees the
+    name bound."""
+    if type(subject) is not cst.Name:
         return True
     for node in reversed(outer):
         if type(node) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
@@ -394,23 +399,24 @@ def _kept_by_a_loop(outer, subject: str) -> bool:
 def _first_use_subject(test: cst.BaseExpression) -> Optional[cst.BaseExpression]:
     """What a first-use test asks about: `state` of `not state` and `len(state) == 0`, `x` of `x is None`, `cache`
     of `key not in cache`."""
+    subject = None
     if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-        return test.expression if type(test.expression) in (cst.Name, cst.Attribute, cst.Subscript) else None
-    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
-        return None
-    comparison = test.comparisons[0]
-    operator, right = type(comparison.operator), comparison.comparator
-    if operator is cst.NotIn:
-        return right
-    if operator is cst.Is and type(right) is cst.Name and right.value == "None":
-        return test.left
-    is_len = type(test.left) is cst.Call and type(test.left.func) is cst.Name and test.left.func.value == "len"
-    if is_len and len(test.left.args) == 1 and operator is cst.Equal and type(right) is cst.Integer and right.value == "0":
-        return test.left.args[0].value
-    return None
+        if type(test.expression) in (cst.Name, cst.Attribute, cst.Subscript):
+            subject = test.expression
+    elif type(test) is cst.Comparison and len(test.comparisons) == 1:
+        comparison = test.comparisons[0]
+        operator, right = type(comparison.operator), comparison.comparator
+        is_len = type(test.left) is cst.Call and type(test.left.func) is cst.Name and test.left.func.value == "len"
+        if operator is cst.NotIn:
+            subject = right
+        elif operator is cst.Is and type(right) is cst.Name and right.value == "None":
+            subject = test.left
+        elif is_len and len(test.left.args) == 1 and operator is cst.Equal and type(right) is cst.Integer and right.value == "0":
+            subject = test.left.args[0].value
+    return subject
 
 
-def _fills(body: cst.CSTNode, subject: str, rebinding_keeps: bool) -> bool:
+def _fills(body: cst.CSTNode, subject: cst.BaseExpression, rebinding_keeps: bool) -> bool:
     """The branch stores into `subject` (`subject[k] = ...`, `subject.k = ...`), calls a method on it
     (`subject.append(...)`, `subject.update(...)`), or, when `rebinding_keeps`, binds it."""
     found = []
@@ -418,7 +424,7 @@ def _fills(body: cst.CSTNode, subject: str, rebinding_keeps: bool) -> bool:
     def visit(node: cst.CSTNode) -> bool:
         if type(node) in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign) and _written_into(node.target, subject, rebinding_keeps):
             found.append(node)
-        elif type(node) is cst.Call and type(node.func) is cst.Attribute and dotted_name(node.func.value) == subject:
+        elif type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.value.deep_equals(subject):
             found.append(node)
         return not found
 
@@ -426,14 +432,16 @@ def _fills(body: cst.CSTNode, subject: str, rebinding_keeps: bool) -> bool:
     return bool(found)
 
 
-def _written_into(target: cst.BaseExpression, subject: str, rebinding_keeps: bool) -> bool:
+def _written_into(target: cst.BaseExpression, subject: cst.BaseExpression, rebinding_keeps: bool) -> bool:
     if type(target) in (cst.Tuple, cst.List):
         return any(_written_into(element.value, subject, rebinding_keeps) for element in target.elements)
-    if dotted_name(target) == subject:
+    if target.deep_equals(subject):
         return rebinding_keeps
-    while type(target) in (cst.Subscript, cst.Attribute) and dotted_name(target) != subject:
+    while type(target) in (cst.Subscript, cst.Attribute):
         target = target.value
-    return dotted_name(target) == subject
+        if target.deep_equals(subject):
+            return True
+    return False
 
 
 def _innermost_function(stack) -> Optional[cst.FunctionDef]:

@@ -35,8 +35,9 @@ class DropoutAlwaysOn(Rule):
     (`F.dropout(x, drop_prob)` in `forward(self, x, drop_prob)`: the caller chooses the
     rate on every call, and passes 0 where it wants none, as RVAE's sampling does; given up:
     a caller that passes a non-zero rate while evaluating, which the rule cannot see),
-    `nn.Dropout` modules (they follow `eval()`), dropout of an all-zero tensor
-    (`torch.zeros_like(h)`: zeros in either mode), calls passing `**kwargs`, and
+    `nn.Dropout` modules (they follow `eval()`), dropout of an all-zero tensor made in
+    the call (`F.dropout(torch.zeros_like(h), p)`: zeros in either mode), calls passing
+    `**kwargs`, and
     functional dropout outside Module methods (a plain function has no mode to follow).
 
     ## Why is this bad?
@@ -128,24 +129,13 @@ class DropoutAlwaysOn(Rule):
         return param is not None and (param.default is None or syntax.literal(param.default) == 0)
 
     def _drops_zeros(self, call: cst.Call) -> bool:
-        """The input is all zeros (`torch.zeros(...)`, `torch.zeros_like(h)`, `h.new_zeros(...)`, or a name bound only
-        to one): dropout gives zeros back in either mode, so `training=` would change nothing."""
+        """The input is a fresh all-zero tensor (`torch.zeros(...)`, `torch.zeros_like(h)`, `h.new_zeros(...)` written
+        as the argument): dropout gives zeros back in either mode, so `training=` would change nothing. A name bound
+        to one is not taken for zeros: it may be written in place before the call."""
         given = syntax.call_argument(call, 0, "input")
-        if given is None:
-            return False
-        if type(given) is cst.Name:
-            origins = Values.of(self.ctx).origins(given, self.ctx.stack)
-            return bool(origins) and all(
-                not origin.applied and not origin.opaque
-                and self._makes_zeros(origin.node, origin.place.context, origin.place.stack) for origin in origins
-            )
-        return self._makes_zeros(given, self.ctx, self.ctx.stack)
-
-    @staticmethod
-    def _makes_zeros(expr: cst.CSTNode, ctx, stack) -> bool:
-        if type(expr) is not cst.Call:
-            return False
-        return ctx.qualified_name(expr.func, stack) in _ZERO_FACTORIES or syntax.method_name(expr) == "new_zeros"
+        return type(given) is cst.Call and (
+            self.ctx.qualified_name(given.func) in _ZERO_FACTORIES or syntax.method_name(given) == "new_zeros"
+        )
 
     def _fix(self, call: cst.Call, method: cst.FunctionDef):
         instance = self_name(method)
