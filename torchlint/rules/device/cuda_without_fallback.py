@@ -7,7 +7,7 @@ from torchlint.analysis import syntax
 from torchlint.analysis.conversions import computed_cuda_device, conversion, implements_method
 from torchlint.analysis.devices import CUDA_STRING, in_a_cuda_branch, is_cuda_string, names_device
 from torchlint.analysis.facts import project_import_names
-from torchlint.analysis.intent import CUDA_ONLY_LIBRARIES, FALLBACK, Sites, evidence_in, project_intent
+from torchlint.analysis.intent import CUDA_ONLY_LIBRARIES, FALLBACK, Sites, names_module, project_intent
 from torchlint.analysis.loops import counters_around
 from torchlint.analysis.modules import ModuleClasses
 from torchlint.analysis.file_kind import FileKind
@@ -506,7 +506,7 @@ class CudaWithoutFallback(Rule):
             return
         # Where the program means to run: not reported in a helper reached only from CUDA-only files of its project.
         intent = project_intent(self.ctx.filename, self.ctx.config)
-        sites = Sites(intent, self.ctx, evidence_in(self.ctx.text, self.ctx.filename))
+        sites = Sites(intent, self.ctx, intent.evidence_in(self.ctx.text, self.ctx.filename))
         if not sites.whole.report:
             return
         read = _names_read(self.ctx.module) if any(map(self._is_module_setting, self.sites)) else frozenset()
@@ -588,7 +588,7 @@ class CudaWithoutFallback(Rule):
         setup = found[0].context
         finder = _CudaExtensions(setup)
         walk_visitor(setup.module, finder)
-        return any(_same_module(built, path) for built in finder.names for path in self.imports)
+        return any(names_module(built, path) for built in finder.names for path in self.imports)
 
     def _imports_project_cuda_build(self) -> bool:
         """The file imports a project module that compiles CUDA code when it is imported (`cpp_extension.load(...)`
@@ -911,16 +911,6 @@ class _CudaExtensions(cst.CSTVisitor):
             name = semantics.literal(call_argument(node, 0, "name"), None)
             if isinstance(name, str) and name:
                 self.names.append(name)
-
-
-def _same_module(built: str, imported: str) -> bool:
-    """`import pkg._C` / `from pkg._C import f` / `from . import _C` name the extension `pkg._C`."""
-    if imported == built or imported.startswith(built + "."):
-        return True
-    if not imported.startswith("."):
-        return False
-    parts, ends = imported.lstrip(".").split("."), built.split(".")
-    return any(parts[:count] == ends[-count:] for count in range(1, min(len(parts), len(ends)) + 1))
 
 
 # Where a `Name` child binds or names something rather than reads a value: (parent type, its field).
