@@ -40,6 +40,26 @@ def test_evidence_of_a_file(text, kind, what):
     assert (found.kind, found.what) == (kind, what)
 
 
+EXTENSIONS = frozenset({"build_adjacency_matrix", "pkg._C"})
+
+
+@pytest.mark.parametrize("text, what", [
+    ("import build_adjacency_matrix\n", intent.CUDA_EXTENSION_IMPORT),
+    ("from pkg._C import nms\n", intent.CUDA_EXTENSION_IMPORT),
+    ("from . import _C\n", intent.CUDA_EXTENSION_IMPORT),
+    # CUDA-only design outweighs a parameter defaulting to the CPU; a device fallback outweighs it.
+    ('def run(x, device="cpu"):\n    pass\nimport build_adjacency_matrix\n', intent.CUDA_EXTENSION_IMPORT),
+    ('import build_adjacency_matrix\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\n', "a device fallback"),
+    # Imported in a function or a `try`: the file may run without it.
+    ("def rerank():\n    import build_adjacency_matrix\n", None),
+    ("try:\n    import build_adjacency_matrix\nexcept ImportError:\n    pass\n", None),
+    ("import build_adjacency\nimport pkg\n", None),  # another module, the package itself
+])
+def test_evidence_of_an_import_of_a_cuda_extension_of_the_project(text, what):
+    found = intent.evidence_in(text, "/nowhere/train.py", EXTENSIONS)
+    assert (found.what if found is not None else None) == what
+
+
 @pytest.mark.parametrize("text", [
     "x = torch.ones(2, device='cpu')\n",  # a CPU tensor in any program
     "    device='cpu',\n",  # a keyword argument of a call spread over lines
@@ -122,7 +142,9 @@ def test_each_importer_is_kept_with_the_names_it_imports(tmp_path):
 def test_a_scan_stored_in_the_old_shape_is_made_again():
     old = ({}, {"/p/core.py": ["/p/train.py"]}, None, {})  # importers as a list per file, before the names were kept
     assert not intent._well_formed(old)
-    assert intent._well_formed(({}, {"/p/core.py": {"/p/train.py": ("prepare",), "/p/demo.py": None}}, None, {}))
+    importers = {"/p/core.py": {"/p/train.py": ("prepare",), "/p/demo.py": None}}
+    assert not intent._well_formed(({}, importers, None, {}))  # before the project's CUDA extensions were kept
+    assert intent._well_formed(({}, importers, None, {}, {"build_adjacency_matrix": "/p/extension/setup.py"}))
 
 
 def test_a_helper_is_relinted_when_an_importer_comes_to_import_it(tmp_path, monkeypatch):

@@ -7,7 +7,9 @@ linear in its size), for two kinds of evidence per file, the first that matches 
 - a CPU path: a device fallback (`"cuda" if torch.cuda.is_available() else "cpu"`);
 - CUDA-only design: an NCCL backend, `assert torch.cuda.is_available()`, `torch.cuda.set_device(...)`,
   `dist.get_rank()` at module level (a program that needs a launcher), a CUDA extension (`CUDAExtension(`, `.cu`
-  sources), an import at module level of a library that runs only on NVIDIA GPUs (`CUDA_ONLY_LIBRARIES`);
+  sources), an import at module level of a library that runs only on NVIDIA GPUs (`CUDA_ONLY_LIBRARIES`), or of a
+  module that a build script anywhere in the project makes as a `CUDAExtension` (found by the extension's name:
+  `extension/adjacency_matrix/setup.py` building `build_adjacency_matrix`);
 - a CPU path again, weaker: a `--device` argument or `device=` parameter defaulting to `"cpu"`, `device = "cpu"`.
 
 Not evidence: `map_location="cpu"`. A CUDA-only program loads its checkpoints on the CPU to spare GPU memory
@@ -19,8 +21,9 @@ torch wheel (`download.pytorch.org/whl/cpu`) is evidence of a CPU path for the p
 Each scanned file also lists the project files it imports (resolved as the value model resolves them,
 `PROJECT.locate`) and the names it imports from each (`prepare_task` for `from pkg.core import prepare_task`; none in
 particular for `import pkg.core`, `from pkg import core` or `from pkg.core import *`, which may reach anything in the
-module). A file without evidence of its own that imports a project module importing a CUDA-only library at its top
-(a CuPy kernel of the program's own) is CUDA-only too. Else a file is judged by what reaches it (`ProjectIntent.decide`). Code inside a module-level function or class
+module). A file without evidence of its own that imports a project module importing a CUDA-only library or one of
+the project's CUDA extensions at its top (a CuPy kernel of the program's own, a wrapper of its `.cu` kernels) is
+CUDA-only too. Else a file is judged by what reaches it (`ProjectIntent.decide`). Code inside a module-level function or class
 is judged by the importers that import that function or class, or one of the file's others whose code names it, or
 import the whole module and use one of them as their text shows (`Sites`, `ProjectIntent._reaching`); a package's
 `__init__.py` passes the question on to its own importers: a helper that only CUDA-only programs import is not
@@ -61,6 +64,8 @@ CPU = "cpu"
 CUDA = "cuda"
 # The evidence of a module-level import of a library of `CUDA_ONLY_LIBRARIES`: its importers need a GPU too.
 CUDA_ONLY_LIBRARY = "a CUDA-only library"
+# ... and of a module-level import of a CUDA extension a build script of the project makes: so do its importers.
+CUDA_EXTENSION_IMPORT = "an import of a CUDA extension the project builds"
 # What the message calls the strongest CPU evidence: a file showing it checks for CUDA (TL205 cites it apart).
 FALLBACK = "a device fallback"
 
@@ -89,6 +94,10 @@ _EVIDENCE: Tuple[Tuple[str, str, "re.Pattern[str]", Tuple[str, ...]], ...] = tup
          rf"^[ \t]*(?:self\.)?device[ \t]*=[ \t]*(?:torch\.device\()?{_STRING}cpu{_STRING}\)?[ \t]*(?:#.*)?$", ("cpu",)),
     )
 )
+# Where the weaker CPU paths begin in `_EVIDENCE`: an import of a project's CUDA extension decides before them.
+_WEAK_CPU_FROM = next(index for index, (kind, what, _, _) in enumerate(_EVIDENCE) if kind == CPU and what != FALLBACK)
+# The module a build script makes as a CUDA extension: `CUDAExtension("pkg._C", ...)`, `CUDAExtension(name="pkg._C", ...)`.
+_CUDA_EXTENSION_NAME = re.compile(rf"\bCUDAExtension\(\s*(?:name\s*=\s*)?{_STRING}([\w.]+){_STRING}")
 _IMPORT = re.compile(
     r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)|import[ \t]+([^\n#;]+))", re.MULTILINE
 )
@@ -99,7 +108,7 @@ _CI_CPU = re.compile(
 )
 
 # The shape of the stored scan: a scan kept in another shape is a miss in the store, made again and kept anew.
-_FORMAT = 2
+_FORMAT = 3
 _MAX_FILES = 3000
 _MAX_TOTAL_BYTES = 30_000_000
 # How many importers deep, and how many files at most, `decide` follows what reaches a file.
@@ -132,9 +141,15 @@ class Verdict(NamedTuple):
     evidence: Optional[Evidence]
 
 
-def evidence_in(text: str, path: str) -> Optional[Evidence]:
-    """The evidence a file's text shows (the first kind of `_EVIDENCE` that matches, at its first match)."""
-    for kind, what, pattern, needs in _EVIDENCE:
+def evidence_in(text: str, path: str, extensions: FrozenSet[str] = frozenset()) -> Optional[Evidence]:
+    """The evidence a file's text shows (the first kind of `_EVIDENCE` that matches, at its first match), an import
+    at its top of one of `extensions` (the CUDA extensions its project builds) counting as CUDA-only design, after
+    the other CUDA-only evidence and before the weaker CPU paths."""
+    for index, (kind, what, pattern, needs) in enumerate(_EVIDENCE):
+        if index == _WEAK_CPU_FROM and extensions:
+            found = _imports_cuda_extension(text, path, extensions)
+            if found is not None:
+                return found
         if not any(need in text for need in needs):
             continue
         found = pattern.search(text)
@@ -143,20 +158,55 @@ def evidence_in(text: str, path: str) -> Optional[Evidence]:
     return None
 
 
+def names_module(built: str, imported: str) -> bool:
+    """The import path names the extension module `built`: `import pkg._C` / `from pkg._C import f` / `from . import
+    _C` name `pkg._C`."""
+    if imported == built or imported.startswith(built + "."):
+        return True
+    if not imported.startswith("."):
+        return False
+    parts, ends = imported.lstrip(".").split("."), built.split(".")
+    return any(parts[:count] == ends[-count:] for count in range(1, min(len(parts), len(ends)) + 1))
+
+
+def _imports_cuda_extension(text: str, path: str, extensions: FrozenSet[str]) -> Optional[Evidence]:
+    """An import at the top of the file (at column 0: not in a function, a branch or a `try`, which may fall back) of
+    a module of `extensions`: without CUDA the import fails (the extension links torch's CUDA library). An absolute
+    path that names a Python file of the project is that file, not the extension."""
+    for found in _IMPORT.finditer(text):
+        if found.group(0)[:1] in " \t":
+            continue
+        for imported, _ in _items_of(found):
+            if not any(names_module(built, imported) for built in extensions):
+                continue
+            if not imported.startswith("."):
+                located = PROJECT.locate(path, imported)
+                if located is not None and not located[1]:
+                    continue
+            return Evidence(CUDA, CUDA_EXTENSION_IMPORT, found.group(0).strip(), path, text.count("\n", 0, found.start()) + 1)
+    return None
+
+
 class ProjectIntent:
     """The evidence of each file of one project, who imports whom (and which names), and the evidence of its CI."""
 
     def __init__(self, root: str, evidence: Dict[str, Evidence],
                  importers: Dict[str, Dict[str, Optional[Tuple[str, ...]]]], ci: Optional[Evidence],
-                 digests: Dict[str, bytes]):
+                 digests: Dict[str, bytes], extensions: Dict[str, str]):
         self.root = root
         self.evidence = evidence
+        # the module names of the project's CUDA extensions -> the build script that makes each
+        self.extensions = extensions
         # file -> the project files that import it -> the names each imports from it (None: the whole module)
         self.importers = importers
         self.ci = ci
         self.digests = digests
         # importer -> the project files it imports (`importers` turned round), on first need
         self.imported: Optional[Dict[str, List[str]]] = None
+
+    def evidence_in(self, text: str, filename: str) -> Optional[Evidence]:
+        """The evidence of a file of the project, as the scan reads it (`evidence_in`, with the project's extensions)."""
+        return evidence_in(text, filename, frozenset(self.extensions))
 
     def decide(self, filename: str, own: Optional[Evidence], definitions: Optional[FrozenSet[str]] = None) -> Verdict:
         """Whether hard-coded CUDA in `filename` (whose own evidence is `own`) runs where the program means to run
@@ -176,7 +226,7 @@ class ProjectIntent:
             return Verdict(own.kind == CPU, own)
         if self.ci is not None and is_test_path(path):
             return self._cited(Verdict(True, self.ci))
-        library = self._imports_cuda_only_library(path)
+        library = self._imports_cuda_only_module(path)
         if library is not None:
             return self._cited(Verdict(False, library))
         importers = self.importers.get(path, {})
@@ -211,9 +261,10 @@ class ProjectIntent:
             return self._cited(Verdict(False, cuda), {*seen, *importers, *read})
         return Verdict(True, None)
 
-    def _imports_cuda_only_library(self, path: str) -> Optional[Evidence]:
-        """The evidence of a project module `path` imports that imports a CUDA-only library at its top (a CuPy kernel
-        of the program's own, `correlation.py` doing `import cupy`): the program cannot do its work without a GPU."""
+    def _imports_cuda_only_module(self, path: str) -> Optional[Evidence]:
+        """The evidence of a project module `path` imports that imports a CUDA-only library or a CUDA extension of
+        the project at its top (a CuPy kernel of the program's own, `correlation.py` doing `import cupy`; a wrapper
+        of the project's `.cu` kernels): the program cannot do its work without a GPU."""
         if self.imported is None:
             self.imported = {}
             for module, importers in self.importers.items():
@@ -221,7 +272,7 @@ class ProjectIntent:
                     self.imported.setdefault(importer, []).append(module)
         for module in sorted(self.imported.get(path, ())):
             found = self.evidence.get(module)
-            if found is not None and found.what == CUDA_ONLY_LIBRARY:
+            if found is not None and found.what in (CUDA_ONLY_LIBRARY, CUDA_EXTENSION_IMPORT):
                 return found
         return None
 
@@ -257,7 +308,10 @@ class ProjectIntent:
         return found or [(importer, depth, None) for importer in importers]
 
     def _cited(self, verdict: Verdict, followed=()) -> Verdict:
-        for path in {*followed, *([verdict.evidence.path] if verdict.evidence is not None else [])}:
+        evidence = verdict.evidence
+        # An import of an extension is evidence while a build script makes it: the result depends on those too.
+        builds = set(self.extensions.values()) if evidence is not None and evidence.what == CUDA_EXTENSION_IMPORT else set()
+        for path in {*followed, *builds, *([evidence.path] if evidence is not None else [])}:
             digest = self.digests.get(path)
             if digest is not None:
                 PROJECT.record(path, digest)
@@ -422,16 +476,17 @@ def _scan(root: str) -> ProjectIntent:
     found = SUMMARIES.kept(os.path.join(root, ".torchlint-project-intent"), digest, lambda: _read(root, files, workflows))
     if not _well_formed(found):
         found = _read(root, files, workflows)
-    evidence, importers, ci, digests = found
+    evidence, importers, ci, digests, extensions = found
     return ProjectIntent(
         root, {path: Evidence(*item) for path, item in evidence.items()}, importers,
-        Evidence(*ci) if ci is not None else None, digests,
+        Evidence(*ci) if ci is not None else None, digests, extensions,
     )
 
 
 def _read(root: str, files: List[Tuple[str, int]], workflows: List[str]) -> tuple:
     """What the scan keeps, in plain values `marshal` writes: evidence by file, importers by file (with the names each
-    imports, `ProjectIntent.importers`), the CI evidence and the digests of the files read."""
+    imports, `ProjectIntent.importers`), the CI evidence, the digests of the files read and the project's CUDA
+    extensions (`ProjectIntent.extensions`), found first: an import of one is evidence in any file."""
     evidence: Dict[str, tuple] = {}
     # imported file -> importer -> the names it imports from it; None once it imports the whole module
     importers: Dict[str, Dict[str, Optional[set]]] = {}
@@ -442,6 +497,8 @@ def _read(root: str, files: List[Tuple[str, int]], workflows: List[str]) -> tupl
         part for path, _ in files
         for part in os.path.splitext(os.path.relpath(path, root))[0].split(os.sep)
     }
+    texts: List[Tuple[str, str]] = []
+    extensions: Dict[str, str] = {}
     for path, _ in files:
         try:
             data = sources.read_bytes(path)
@@ -449,7 +506,13 @@ def _read(root: str, files: List[Tuple[str, int]], workflows: List[str]) -> tupl
             continue
         digests[path] = sources.content_digest(data)
         text = data.decode("utf-8", "replace")
-        found = evidence_in(text, path)
+        texts.append((path, text))
+        if "CUDAExtension(" in text:
+            for built in _CUDA_EXTENSION_NAME.finditer(text):
+                extensions.setdefault(built.group(1), path)
+    built_names = frozenset(extensions)
+    for path, text in texts:
+        found = evidence_in(text, path, built_names)
         if found is not None:
             evidence[path] = tuple(found)
         for dotted in _imported_paths(text):
@@ -467,7 +530,7 @@ def _read(root: str, files: List[Tuple[str, int]], workflows: List[str]) -> tupl
     return evidence, {
         path: {importer: None if names is None else tuple(sorted(names)) for importer, names in sorted(found.items())}
         for path, found in importers.items()
-    }, _ci_evidence(workflows), digests
+    }, _ci_evidence(workflows), digests, extensions
 
 
 def _ci_evidence(workflows: List[str]) -> Optional[tuple]:
@@ -489,21 +552,26 @@ def _imported_items(text: str) -> Iterator[Tuple[str, Optional[str]]]:
     """Each name a file's import statements bind, as its import path and the local name (`pkg.mod.name`, `.name`;
     `c` for `import pkg.core as c`); a star import as its module and None."""
     for found in _IMPORT.finditer(text):
-        module, names, plain = found.groups()
-        if plain is not None:
-            for part in plain.split(","):
-                words = part.split()
-                if words:
-                    yield words[0], words[-1]
-            continue
-        for part in names.strip("()").replace("\\", " ").split(","):
+        yield from _items_of(found)
+
+
+def _items_of(found: "re.Match[str]") -> Iterator[Tuple[str, Optional[str]]]:
+    """The names one import statement `_IMPORT` matched binds, as `_imported_items` gives them."""
+    module, names, plain = found.groups()
+    if plain is not None:
+        for part in plain.split(","):
             words = part.split()
-            if not words:  # after a trailing comma
-                continue
-            if words[0] == "*":
-                yield module, None
-                continue
-            yield (module + words[0] if module.endswith(".") or not module else f"{module}.{words[0]}"), words[-1]
+            if words:
+                yield words[0], words[-1]
+        return
+    for part in names.strip("()").replace("\\", " ").split(","):
+        words = part.split()
+        if not words:  # after a trailing comma
+            continue
+        if words[0] == "*":
+            yield module, None
+            continue
+        yield (module + words[0] if module.endswith(".") or not module else f"{module}.{words[0]}"), words[-1]
 
 
 def _imported_paths(text: str) -> List[str]:
@@ -562,9 +630,9 @@ def _uses_paths(importer: str, bound: FrozenSet[str], paths: FrozenSet[Tuple[str
 
 def _well_formed(found: object) -> bool:
     """The stored scan has the shapes `_scan` reads (one from elsewhere, or damaged, is made again)."""
-    if not (isinstance(found, tuple) and len(found) == 4):
+    if not (isinstance(found, tuple) and len(found) == 5):
         return False
-    evidence, importers, ci, digests = found
+    evidence, importers, ci, digests, extensions = found
     return (
         isinstance(evidence, dict) and all(isinstance(item, tuple) and len(item) == 5 for item in evidence.values())
         and isinstance(importers, dict) and all(
@@ -572,4 +640,5 @@ def _well_formed(found: object) -> bool:
             for item in importers.values()
         )
         and (ci is None or isinstance(ci, tuple) and len(ci) == 5) and isinstance(digests, dict)
+        and isinstance(extensions, dict) and all(isinstance(path, str) for path in extensions.values())
     )

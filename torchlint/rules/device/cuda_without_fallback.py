@@ -7,7 +7,7 @@ from torchlint.analysis import syntax
 from torchlint.analysis.conversions import computed_cuda_device, conversion, implements_method
 from torchlint.analysis.devices import CUDA_STRING, in_a_cuda_branch, is_cuda_string, names_device
 from torchlint.analysis.facts import project_import_names
-from torchlint.analysis.intent import CUDA_ONLY_LIBRARIES, FALLBACK, Sites, evidence_in, project_intent
+from torchlint.analysis.intent import CUDA_ONLY_LIBRARIES, FALLBACK, Sites, names_module, project_intent
 from torchlint.analysis.loops import counters_around
 from torchlint.analysis.modules import ModuleClasses
 from torchlint.analysis.file_kind import FileKind
@@ -40,6 +40,11 @@ _CUDA_SOURCE = re.compile(r".*\.cuh?")
 # How far `_imports_project_cuda_build` follows a file's imports into its project.
 _MAX_BUILD_DEPTH = 4
 _MAX_BUILD_MODULES = 32
+# The legacy typed constructors of CUDA tensors (`torch.cuda.FloatTensor([0.2, 0.8])`): a tensor made on the GPU.
+CUDA_TENSOR_TYPES = frozenset(
+    f"torch.cuda.{kind}Tensor"
+    for kind in ("Float", "Double", "Half", "BFloat16", "Byte", "Char", "Short", "Int", "Long", "Bool")
+)
 # `with torch.cuda.device(1):` names a GPU by its index too.
 CUDA_DEVICE_CONTEXT = "torch.cuda.device"
 # Words that make a test decorator or skip condition about GPUs (`skip_if_lt_x_gpu`, `requires_cuda`, `HAS_GPU`).
@@ -94,7 +99,9 @@ class CudaWithoutFallback(Rule):
     ## What it does
     Flags each hard-coded CUDA device (`"cuda"` or `"cuda:N"` passed as a device,
     `torch.device("cuda")`, `.cuda()`, `device = "cuda"`, or under any name the file
-    passes as a device: `target = "cuda"`, then `.to(target)`) in a file that never checks
+    passes as a device: `target = "cuda"`, then `.to(target)`), and each tensor built by a
+    legacy typed CUDA constructor (`torch.cuda.FloatTensor([0.2, 0.8])`, `LongTensor`,
+    `ByteTensor`, `DoubleTensor`, `HalfTensor`, `IntTensor`, `BoolTensor`, ...), in a file that never checks
     whether CUDA is there (`torch.cuda.is_available()`, `torch.cuda.device_count()`,
     `torch.backends.mps.is_available()`, `torch.accelerator.*`).
 
@@ -104,7 +111,10 @@ class CudaWithoutFallback(Rule):
     `AssertionError: Torch not compiled with CUDA enabled`, or for `.cuda(0)`
     `RuntimeError: Cannot access accelerator device when none is available` (both
     observed on torch 2.13's CPU build; `torch.device("cuda")` itself builds fine,
-    the error comes when it is used).
+    the error comes when it is used); a typed CUDA constructor raises `TypeError: type
+    torch.cuda.FloatTensor not available. Torch not compiled with CUDA enabled.` (the
+    same build). A type named without a call (`dtype = torch.cuda.FloatTensor if cuda else
+    torch.FloatTensor`, `x.type(torch.cuda.FloatTensor)`) is not flagged.
 
     Not flagged: files with any availability check, or that call a function of their
     project that sets the program up for CUDA only (`utils.init_distributed_mode(args)`,
@@ -155,7 +165,10 @@ class CudaWithoutFallback(Rule):
     count); building a CUDA extension (`torch.utils.cpp_extension.load(...)` with `.cu`
     sources, `load_inline(cuda_sources=...)`, `CUDAExtension(...)`); importing a
     module that the project's `setup.py` (next to the file, or at the top of its
-    package) builds as a `CUDAExtension`, as a test of custom kernels does; importing
+    package) builds as a `CUDAExtension`, as a test of custom kernels does, or at the
+    file's top (not in a function, a branch or a `try`) one that any build script of the
+    project builds so, found by the extension's name (`import build_adjacency_matrix`,
+    built by `extension/adjacency_matrix/setup.py`); importing
     a project module that compiles CUDA code when imported (`cpp_extension.load` of
     `.cu` sources at its top level, there or in a project module it imports, four
     imports deep: StyleGAN2's `op` package), which fails without CUDA first. What that
@@ -185,14 +198,16 @@ class CudaWithoutFallback(Rule):
     (`"cuda" if torch.cuda.is_available() else "cpu"`) shows a CPU path; then CUDA-only
     design: an NCCL backend, `assert torch.cuda.is_available()`, `torch.cuda.set_device`,
     `dist.get_rank()` at module level, a CUDA extension, a module-level import of a
-    CUDA-only library; then, weaker, a CPU path again: a `--device` argument or `device`
+    CUDA-only library or of a CUDA extension of the project (`CUDAExtension("name", ...)`
+    in any of its files); then, weaker, a CPU path again: a `--device` argument or `device`
     parameter defaulting to `"cpu"`, `device = "cpu"` (not `map_location="cpu"`: CUDA-only
     programs load checkpoints on the CPU to spare GPU memory). A GitHub
     workflow that runs pytest on a hosted runner (`runs-on: ubuntu-latest`) or installs the
     CPU torch wheel is a CPU path for the project's test files. A file is judged by its own
     evidence first (CUDA-only: not reported), a test file then by the CI, then by the
-    project modules it imports: one that imports a CUDA-only library at its top (a CuPy
-    kernel of the program's own, `correlation.py` doing `import cupy`) makes the file
+    project modules it imports: one that imports a CUDA-only library or a CUDA extension of
+    the project at its top (a CuPy kernel of the program's own, `correlation.py` doing
+    `import cupy`; layumi's `gnn_reranking.py` doing `import build_adjacency_matrix`) makes the file
     CUDA-only too, as the program cannot do its work without a GPU; and then by what
     reaches it: its importers in the project, followed six imports up until each route meets
     evidence. It is not reported when every route ends at CUDA-only evidence (a helper whose
@@ -256,6 +271,12 @@ class CudaWithoutFallback(Rule):
         "accelerator device when none is available` for `.cuda(index)`); choose the device once, "
         '`torch.device("cuda" if torch.cuda.is_available() else "cpu")`, and move with `.to(device)`'
     )
+    typed_constructor_message = (
+        "hard-coded CUDA tensor type and no availability check in this file: without a GPU this raises `TypeError: "
+        "type torch.cuda.FloatTensor not available. Torch not compiled with CUDA enabled.` (CPU build of torch); "
+        'choose the device once, `torch.device("cuda" if torch.cuda.is_available() else "cpu")`, and build the '
+        "tensor there: `torch.tensor(data, dtype=..., device=device)`"
+    )
     generator_message = (
         "hard-coded CUDA device and no availability check in this file: without a GPU this raises `RuntimeError: "
         "Cannot get CUDA generator without ATen_cuda library` (CPU build of torch); choose the device once, "
@@ -291,6 +312,9 @@ class CudaWithoutFallback(Rule):
         self.device_values: Set[int] = set()
         # ids of the "cuda" strings given to `torch.Generator(device=...)`, which fails with its own error
         self.generator_devices: Set[int] = set()
+        # id of a call of a typed CUDA constructor (`torch.cuda.FloatTensor(...)`), which fails with its own error
+        # naming the type -> that type
+        self.typed_constructors: Dict[int, str] = {}
         # The calls of functions imported from project files, with where they are: one may decide for CUDA.
         self.project_calls: List[Tuple[cst.Call, Tuple[cst.CSTNode, ...]]] = []
         # The method calls on objects (`TrainOptions().parse()`) in a file that imports from its project: a method of
@@ -358,6 +382,9 @@ class CudaWithoutFallback(Rule):
                 self.exempt = True
         elif name in CUDA_EXTENSION:
             self.exempt = True
+        elif name in CUDA_TENSOR_TYPES:
+            self.typed_constructors[id(node)] = name
+            self._add(node)
         elif name == CUDA_DEVICE_CONTEXT:
             self._note_index(call_argument(node, 0, "device"))
         elif name == "torch.device":
@@ -506,7 +533,7 @@ class CudaWithoutFallback(Rule):
             return
         # Where the program means to run: not reported in a helper reached only from CUDA-only files of its project.
         intent = project_intent(self.ctx.filename, self.ctx.config)
-        sites = Sites(intent, self.ctx, evidence_in(self.ctx.text, self.ctx.filename))
+        sites = Sites(intent, self.ctx, intent.evidence_in(self.ctx.text, self.ctx.filename))
         if not sites.whole.report:
             return
         read = _names_read(self.ctx.module) if any(map(self._is_module_setting, self.sites)) else frozenset()
@@ -522,7 +549,14 @@ class CudaWithoutFallback(Rule):
                 read.isdisjoint(self.module_values[id(site)][1]) or self._replaced_before_any_read(site)
             ):
                 continue
-            self.report(site, (self.generator_message if id(site) in self.generator_devices else self.message) + cited)
+            self.report(site, self._message_for(site) + cited)
+
+    def _message_for(self, site: cst.CSTNode) -> str:
+        if id(site) in self.generator_devices:
+            return self.generator_message
+        if id(site) in self.typed_constructors:
+            return self.typed_constructor_message.replace("torch.cuda.FloatTensor", self.typed_constructors[id(site)], 1)
+        return self.message
 
     def _calls_project_cuda_setup(self) -> bool:
         """The file calls a function of another project file that checks for CUDA or sets the program up for it, or
@@ -588,7 +622,7 @@ class CudaWithoutFallback(Rule):
         setup = found[0].context
         finder = _CudaExtensions(setup)
         walk_visitor(setup.module, finder)
-        return any(_same_module(built, path) for built in finder.names for path in self.imports)
+        return any(names_module(built, path) for built in finder.names for path in self.imports)
 
     def _imports_project_cuda_build(self) -> bool:
         """The file imports a project module that compiles CUDA code when it is imported (`cpp_extension.load(...)`
@@ -911,16 +945,6 @@ class _CudaExtensions(cst.CSTVisitor):
             name = semantics.literal(call_argument(node, 0, "name"), None)
             if isinstance(name, str) and name:
                 self.names.append(name)
-
-
-def _same_module(built: str, imported: str) -> bool:
-    """`import pkg._C` / `from pkg._C import f` / `from . import _C` name the extension `pkg._C`."""
-    if imported == built or imported.startswith(built + "."):
-        return True
-    if not imported.startswith("."):
-        return False
-    parts, ends = imported.lstrip(".").split("."), built.split(".")
-    return any(parts[:count] == ends[-count:] for count in range(1, min(len(parts), len(ends)) + 1))
 
 
 # Where a `Name` child binds or names something rather than reads a value: (parent type, its field).
