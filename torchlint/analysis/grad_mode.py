@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
 import libcst as cst
 
-from torchlint.analysis.loops import FUNCTION_BOUNDARIES
+from torchlint.analysis.loops import FUNCTION_BOUNDARIES, iteration
 from torchlint.analysis.syntax import MISSING, keyword, literal, method_name, positional, receiver, terminal_name
-from torchlint.analysis.values import Argument, Values
+from torchlint.analysis.values import PROGRESS_BARS, Argument, Values
 from torchlint.engine.walk import statement_structure, walk
 
 if TYPE_CHECKING:
@@ -297,16 +297,17 @@ def _names_a_grad_mode(name: str) -> bool:
 _LOOPS_AROUND = frozenset({cst.For, cst.While, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
 
 
-def parameters_frozen_at(model: cst.BaseExpression, stack: Sequence[cst.CSTNode]) -> bool:
+def parameters_frozen_at(ctx: "FileContext", model: cst.BaseExpression, stack: Sequence[cst.CSTNode]) -> bool:
     """Every parameter of `model` (a name or attribute) has `requires_grad` False at the innermost point of `stack`:
     a statement before it in its function, outside any branch, freezes the whole model (`model.requires_grad_(False)`,
     `for p in model.parameters(): p.requires_grad = False`), and nothing after that statement up to the point, nor in a
     loop around the point, makes anything require grad (`requires_grad = True`, `requires_grad_()`,
     `torch.zeros(..., requires_grad=True)`): then a forward of `model` on the inputs records no graph (crnn.pytorch's
-    `val`). A freeze of another expression (`model.features.parameters()`) covers only part of the model."""
+    `val`). The freezing loop may be written through `enumerate`, a progress bar or `iter`/`next` in a `while`. A freeze
+    of another expression (`model.features.parameters()`) covers only part of the model."""
     if type(model) not in (cst.Name, cst.Attribute):
         return False
-    before: List[cst.CSTNode] = []
+    before: List[Tuple[cst.CSTNode, Tuple[cst.CSTNode, ...]]] = []
     loops: List[cst.CSTNode] = []
     for index in range(len(stack) - 2, -1, -1):
         node, inner = stack[index], stack[index + 1]
@@ -314,39 +315,42 @@ def parameters_frozen_at(model: cst.BaseExpression, stack: Sequence[cst.CSTNode]
         if node_type is cst.IndentedBlock or node_type is cst.Module:
             position = next((position for position, statement in enumerate(node.body) if statement is inner), None)
             if position is not None:
-                before[:0] = node.body[:position]
+                before[:0] = [(statement, (*stack[:index + 1], statement)) for statement in node.body[:position]]
         elif node_type in _LOOPS_AROUND:
             loops.append(node)
         elif node_type in FUNCTION_BOUNDARIES:
             break
     frozen = False
-    for statement in before:
-        if _freezes(statement, model):
+    for statement, at in before:
+        if _freezes(ctx, statement, at, model):
             frozen = True
         elif frozen and _makes_require_grad(statement):
             frozen = False
     return frozen and not any(_makes_require_grad(loop) for loop in loops)
 
 
-def _freezes(statement: cst.CSTNode, model: cst.BaseExpression) -> bool:
-    """`statement` is `model.requires_grad_(False)` or a loop over `model.parameters()` / `named_parameters()` whose
-    body sets `requires_grad` False on each (outside any branch)."""
+def _freezes(ctx: "FileContext", statement: cst.CSTNode, at: Tuple[cst.CSTNode, ...], model: cst.BaseExpression) -> bool:
+    """`statement` (with `at`, the nodes around it ending with it) is `model.requires_grad_(False)` or a loop over
+    `model.parameters()` / `named_parameters()` whose body sets `requires_grad` False on each (outside any branch)."""
     if type(statement) is cst.SimpleStatementLine:
         return any(
             type(small) is cst.Expr and type(small.value) is cst.Call and _sets_requires_grad(small.value) is False
             and _same(model, receiver(small.value))
             for small in statement.body
         )
-    if type(statement) is not cst.For or type(statement.iter) is not cst.Call:
+    looped = iteration(ctx, statement, at)
+    if looped is None or not isinstance(statement.body, cst.IndentedBlock):
         return False
-    if method_name(statement.iter) not in ("parameters", "named_parameters") or not _same(model, receiver(statement.iter)):
+    iterable, target = _unwrapped(ctx, looped.iterable, looped.target, at)
+    if type(iterable) is not cst.Call:
         return False
-    target = statement.target
+    if method_name(iterable) not in ("parameters", "named_parameters") or not _same(model, receiver(iterable)):
+        return False
     if type(target) is cst.Tuple and target.elements:
         target = target.elements[-1].value
-    if type(target) is not cst.Name or not isinstance(statement.body, cst.IndentedBlock):
+    if type(target) is not cst.Name:
         return False
-    for line in statement.body.body:
+    for line in _pass_body(statement):
         for small in line.body if type(line) is cst.SimpleStatementLine else ():
             if type(small) is cst.Expr and type(small.value) is cst.Call and _sets_requires_grad(small.value) is False:
                 parameter = receiver(small.value)
@@ -357,6 +361,30 @@ def _freezes(statement: cst.CSTNode, model: cst.BaseExpression) -> bool:
             if type(parameter) is cst.Name and parameter.value == target.value:
                 return True
     return False
+
+
+def _unwrapped(
+    ctx: "FileContext", iterable: cst.BaseExpression, target: cst.BaseExpression, at: Sequence[cst.CSTNode],
+) -> Tuple[cst.BaseExpression, cst.BaseExpression]:
+    """What a loop really goes through, and the name each of its items gets: `enumerate(xs)` with `(i, x)` is `xs`
+    with `x`; a progress bar (`tqdm(xs)`) is `xs`."""
+    while type(iterable) is cst.Call and iterable.args and iterable.args[0].keyword is None and not iterable.args[0].star:
+        func = iterable.func
+        if type(func) is cst.Name and func.value == "enumerate" and ctx.qualified_name(func, at) is None:
+            if type(target) is not cst.Tuple or len(target.elements) != 2:
+                break
+            iterable, target = iterable.args[0].value, target.elements[1].value
+        elif ctx.qualified_name_in(func, PROGRESS_BARS, at):
+            iterable = iterable.args[0].value
+        else:
+            break
+    return iterable, target
+
+
+def _pass_body(loop: cst.CSTNode) -> Sequence[cst.BaseStatement]:
+    """The statements of one pass: a `while` stepping an iterator by hand starts with taking the item (`try: p =
+    next(it) except StopIteration: break`), which `iteration` has read already."""
+    return loop.body.body[1:] if type(loop) is cst.While else loop.body.body
 
 
 def _same(model: cst.BaseExpression, other: Optional[cst.BaseExpression]) -> bool:

@@ -294,7 +294,7 @@ class EvalWithoutNoGrad(Rule):
                 continue
             if not comprehension and not self.models.is_model(forward.model, forward.stack):
                 continue
-            if self._returns_without_graph(forward) or parameters_frozen_at(forward.model, forward.stack):
+            if self._returns_without_graph(forward) or parameters_frozen_at(self.ctx, forward.model, forward.stack):
                 continue
             if self._backpropagates(forward, evaluation) or self._takes_gradients(forward):
                 continue
