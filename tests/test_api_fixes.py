@@ -302,6 +302,24 @@ def test_the_reduce_positions_are_torchs():
     assert found == REDUCE_POSITION
 
 
+def test_the_size_average_positions_are_torchs():
+    """TL613 offers its fix only to a call whose positional arguments stop before `size_average` (`nn.NLLLoss(weight,
+    False, reduce=False)` gives it by position): the positions must be those of the installed torch."""
+    import inspect
+
+    torch = pytest.importorskip("torch")
+    from torchlint.rules.api._losses import LEGACY_REDUCTION_FUNCTIONS, LEGACY_REDUCTION_MODULES, SIZE_AVERAGE_POSITION
+
+    found = {}
+    for qualified in LEGACY_REDUCTION_MODULES:
+        name = qualified.rpartition(".")[2]
+        found[name] = list(inspect.signature(getattr(torch.nn, name).__init__).parameters)[1:].index("size_average")
+    for qualified in LEGACY_REDUCTION_FUNCTIONS:
+        name = qualified.rpartition(".")[2]
+        found[name] = list(inspect.signature(getattr(torch.nn.functional, name)).parameters).index("size_average")
+    assert found == SIZE_AVERAGE_POSITION
+
+
 @pytest.mark.parametrize("size_average, reduce", [(a, b) for a in (None, True, False) for b in (None, True, False)])
 def test_legacy_reduction_is_torchs(size_average, reduce):
     pytest.importorskip("torch")

@@ -48,6 +48,19 @@ REDUCE_POSITION = {
     "MultiLabelSoftMarginLoss": 2, "MultiMarginLoss": 4, "NLLLoss": 3, "NLLLoss2d": 3, "PoissonNLLLoss": 4,
     "SmoothL1Loss": 1, "SoftMarginLoss": 1, "TripletMarginLoss": 5,
 }
+# The legacy loss modules and functions by the position of their `size_average` parameter, the first of the two: a
+# call with more positional arguments may give the legacy keywords by position too (`nn.NLLLoss(weight, False,
+# reduce=False)`), which the keywords alone do not tell.
+SIZE_AVERAGE_POSITION = {
+    "BCELoss": 1, "BCEWithLogitsLoss": 1, "CosineEmbeddingLoss": 1, "CrossEntropyLoss": 1, "HingeEmbeddingLoss": 1,
+    "KLDivLoss": 0, "L1Loss": 0, "MSELoss": 0, "MarginRankingLoss": 1, "MultiLabelMarginLoss": 0,
+    "MultiLabelSoftMarginLoss": 1, "MultiMarginLoss": 3, "NLLLoss": 1, "NLLLoss2d": 1, "PoissonNLLLoss": 2,
+    "SmoothL1Loss": 0, "SoftMarginLoss": 0, "TripletMarginLoss": 4,
+    "binary_cross_entropy": 3, "binary_cross_entropy_with_logits": 3, "cosine_embedding_loss": 4, "cross_entropy": 3,
+    "hinge_embedding_loss": 3, "kl_div": 2, "l1_loss": 2, "margin_ranking_loss": 4, "mse_loss": 2,
+    "multi_margin_loss": 5, "multilabel_margin_loss": 2, "multilabel_soft_margin_loss": 3, "nll_loss": 3,
+    "poisson_nll_loss": 4, "smooth_l1_loss": 2, "soft_margin_loss": 2, "triplet_margin_loss": 7,
+}
 
 
 def legacy_reduction(size_average: Optional[bool], reduce: Optional[bool]) -> str:

@@ -36,6 +36,12 @@ _NUMPY_ARRAYS = frozenset({"numpy.array", "numpy.asarray"})
 _DEFAULT_DEVICE_SETTERS = frozenset({"torch.set_default_device", "torch.set_default_tensor_type"})
 # A read that moves the tensor where it is used: `self.mask.to(x.device)`, `self.table.type_as(x)`.
 _MOVING_METHODS = frozenset({"to", "cuda", "type_as", "type", "cpu"})
+# Methods that give the same values on the same device, reshaped or detached: a move after them is a move of the
+# attribute (`self.weight.view(*shape).to(logits.device)`, CoinCheung's pc_softmax).
+_DEVICE_KEEPING_METHODS = frozenset({
+    "view", "view_as", "reshape", "reshape_as", "unsqueeze", "squeeze", "expand", "expand_as", "permute", "transpose",
+    "t", "contiguous", "flatten", "unflatten", "detach", "clone", "movedim", "repeat",
+})
 # Reads of what a tensor is, not of its values on a device: `self.grid.size()`, `self.grid.shape`.
 _SHAPE_READS = frozenset({"size", "dim", "numel", "nelement", "shape", "ndim"})
 # How `forward` reads an attribute: wherever the tensor is (`HARMLESS`), as one element of it (`self.std[0]`: a
@@ -60,7 +66,9 @@ class TensorAttributeNotBuffer(Rule):
     then `self.w = nn.Parameter(f(self.w))`: a temporary; rebound to another factory's
     tensor, the attribute is judged at that line; rebound to a tensor computed from it,
     `self.w = self.w / self.w.norm()`, it stays a plain tensor and is flagged), attributes `forward` moves where it
-    reads them (`self.mask.to(x.device)`, `.type_as(x)`), reads only in the test
+    reads them (`self.mask.to(x.device)`, `.type_as(x)`, also after methods that keep the
+    tensor where it is: `self.weight.view(*shape).to(x.device)`, `.reshape`, `.unsqueeze`,
+    `.permute`, `.detach`, ...), reads only in the test
     of an `if`/`while` (MONAI's `if self.node_a[0][d]:`, host-side control flow), only
     for their shape (`self.grid.size()`, `.shape`, `len(self.grid)`), or only copied into
     another tensor (`batch[i] = self.grid`, `out.copy_(self.grid)`: the copy converts to the
@@ -440,14 +448,29 @@ def _read_kind(node: cst.Attribute, stack) -> str:
     if _in_a_test(stack) or _copied(node, stack):
         return HARMLESS
     if type(parent) is cst.Attribute and parent.value is node:
-        if parent.attr.value in _MOVING_METHODS:
-            return HARMLESS if len(stack) > 2 and type(stack[-3]) is cst.Call else COMPUTED
-        return HARMLESS if parent.attr.value in _SHAPE_READS else COMPUTED
+        method, index = _after_device_keeping_methods(stack)
+        if method.attr.value in _MOVING_METHODS:
+            return HARMLESS if index > 0 and type(stack[index - 1]) is cst.Call else COMPUTED
+        return HARMLESS if method.attr.value in _SHAPE_READS else COMPUTED
     if type(parent) is cst.Subscript and parent.value is node and len(parent.slice) == 1:
         index = parent.slice[0].slice
         if type(index) is cst.Index and type(syntax.literal(index.value, None)) is int:
             return ELEMENT
     return COMPUTED
+
+
+def _after_device_keeping_methods(stack) -> Tuple[cst.Attribute, int]:
+    """The attribute read on the result of the calls of `_DEVICE_KEEPING_METHODS` chained on the tensor (the last of
+    `stack`), with its index in `stack`: `.to` of `self.weight.view(*shape).to(device)`; without such calls, the
+    attribute read on the tensor itself (`stack[-2]`)."""
+    index = len(stack) - 2
+    attribute = stack[index]
+    while attribute.attr.value in _DEVICE_KEEPING_METHODS and index >= 2:
+        call, above = stack[index - 1], stack[index - 2]
+        if type(call) is not cst.Call or call.func is not attribute or type(above) is not cst.Attribute or above.value is not call:
+            break
+        attribute, index = above, index - 2
+    return attribute, index
 
 
 def _copied(node: cst.Attribute, stack) -> bool:
