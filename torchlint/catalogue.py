@@ -78,7 +78,7 @@ RULES: Tuple[RuleEntry, ...] = (
     RuleEntry("TL702", "layer-built-in-forward", False, False),
     RuleEntry("TL703", "module-api-shadowed", False, False),
     RuleEntry("TL704", "uninitialized-parameter", False, False),
-    RuleEntry("TL705", "dropout-always-on", False, False),
+    RuleEntry("TL705", "dropout-always-on", False, True),
     RuleEntry("TL706", "module-requires-grad-attribute", False, False),
     RuleEntry("TL707", "tensor-attribute-not-buffer", False, True),
 )
