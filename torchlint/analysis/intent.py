@@ -114,6 +114,8 @@ _MAX_TOTAL_BYTES = 30_000_000
 # How many importers deep, and how many files at most, `decide` follows what reaches a file.
 _MAX_REACH_DEPTH = 6
 _MAX_REACH_FILES = 200
+# How many whole-module imports down a CUDA-only import is looked for (`_imports_cuda_only_module`).
+_MAX_WHOLE_IMPORT_DEPTH = 3
 _MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg", ".github")
 _SKIPPED_FOLDERS = frozenset({"node_modules", "site-packages", "__pycache__", "build", "dist", "venv", "env"})
 
@@ -226,9 +228,11 @@ class ProjectIntent:
             return Verdict(own.kind == CPU, own)
         if self.ci is not None and is_test_path(path):
             return self._cited(Verdict(True, self.ci))
-        library = self._imports_cuda_only_module(path)
+        library, looked_at = self._imports_cuda_only_module(path)
         if library is not None:
-            return self._cited(Verdict(False, library))
+            return self._cited(Verdict(False, library), looked_at)
+        # Whatever is decided below also rests on none of those modules importing a CUDA-only one.
+        self._depend_on(looked_at)
         importers = self.importers.get(path, {})
         # Files whose text `_reaching` read to narrow a route: a cached result depends on them too.
         read: Set[str] = set()
@@ -261,20 +265,32 @@ class ProjectIntent:
             return self._cited(Verdict(False, cuda), {*seen, *importers, *read})
         return Verdict(True, None)
 
-    def _imports_cuda_only_module(self, path: str) -> Optional[Evidence]:
+    def _imports_cuda_only_module(self, path: str) -> Tuple[Optional[Evidence], Set[str]]:
         """The evidence of a project module `path` imports that imports a CUDA-only library or a CUDA extension of
         the project at its top (a CuPy kernel of the program's own, `correlation.py` doing `import cupy`; a wrapper
-        of the project's `.cu` kernels): the program cannot do its work without a GPU."""
+        of the project's `.cu` kernels): the program cannot do its work without a GPU. With the modules looked at,
+        which the answer depends on."""
         if self.imported is None:
             self.imported = {}
             for module, importers in self.importers.items():
                 for importer in importers:
                     self.imported.setdefault(importer, []).append(module)
-        for module in sorted(self.imported.get(path, ())):
+        # A module imported whole (`import common`, `from common import *`) runs its own imports first: a project
+        # module it imports that way counts as well, a bounded number of steps down.
+        pending = [(module, path, 1) for module in sorted(self.imported.get(path, ()))]
+        seen = {path}
+        while pending:
+            module, importer, depth = pending.pop(0)
+            if module in seen:
+                continue
+            seen.add(module)
             found = self.evidence.get(module)
             if found is not None and found.what in (CUDA_ONLY_LIBRARY, CUDA_EXTENSION_IMPORT):
-                return found
-        return None
+                return found, seen
+            imported_whole = self.importers.get(module, {}).get(importer, ()) is None
+            if imported_whole and depth < _MAX_WHOLE_IMPORT_DEPTH:
+                pending += [(below, module, depth + 1) for below in sorted(self.imported.get(module, ()))]
+        return None, seen
 
     def _reaching(
         self, module: str, paths: Optional[FrozenSet[Tuple[str, ...]]], depth: int, read: Set[str],
@@ -311,11 +327,15 @@ class ProjectIntent:
         evidence = verdict.evidence
         # An import of an extension is evidence while a build script makes it: the result depends on those too.
         builds = set(self.extensions.values()) if evidence is not None and evidence.what == CUDA_EXTENSION_IMPORT else set()
-        for path in {*followed, *builds, *([evidence.path] if evidence is not None else [])}:
+        self._depend_on({*followed, *builds, *([evidence.path] if evidence is not None else [])})
+        return verdict
+
+    def _depend_on(self, paths) -> None:
+        """A result kept for the next run holds while these project files stay as they were read."""
+        for path in paths:
             digest = self.digests.get(path)
             if digest is not None:
                 PROJECT.record(path, digest)
-        return verdict
 
 
 class Sites:
