@@ -41,7 +41,9 @@ class IndexZeroDimTensor(Rule):
     `len(x)`, `x.numel()`, another value's `.item()`, `float(...)`, or arithmetic of
     those), also in place (`loss /= num_matched_boxes`, `loss *= 0.5`), followed through
     the file's assignments (`loss = criterion(out, y)`) and what the file's functions
-    return (`loss = loss_function(recon, x, mu, logvar)`), or those of a project file it
+    return (`loss = loss_function(recon, x, mu, logvar)`) and what a method of the class
+    returns when called on `self` (`loss, prec = self._forward(x, y)`, or a subclass's
+    override of it: each must give a 0-dim value), or those of a project file it
     imports (`pytorch_ssim.ssim(sr, hr).data[0]` where `ssim` returns `ssim_map.mean()`),
     and `criterion(out, y)` for a criterion built from a Module class of the file or of a
     project file (`criterion = MultiBoxLoss()`) whose `forward` returns such a value, also
