@@ -441,6 +441,27 @@ CASES = {
         cost = model.train_model(x, y)
         print(cost)  # <-
         """, "cost", ["applied(nn.CrossEntropyLoss())"]),
+    "a method called on self returns what it, or a subclass's override, returns": ("""
+        class Base:
+            def train(self, x, y):
+                loss = self._forward(x, y)
+                print(loss)  # <-
+            def _forward(self, x, y):
+                return F.cross_entropy(x, y)
+        class Child(Base):
+            def _forward(self, x, y):
+                return F.nll_loss(x, y)
+        """, "loss", ["F.cross_entropy(x, y)", "F.nll_loss(x, y)"]),
+    "a method on self an instance attribute may hide is its own origin": ("""
+        class Trainer:
+            def __init__(self, hook):
+                self._forward = hook
+            def train(self, x, y):
+                loss = self._forward(x, y)
+                print(loss)  # <-
+            def _forward(self, x, y):
+                return F.cross_entropy(x, y)
+        """, "loss", ["self._forward(x, y)"]),
     "a method of a receiver that may be something else is its own origin": ("""
         class Net(nn.Module):
             def train_model(self, x, y):

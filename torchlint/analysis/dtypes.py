@@ -6,6 +6,7 @@ values that are Python numbers rather than tensors (`python_number`).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, List, NamedTuple, Optional, Tuple
 
 import libcst as cst
@@ -432,13 +433,17 @@ def _python_int(expr: cst.BaseExpression, ctx: "FileContext", stack, depth: int)
     return False
 
 
-def _every_value(name: cst.Name, ctx: "FileContext", stack, depth: int, holds) -> bool:
-    """`holds(value, ctx, stack, depth)` of every value the name may hold here, each followed to where it is made."""
+def _every_value(name: cst.Name, ctx: "FileContext", stack, depth: int, holds, counts_by_name: bool = False) -> bool:
+    """`holds(value, ctx, stack, depth)` of every value the name may hold here, each followed to where it is made.
+    `counts_by_name`: a parameter whose callers are not all known holds when it is named as a count
+    (`_count_parameter`)."""
     origins = Values.of(ctx).origins(name, stack)
     return bool(origins) and all(
         # An opaque origin other than a name is an expression not followed further (`x.shape[0]`), read here.
-        not origin.applied and type(origin.node) is not cst.Name
-        and holds(origin.node, origin.place.context, origin.place.stack, depth + 1)
+        not origin.applied and (
+            holds(origin.node, origin.place.context, origin.place.stack, depth + 1) if type(origin.node) is not cst.Name
+            else counts_by_name and _count_parameter(origin)
+        )
         for origin in origins
     )
 
@@ -452,8 +457,9 @@ _NUMBER_OPERATORS = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorD
 def python_number(expr: cst.BaseExpression, ctx: "FileContext", stack, depth: int = 0) -> bool:
     """`expr` is certainly a Python number, not a tensor: a Python int (`_python_int`: `len(x)`, `x.size(0)`,
     `x.shape[0]`, `x.numel()`), a float literal, `float(...)`, `x.item()`, such numbers combined by arithmetic
-    (`n_way * k_shot`, `1 / len(x)`), or a name every value of which is one of those. Arithmetic of a tensor and such
-    a number keeps the tensor's shape."""
+    (`n_way * k_shot`, `1 / len(x)`), or a name every value of which is one of those or a parameter named as a count
+    whose callers are not all known (`_count_parameter`: `2 * batch_size`). Arithmetic of a tensor and such a number
+    keeps the tensor's shape."""
     if depth > _INT_DEPTH:
         return False
     expr_type = type(expr)
@@ -475,8 +481,37 @@ def python_number(expr: cst.BaseExpression, ctx: "FileContext", stack, depth: in
     if expr_type is cst.Subscript:
         return _python_int(expr, ctx, stack, depth)
     if expr_type is cst.Name:
-        return _every_value(expr, ctx, stack, depth, python_number)
+        return _every_value(expr, ctx, stack, depth, python_number, counts_by_name=True)
     return False
+
+
+# Parameters named as a count or a size (`batch_size`, `n`, `num_boxes`, `n_samples`, `total_count`).
+_COUNT_NAME = re.compile(r"^(n|count|num_?\w+|n_\w+|\w*batch_size|\w+_count)$")
+
+
+def _count_parameter(origin: Origin) -> bool:
+    """An opaque origin that is a parameter of its function, still as passed, whose callers are not all known, named
+    as a count or size (`batch_size`, `num_pos`) or with a number as its default (`scale=2`): a Python number, as its
+    author means it. A caller may still pass a tensor, but one standing for a count is 0-dim (`mask.sum()`), and
+    arithmetic of a 0-dim tensor and a 0-dim value is 0-dim all the same: what `python_number` is asked for."""
+    name = origin.node
+    if type(name) is not cst.Name or not origin.opaque:
+        return False
+    values = Values.of(origin.place.context)
+    found = values.bindings(name, origin.place)
+    if found is None or type(found[0]) is not cst.FunctionDef or not values.holds_what_was_passed(name, origin.place):
+        return False
+    params = found[0].params
+    param = next((
+        param for param in (*params.posonly_params, *params.params, *params.kwonly_params)
+        if param.name.value == name.value
+    ), None)
+    if param is None:
+        return False
+    default = param.default
+    return _COUNT_NAME.match(name.value) is not None or (
+        default is not None and type(default) in (cst.Integer, cst.Float)
+    )
 
 
 def _int_literal(data) -> bool:

@@ -662,3 +662,49 @@ def _is_module_class(name: str) -> bool:
     """`torch.X` where X is capitalised but not a tensor type: a class such as `torch.Generator` (not a tensor)."""
     short = name.rpartition(".")[2]
     return short[:1].isupper() and not short.endswith("Tensor")
+
+
+# What a method may do to a parameter before adding it that leaves no graph: `float(val)`, `val.item()`.
+_TO_NUMBER_BUILTINS = frozenset({"float", "int"})
+_TO_NUMBER_METHODS = frozenset({"item", "detach", "tolist", "numpy"})
+
+
+def accumulated_parameters(method: cst.FunctionDef) -> FrozenSet[str]:
+    """The parameters a method adds into its instance's state as they are (a meter's `update(self, val, n=1)` doing
+    `self.sum += val * n`, `self.sum = self.sum + val`, `self.history.append(val)`): a tensor passed for one stays
+    referenced by the instance, graph and all, across calls. A parameter the method rebinds (`val = float(val)`) or
+    converts where it adds it (`self.sum += float(val) * n`, `val.item()`) is not one."""
+    params = method.params
+    positional = list(params.posonly_params) + list(params.params)
+    names = {param.name.value for param in positional[1:] + list(params.kwonly_params)}
+    found: Set[str] = set()
+    rebound: Set[str] = set()
+    nodes: List[cst.CSTNode] = []
+    walk(method.body, lambda node: nodes.append(node) or True, lambda node: None)
+    for node in nodes:
+        if type(node) in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign) and type(node.target) is cst.Name:
+            rebound.add(node.target.value)
+        target = added = None
+        if type(node) is cst.AugAssign and type(node.operator) is cst.AddAssign:
+            target, added = node.target, node.value
+        elif type(node) is cst.Assign and len(node.targets) == 1 and type(node.value) is cst.BinaryOperation and (
+            type(node.value.operator) is cst.Add
+        ):
+            target = node.targets[0].target
+            left, right = node.value.left, node.value.right
+            added = right if dotted_name(left) == dotted_name(target) else left if dotted_name(right) == dotted_name(target) else None
+        elif type(node) is cst.Call and syntax.method_name(node) == "append" and len(node.args) == 1:
+            target, added = node.func.value, node.args[0].value
+        if added is None or not (dotted_name(target) or "").startswith(("self.",)):
+            continue
+        found.update(name for name in _bare_names(added) if name in names)
+    return frozenset(found - rebound)
+
+
+def _bare_names(expr: cst.BaseExpression) -> List[str]:
+    """The names arithmetic of `expr` adds as they are: `val` in `val * n`, not in `float(val) * n` or `val.item()`."""
+    if type(expr) is cst.BinaryOperation:
+        return _bare_names(expr.left) + _bare_names(expr.right)
+    if type(expr) is cst.UnaryOperation:
+        return _bare_names(expr.expression)
+    return [expr.value] if type(expr) is cst.Name else []

@@ -1113,6 +1113,10 @@ class Values:
         pytorch_ssim`) is what the import names, as after `from pytorch_ssim import ssim`."""
         if type(func) is cst.Attribute and self.import_path(func, place.scopes) is not None and self._still_the_module(func.value, place):
             return self._follow(func, place, depth + 1, seen)
+        if type(func) is cst.Attribute and _is_self(func.value, place.scopes[-1]):
+            methods = self._own_methods(func.attr.value, place)
+            if methods is not None:
+                return methods
         if type(func) is cst.Attribute and not _is_self(func.value, place.scopes[-1]) and func.attr.value not in _WRAPPED_ATTRIBUTES:
             called = self._called_method(call, place, depth + 1, seen)
             if called is None:
@@ -1121,6 +1125,28 @@ class Values:
             model_class, around = called
             return [Origin(method_of(model_class, func.attr.value), Place(self.ctx, around + (model_class,)))]
         return self._follow(func, place, depth + 1, seen)
+
+    def _own_methods(self, name: str, place: Place) -> Optional[List[Origin]]:
+        """For `self.name(...)` in a method of a class at the top of the module: the methods `name` that call may run,
+        the class's own and those of the file's subclasses of it that override it (`self._forward(...)` in a base
+        trainer's `train`), each where it is defined; None when the class does not define it as a plain method (it
+        comes from a base, is a property or other decorated attribute) or an instance attribute of that name may hide
+        it (`self.step = ...`)."""
+        owner = self.enclosing_class(place)
+        if owner is None or len(owner[1]) != 1:
+            return None
+        model_class, around = owner
+        if name in self.ctx.scopes.scope_of(model_class).attributes:
+            return None
+        found: List[Origin] = []
+        for candidate in _with_subclasses(model_class, self.ctx.module):
+            method = method_of(candidate, name)
+            if method is None:
+                continue
+            if method.decorators or name in self.ctx.scopes.scope_of(candidate).attributes:
+                return None
+            found.append(Origin(method, Place(self.ctx, around + (candidate,))))
+        return found if found and found[0].place.scopes[-1] is model_class else None
 
     def _applied(self, callees: List[Origin], call: cst.Call, place: Place, depth: int, seen: frozenset) -> List[Origin]:
         """What calling each of `callees` returns."""
@@ -1353,6 +1379,20 @@ def method_of(model_class: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]
         if type(statement) is cst.FunctionDef and statement.name.value == name:
             return statement
     return None
+
+
+def _with_subclasses(base: cst.ClassDef, module: cst.Module) -> List[cst.ClassDef]:
+    """`base` (a class at the top of `module`) and the classes at the top of `module` that derive from it, directly or
+    through one another, by name (`class Trainer(BaseTrainer):`)."""
+    found = [base]
+    names = {base.name.value}
+    for statement in module.body:  # a subclass is defined after its base
+        if type(statement) is cst.ClassDef and statement is not base and any(
+            type(arg.value) is cst.Name and arg.value.value in names for arg in statement.bases
+        ):
+            found.append(statement)
+            names.add(statement.name.value)
+    return found
 
 
 def _is_self(expr: cst.CSTNode, scope: cst.CSTNode) -> bool:

@@ -38,10 +38,15 @@ class IndexZeroDimTensor(Rule):
     dimension (`(...).sum()`, `.mean()`, `.max()`, `torch.sum(x)`, ...), arithmetic of such
     values and numbers (`loss_l + loss_c`, `loss / 2`, `kld.mul_(-0.5)`, `loss.sum() / n`
     after `n = 51`; a number may be a size, `loss.sum() / x.size(0)`, `x.shape[0]`,
-    `len(x)`, `x.numel()`, another value's `.item()`, `float(...)`, or arithmetic of
+    `len(x)`, `x.numel()`, another value's `.item()`, `float(...)`, a parameter named as a
+    count or size or with a number as default when its callers are not all seen
+    (`loss / (2 * batch_size)`, `num_pos`, `n`: a Python number, or a 0-dim tensor, which keeps
+    the result 0-dim all the same), or arithmetic of
     those), also in place (`loss /= num_matched_boxes`, `loss *= 0.5`), followed through
     the file's assignments (`loss = criterion(out, y)`) and what the file's functions
-    return (`loss = loss_function(recon, x, mu, logvar)`), or those of a project file it
+    return (`loss = loss_function(recon, x, mu, logvar)`) and what a method of the class
+    returns when called on `self` (`loss, prec = self._forward(x, y)`, or a subclass's
+    override of it: each must give a 0-dim value), or those of a project file it
     imports (`pytorch_ssim.ssim(sr, hr).data[0]` where `ssim` returns `ssim_map.mean()`),
     and `criterion(out, y)` for a criterion built from a Module class of the file or of a
     project file (`criterion = MultiBoxLoss()`) whose `forward` returns such a value, also
@@ -52,7 +57,8 @@ class IndexZeroDimTensor(Rule):
 
     Not flagged: indexing a tensor with dimensions (`out.data[0]` of a batch, `x.sum(1)[0]`),
     `.size()[0]`, lists and tuples, assignments to an element (`w.data[0] = 1.0`), and values
-    the rule cannot follow: a criterion received as a parameter whose callers it cannot
+    the rule cannot follow: a loss divided by a parameter named otherwise (`loss / weights`:
+    it may be a tensor with dimensions), a criterion received as a parameter whose callers it cannot
     all see (`def train(model, criterion)` called from a file outside the project, or a
     public function of a module that nothing runs and no project file imports: callers
     outside the project may pass any criterion), an accumulator updated with `+=` in a loop,

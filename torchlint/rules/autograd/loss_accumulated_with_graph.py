@@ -11,9 +11,8 @@ from torchlint.analysis.grad_mode import evaluates, grad_disabled_by_a_caller, u
 from torchlint.analysis.loops import iteration, iterations_around, loop_nodes
 from torchlint.analysis.losses import LOSS_FUNCTIONS, arithmetic_operands, is_loss_call, is_loss_origin, is_loss_value
 from torchlint.analysis.syntax import names_in
-from torchlint.analysis.values import Values, path_to
-from torchlint.analysis.facts import BACKWARD_FUNCTIONS, holds_no_graph, is_backward_call
-from torchlint.engine.context import last_parts
+from torchlint.analysis.values import Values, method_of, path_to
+from torchlint.analysis.facts import accumulated_parameters, holds_no_graph, is_backward_call
 from torchlint.engine.scopes import dotted_name
 from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
 from torchlint.finding import Fix
@@ -55,8 +54,13 @@ class LossAccumulatedWithGraph(Rule):
     of a class of the file, returns with gradients on (`cost = model.train_model(x, y)`
     where `train_model` returns `self.cost`, its criterion's result), or arithmetic of
     one (`xs.append(loss / n)`, `acc += -loss * 2`: the
-    result carries the loss's graph), rather than `loss.item()`, `loss.detach()`,
-    `float(loss)` or `loss.tolist()` (also divided: `loss.item() / n`).
+    result carries the loss's graph), or passes it to a method of a class of the file that
+    adds that parameter into the instance (`losses.update(total_loss, n)` where the file's
+    `AverageMeter.update` does `self.sum += val * n`: the meter keeps every step's graph),
+    rather than `loss.item()`, `loss.detach()`,
+    `float(loss)` or `loss.tolist()` (also divided: `loss.item() / n`). A method that makes a
+    number of its parameter (`self.sum += float(val)`, `val.item()`, `val = float(val)`) or
+    only keeps the latest one (`self.val = val`) accumulates nothing.
 
     It does not flag accumulation into a loss that is then backpropagated (summing
     several losses and calling `.backward()` on the sum, returning the sum (also
@@ -102,7 +106,8 @@ class LossAccumulatedWithGraph(Rule):
     # functional losses named otherwise), a name like one (`my_criterion`, `loss_fn`, in any case), or a value
     # `.backward()` is called on.
     triggers = words("for", "while") & (words("backward", *LOSS_FUNCTIONS) | fragments("loss", "criterion"))
-    call_parts = last_parts(BACKWARD_FUNCTIONS) | {"backward", "append"}
+    # Every call: a method of the file's classes may accumulate what it is given (`losses.update(loss, n)`).
+    call_parts = None
     fix_safety = "unsafe"
     message = (
         "accumulating the loss tensor keeps every iteration's autograd graph reachable from the accumulator (in a "
@@ -260,6 +265,34 @@ class LossAccumulatedWithGraph(Rule):
                 self.reads.setdefault((self._scope(), accumulator), set()).update(names_in(node.args[0].value))
                 for operand in _tuple_items(node.args[0].value):
                     self._accumulation(node, accumulator, operand)
+            return
+        self._passed_to_an_accumulating_method(node)
+
+    def _passed_to_an_accumulating_method(self, call: cst.Call) -> None:
+        """`losses.update(total_loss, n)` where `losses` is an instance of a class of the file whose `update` adds its
+        parameter into the instance (`self.sum += val * n`, `facts.accumulated_parameters`): the instance accumulates
+        the argument, as `acc += loss` would."""
+        if type(call.func) is not cst.Attribute or not call.args or any(arg.star for arg in call.args):
+            return
+        if not loop_nodes(self.ctx.stack):
+            return
+        accumulator = dotted_name(call.func.value)
+        if accumulator is None:
+            return
+        called = Values.of(self.ctx).called_method(call, self.ctx.stack)
+        method = method_of(called[0], called[1]) if called is not None else None
+        if method is None or method.decorators:
+            return
+        accumulated = accumulated_parameters(method)
+        if not accumulated:
+            return
+        params = method.params
+        positional = [param.name.value for param in list(params.posonly_params) + list(params.params)][1:]
+        for index, arg in enumerate(call.args):
+            name = arg.keyword.value if arg.keyword is not None else positional[index] if index < len(positional) else None
+            if name in accumulated:
+                self.reads.setdefault((self._scope(), accumulator), set()).update(names_in(arg.value))
+                self._accumulation(call, accumulator, arg.value)
 
     def _iterated_for(self, tensor: Optional[cst.BaseExpression]) -> Set[str]:
         """`for loss in losses: loss.backward()` (or `loss = next(batches)` after `batches = iter(losses)`): the
