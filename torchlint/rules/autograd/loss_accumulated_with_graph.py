@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -135,8 +135,6 @@ class LossAccumulatedWithGraph(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        # `_accumulating_method_names`, worked out on the first method call with arguments.
-        self._accumulating_names: Optional[FrozenSet[str]] = None
         # (scope id, variable) -> its latest value so far, and the stack at that assignment (where the grad mode it was
         # computed in is asked, when an accumulation adds the variable).
         self.latest: Dict[Tuple[int, str], Tuple[cst.BaseExpression, Tuple[cst.CSTNode, ...]]] = {}
@@ -276,7 +274,7 @@ class LossAccumulatedWithGraph(Rule):
         the argument, as `acc += loss` would."""
         if type(call.func) is not cst.Attribute or not call.args or any(arg.star for arg in call.args):
             return
-        if call.func.attr.value not in self._accumulating_method_names() or not loop_nodes(self.ctx.stack):
+        if not loop_nodes(self.ctx.stack):
             return
         accumulator = dotted_name(call.func.value)
         if accumulator is None:
@@ -295,17 +293,6 @@ class LossAccumulatedWithGraph(Rule):
             if name in accumulated:
                 self.reads.setdefault((self._scope(), accumulator), set()).update(names_in(arg.value))
                 self._accumulation(call, accumulator, arg.value)
-
-    def _accumulating_method_names(self) -> FrozenSet[str]:
-        """The names of the methods of the file's top-level classes that add a parameter into the instance: only a call
-        of one of those names is asked which method it calls (the value model's question is the costly part)."""
-        if self._accumulating_names is None:
-            self._accumulating_names = frozenset(
-                method.name.value
-                for statement in self.ctx.module.body if type(statement) is cst.ClassDef
-                for method in statement.body.body if type(method) is cst.FunctionDef and accumulated_parameters(method)
-            )
-        return self._accumulating_names
 
     def _iterated_for(self, tensor: Optional[cst.BaseExpression]) -> Set[str]:
         """`for loss in losses: loss.backward()` (or `loss = next(batches)` after `batches = iter(losses)`): the
