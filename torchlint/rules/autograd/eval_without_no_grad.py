@@ -368,7 +368,7 @@ class EvalWithoutNoGrad(Rule):
 
     def _left_in_train_mode(self, forward: _Forward) -> bool:
         """The last mode switch of the forward's model before it in its function, made there or in a function of the
-        file it calls (outside any `if`), is a `.train()`: the loop runs in train mode on purpose (Monte-Carlo dropout
+        file it calls (a `.train()` outside any `if`), is a `.train()`: the loop runs in train mode on purpose (Monte-Carlo dropout
         after `evaluate_accuracy(net)`, a uvadlc BNN notebook), whatever `eval()` came before, there or in a caller.
         A `.train()` counts only on the forward's own model: the same expression, or one built by the same
         constructor calls."""
@@ -384,6 +384,8 @@ class EvalWithoutNoGrad(Rule):
         switches: List[Tuple[Optional[int], int, bool]] = []
         for call_seq, key in places:
             for switch in self.trains.get(key, ()):
+                if switch.conditional:
+                    continue  # `if args.mc_dropout: model.train()`: the loop may still run in eval mode
                 if switch.receiver.deep_equals(forward.model) or (
                     called is not None and switch.models is not None and not called.isdisjoint(switch.models)
                 ):
