@@ -17,7 +17,6 @@ import libcst as cst
 
 from torchlint.analysis import syntax
 from torchlint.analysis.loops import enclosing
-from torchlint.analysis.weights_only import argument_for
 from torchlint.engine.callgraph import CallGraph
 from torchlint.engine.scopes import dotted_name
 from torchlint.engine.walk import walk_visitor
@@ -96,7 +95,7 @@ def literal_arguments(call: cst.Call, function: cst.FunctionDef, method: bool) -
     params = function.params
     found = {}
     for param in (list(params.posonly_params) + list(params.params))[1 if method else 0:] + list(params.kwonly_params):
-        given = argument_for(call, function, param.name.value, method)
+        given = syntax.argument_for(call, function, param.name.value, method)
         value = syntax.literal(given if given is not None else param.default, _UNKNOWN)
         if value is not _UNKNOWN:
             found[param.name.value] = value
@@ -149,7 +148,7 @@ def _site_arguments(call: cst.Call, function: cst.FunctionDef, caller: cst.CSTNo
     rebound = assigned_among(caller.body, set(caller_known))
     found = {}
     for param in (list(params.posonly_params) + list(params.params))[1 if method else 0:] + list(params.kwonly_params):
-        given = argument_for(call, function, param.name.value, method)
+        given = syntax.argument_for(call, function, param.name.value, method)
         if type(given) is cst.Name and given.value in caller_known and given.value not in rebound:
             value = caller_known[given.value]
         else:

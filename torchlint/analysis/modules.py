@@ -22,7 +22,7 @@ import libcst as cst
 from torchlint.analysis import syntax
 from torchlint.analysis.summaries import no_module_class
 from torchlint.analysis.values import Origin, Values, method_of
-from torchlint.engine.scopes import SCOPE_TYPES, dotted_name, scope_nodes_of
+from torchlint.engine.scopes import SCOPE_TYPES, dotted_name, parameters, scope_nodes_of
 from torchlint.engine.walk import walk_visitor
 
 if TYPE_CHECKING:
@@ -416,12 +416,10 @@ def _passed_to_init(call: cst.Call, init: cst.FunctionDef, name: str) -> Optiona
     parameter's default where it passes nothing; None when unknown (`*args` or `**kwargs` in the call)."""
     if any(arg.star for arg in call.args):
         return None
-    params = init.params
-    positional = [param.name.value for param in (*params.posonly_params, *params.params)][1:]
-    given = syntax.keyword(call, name) or (syntax.positional(call, positional.index(name)) if name in positional else None)
+    given = syntax.argument_for(call, init, name, method=True)
     if given is not None:
-        return given.value
-    param = next((param for param in (*params.posonly_params, *params.params, *params.kwonly_params) if param.name.value == name), None)
+        return given
+    param = next((param for param in parameters(init.params) if param.name.value == name), None)
     return param.default if param is not None else None
 
 

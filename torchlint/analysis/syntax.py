@@ -45,6 +45,20 @@ def call_argument(call: cst.Call, index: int, name: str) -> Optional[cst.BaseExp
     return arg.value if arg is not None else None
 
 
+def argument_for(call: cst.Call, function: cst.FunctionDef, name: str, method: bool = False) -> Optional[cst.BaseExpression]:
+    """What `call` of `function` passes for its parameter `name`; None for a call with `*args` or `**kwargs` or one
+    that leaves it to its default. `method`: the call goes through an instance (`self.f(...)`), which fills the
+    first parameter."""
+    params = function.params
+    ordered = [param.name.value for param in list(params.posonly_params) + list(params.params)][1 if method else 0:]
+    if any(argument.star for argument in call.args):
+        return None
+    given = keyword(call, name) or (
+        positional(call, ordered.index(name)) if name in ordered else None
+    )
+    return given.value if given is not None else None
+
+
 def literal(node: Optional[cst.CSTNode], default=MISSING):
     """The value of a literal expression (numbers, strings, True/False/None, tuples of those), else `default`:
     what `ast.literal_eval` makes of the node's code (tests/test_syntax.py checks both agree on every fixture)."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, List, NamedTuple, Optional, Sequence, Tuple
 import libcst as cst
 
 from torchlint import semantics
+from torchlint.analysis.syntax import argument_for
 from torchlint.analysis.modules import names_module_class
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.values import Origin, Values
@@ -348,20 +349,6 @@ def _passed_for(
     if any(argument is None for argument in given):
         return None
     return [(octx, argument, stack) for argument, (_, stack) in zip(given, calls)]
-
-
-def argument_for(call: cst.Call, function: cst.FunctionDef, name: str, method: bool = False) -> Optional[cst.BaseExpression]:
-    """What `call` of `function` passes for its parameter `name`; None for a call with `*args` or `**kwargs` or one
-    that leaves it to its default. `method`: the call goes through an instance (`self.f(...)`), which fills the
-    first parameter."""
-    params = function.params
-    positional = [param.name.value for param in list(params.posonly_params) + list(params.params)][1 if method else 0:]
-    if any(argument.star for argument in call.args):
-        return None
-    given = semantics.keyword(call, name) or (
-        semantics.positional(call, positional.index(name)) if name in positional else None
-    )
-    return given.value if given is not None else None
 
 
 class _StacksTo(cst.CSTVisitor):

@@ -10,7 +10,7 @@ from torchlint.analysis.flow import innermost_scope
 from torchlint.analysis.grad_mode import evaluates, grad_disabled_by_a_caller, under_dynamic_grad_mode
 from torchlint.analysis.loops import iteration, iterations_around, loop_nodes
 from torchlint.analysis.losses import LOSS_FUNCTIONS, arithmetic_operands, is_loss_call, is_loss_origin, is_loss_value
-from torchlint.analysis.syntax import names_in
+from torchlint.analysis.syntax import argument_for, names_in
 from torchlint.analysis.values import Values, method_of, path_to
 from torchlint.analysis.facts import accumulated_parameters, holds_no_graph, is_backward_call
 from torchlint.engine.scopes import dotted_name
@@ -286,13 +286,11 @@ class LossAccumulatedWithGraph(Rule):
         accumulated = accumulated_parameters(method)
         if not accumulated:
             return
-        params = method.params
-        positional = [param.name.value for param in list(params.posonly_params) + list(params.params)][1:]
-        for index, arg in enumerate(call.args):
-            name = arg.keyword.value if arg.keyword is not None else positional[index] if index < len(positional) else None
-            if name in accumulated:
-                self.reads.setdefault((self._scope(), accumulator), set()).update(names_in(arg.value))
-                self._accumulation(call, accumulator, arg.value)
+        for name in sorted(accumulated):
+            given = argument_for(call, method, name, method=True)
+            if given is not None:
+                self.reads.setdefault((self._scope(), accumulator), set()).update(names_in(given))
+                self._accumulation(call, accumulator, given)
 
     def _iterated_for(self, tensor: Optional[cst.BaseExpression]) -> Set[str]:
         """`for loss in losses: loss.backward()` (or `loss = next(batches)` after `batches = iter(losses)`): the

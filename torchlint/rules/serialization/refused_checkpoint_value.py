@@ -4,7 +4,8 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.values import Values
-from torchlint.analysis.weights_only import Caller, Leaf, allow_listed_nearby, argument_for, refused_leaves, stacks_to
+from torchlint.analysis.syntax import argument_for
+from torchlint.analysis.weights_only import Caller, Leaf, allow_listed_nearby, refused_leaves, stacks_to
 from torchlint.engine.context import FileContext
 from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
 from torchlint.finding import Fix
