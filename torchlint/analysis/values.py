@@ -1381,6 +1381,30 @@ def method_of(model_class: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]
     return None
 
 
+# How many classes up `inherited_method` looks for a method.
+_MAX_BASES_DEPTH = 4
+
+
+def inherited_method(built: Origin, name: str, depth: int = 0) -> Optional[Origin]:
+    """The method `name` an instance of the class `built` (a class's origin) calls: the class's own, else the first
+    base's of the project that has it, `_MAX_BASES_DEPTH` classes up (`TrainOptions(BaseOptions)` calling
+    `BaseOptions.parse`)."""
+    scopes = built.place.scopes + (built.node,)
+    method = method_of(built.node, name)
+    if method is not None:
+        return Origin(method, Place(built.place.context, scopes))
+    if depth >= _MAX_BASES_DEPTH:
+        return None
+    values = Values.of(built.place.context)
+    for base in built.node.bases:
+        for origin in values.origins(base.value, built.place.scopes):
+            if type(origin.node) is cst.ClassDef:
+                found = inherited_method(origin, name, depth + 1)
+                if found is not None:
+                    return found
+    return None
+
+
 def _with_subclasses(base: cst.ClassDef, module: cst.Module) -> List[cst.ClassDef]:
     """`base` (a class at the top of `module`) and the classes at the top of `module` that derive from it, directly or
     through one another, by name (`class Trainer(BaseTrainer):`)."""

@@ -14,7 +14,7 @@ from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.summaries import SUMMARIES, function_facts, imported_function_showing
 from torchlint.analysis.syntax import call_argument
-from torchlint.analysis.values import Origin, Place, Values, method_of
+from torchlint.analysis.values import Values, inherited_method
 from torchlint.engine.context import last_parts
 from torchlint.engine.facts import recognizes
 from torchlint.engine.scopes import dotted_name
@@ -568,7 +568,7 @@ class CudaWithoutFallback(Rule):
 
     def _project_method_decides_cuda(self, call: cst.Call, stack: Tuple[cst.CSTNode, ...]) -> bool:
         built = Values.of(self.ctx).instance_class(call.func.value, stack)
-        method = _method_of_class(built, call.func.attr.value, 0) if built is not None else None
+        method = inherited_method(built, call.func.attr.value) if built is not None else None
         # A method of the file itself: its `set_device` is the file's own, seen where it is.
         return method is not None and method.place.context is not self.ctx and bool(function_facts(method, DECIDES_CUDA))
 
@@ -661,30 +661,6 @@ class CudaWithoutFallback(Rule):
 def _on_self(func: cst.Attribute) -> bool:
     """`self.name(...)`: a method of the class the code is in, whose own code the file shows."""
     return type(func.value) is cst.Name and func.value.value in ("self", "cls")
-
-
-# How many classes up `_method_of_class` looks for an inherited method.
-_MAX_BASES_DEPTH = 4
-
-
-def _method_of_class(built: Origin, name: str, depth: int) -> Optional[Origin]:
-    """The method `name` an instance of the class `built` (a class's origin) calls: the class's own, else the first
-    base's of the project that has it, `_MAX_BASES_DEPTH` classes up (`TrainOptions(BaseOptions)` calling
-    `BaseOptions.parse`)."""
-    scopes = built.place.scopes + (built.node,)
-    method = method_of(built.node, name)
-    if method is not None:
-        return Origin(method, Place(built.place.context, scopes))
-    if depth >= _MAX_BASES_DEPTH:
-        return None
-    values = Values.of(built.place.context)
-    for base in built.node.bases:
-        for origin in values.origins(base.value, built.place.scopes):
-            if type(origin.node) is cst.ClassDef:
-                found = _method_of_class(origin, name, depth + 1)
-                if found is not None:
-                    return found
-    return None
 
 
 def _names_a_gpu_gate(expr: cst.BaseExpression) -> bool:
