@@ -7,7 +7,7 @@ families add their own in `rules/<family>/_facts.py`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -18,7 +18,7 @@ from torchlint.analysis.project import PROJECT
 from torchlint.analysis.summaries import SUMMARIES, defining_file, function_facts, imported_function, shows_no_fact
 from torchlint.analysis.values import PROGRESS_BARS, Origin, Values, advanced_iterator, iterated_items
 from torchlint.engine.context import last_parts
-from torchlint.engine.facts import recognizes
+from torchlint.engine.facts import recognizes, recognizes_when_asked
 from torchlint.engine.scopes import dotted_name, scope_nodes_of
 from torchlint.engine.walk import OwnScopeVisitor, walk, walk_visitor
 
@@ -172,9 +172,9 @@ def starts_processes(call: cst.Call, ctx: "FileContext") -> Optional[str]:
     return None
 
 
-@recognizes(cst.For)
-def iterates_worker_loader(node: cst.For, ctx: "FileContext") -> Optional[str]:
-    return "starts-workers" if worker_loader_in(node.iter, ctx) is not None else None
+@recognizes_when_asked(cst.For, "starts-workers")
+def iterates_worker_loader(node: cst.For, ctx: "FileContext", stack: Tuple[cst.CSTNode, ...]) -> bool:
+    return worker_loader_in(node.iter, ctx, stack) is not None
 
 
 def _is_process(expr: Optional[cst.BaseExpression], ctx: "FileContext") -> bool:
@@ -210,21 +210,32 @@ def worker_loader_iterated_by_call(call: cst.Call, ctx: "FileContext") -> Option
     return None
 
 
-def worker_loader_in(expr: cst.BaseExpression, ctx: "FileContext") -> Optional[cst.Call]:
-    """The DataLoader(...) call with workers that iterating `expr` would run, following the values it may hold
-    (variables, `loaders[phase]`, what a function returns) and the calls that iterate their argument."""
+def worker_loader_in(
+    expr: cst.BaseExpression, ctx: "FileContext", stack: Optional[Sequence[cst.CSTNode]] = None,
+) -> Optional[cst.Call]:
+    """The DataLoader(...) call with workers that iterating `expr` (inside `stack`, default: the node being visited)
+    would run, following the values it may hold (variables, `loaders[phase]`, what a function returns) and the calls
+    that iterate their argument."""
     if not _may_reach_dataloader(ctx):
         return None
+    if stack is None:
+        stack = ctx.stack
+    return _worker_loader_in(expr, ctx, stack, ctx.scope_nodes if stack is ctx.stack else scope_nodes_of(stack))
+
+
+def _worker_loader_in(
+    expr: cst.BaseExpression, ctx: "FileContext", stack: Sequence[cst.CSTNode], scopes: Sequence[cst.CSTNode],
+) -> Optional[cst.Call]:
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in _ITERATING_CALLS:
         for arg in expr.args:
-            found = worker_loader_in(arg.value, ctx)
+            found = _worker_loader_in(arg.value, ctx, stack, scopes)
             if found is not None:
                 return found
         return None
-    iterated = iterated_items(expr, ctx, ctx.scope_nodes)
+    iterated = iterated_items(expr, ctx, scopes)
     if iterated is not None:  # `loader.__iter__()`
-        return worker_loader_in(iterated, ctx)
-    for origin in _beneath_wrappers(Values.of(ctx).origins(expr), starting_workers=expr):
+        return _worker_loader_in(iterated, ctx, stack, scopes)
+    for origin in _beneath_wrappers(Values.of(ctx).origins(expr, stack), starting_workers=expr):
         there, stack = origin.place.context, origin.place.stack
         if semantics.is_dataloader_call(origin.node, there, stack) and semantics.may_start_workers(origin.node, there, stack):
             return origin.node

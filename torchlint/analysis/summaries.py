@@ -124,9 +124,13 @@ def function_facts(function: "Origin", fact: str) -> List[cst.CSTNode]:
     ctx = function.place.context
     if type(function.node) is not cst.FunctionDef or id(ctx) in _IN_PROGRESS:
         return []
-    graph = _fact_graph(ctx).graph
-    key = graph.key_of(function.node, function.place.scopes + (function.node,))
-    return graph.facts_of(key, fact, _FACTS_DEPTH)
+    found = _fact_graph(ctx)
+    key = found.graph.key_of(function.node, function.place.scopes + (function.node,))
+    with PROJECT.recording() as read:
+        nodes = found.graph.facts_of(key, fact, _FACTS_DEPTH)
+    # A deferred fact judged now read its files now: the graph's facts hold while those keep their bytes too.
+    found.read.update((path, digest) for path, digest in read.items() if path != ctx.filename)
+    return nodes
 
 
 def imported_function_showing(ctx: "FileContext", func: cst.BaseExpression, stack, fact: str) -> Optional[Tuple["Origin", str]]:
@@ -234,7 +238,8 @@ def _definition(node: cst.CSTNode, ctx: "FileContext", values: Values, graph: Op
         return ("class", tuple(bases))
     if type(node) is cst.FunctionDef and graph is not None:
         key = graph.key_of(node, around + (node,))
-        shown = {fact for function in graph.reachable(key, _FACTS_DEPTH) for fact, nodes in function.facts.items() if nodes}
+        # What it may show: a fact whose deferred nodes are not judged yet counts (`shows_no_fact` asks "surely not").
+        shown = {fact for function in graph.reachable(key, _FACTS_DEPTH) for fact in function.may_show()}
         return ("function", tuple(sorted(shown)))
     return ("other",)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import builtins
 from dataclasses import dataclass, field
-from typing import AbstractSet, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import AbstractSet, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -35,6 +35,34 @@ class FunctionFacts:
     node: Optional[cst.CSTNode]
     calls: List[CallSite] = field(default_factory=list)
     facts: Dict[str, List[cst.CSTNode]] = field(default_factory=dict)
+    # fact -> the nodes a deferred recognizer (`facts.recognizes(shows=...)`) has yet to judge, each with its check,
+    # in walk order: judged when the fact is asked of this function (`shown`, `shows`).
+    deferred: Dict[str, List[Tuple[cst.CSTNode, Callable[[], bool]]]] = field(default_factory=dict)
+
+    def shown(self, fact: str) -> List[cst.CSTNode]:
+        """The nodes showing `fact` in this function's own code, the deferred ones judged now."""
+        for node, check in self.deferred.pop(fact, ()):
+            if check():
+                self.facts.setdefault(fact, []).append(node)
+        return self.facts.get(fact, [])
+
+    def shows(self, fact: str, node: cst.CSTNode) -> bool:
+        """`node` shows `fact`: noted by the walk, or judged now if its recognizer was deferred."""
+        if any(found is node for found in self.facts.get(fact, ())):
+            return True
+        pending = self.deferred.get(fact, ())
+        for index, (waiting, check) in enumerate(pending):
+            if waiting is node:
+                del pending[index]
+                if check():
+                    self.facts.setdefault(fact, []).append(node)
+                    return True
+                return False
+        return False
+
+    def may_show(self) -> FrozenSet[str]:
+        """The facts this function's own code shows or may show (some of its deferred nodes not judged yet)."""
+        return frozenset([fact for fact, nodes in self.facts.items() if nodes] + [fact for fact, waiting in self.deferred.items() if waiting])
 
 
 class CallGraph:
@@ -90,6 +118,10 @@ class CallGraph:
     def add_fact(self, name: str, node: cst.CSTNode, scope_nodes: Sequence[cst.CSTNode]) -> None:
         self.current(scope_nodes, node).facts.setdefault(name, []).append(node)
 
+    def defer_fact(self, name: str, node: cst.CSTNode, check: Callable[[], bool], scope_nodes: Sequence[cst.CSTNode]) -> None:
+        """`node` shows `name` if `check()` says so, asked only when the fact is asked of its function."""
+        self.current(scope_nodes, node).deferred.setdefault(name, []).append((node, check))
+
     def add_call(self, call: cst.Call, callee: str, stack: Sequence[cst.CSTNode], scope_nodes: Sequence[cst.CSTNode]) -> None:
         self.current(scope_nodes, call).calls.append(CallSite(call, callee, tuple(stack)))
 
@@ -114,7 +146,7 @@ class CallGraph:
         """Nodes showing `fact` in function `key` or in functions it calls, up to `depth` calls deep."""
         found = []
         for function in self.reachable(key, depth):
-            found.extend(function.facts.get(fact, ()))
+            found.extend(function.shown(fact))
         return found
 
     def reachable(self, key: str, depth: int = 1) -> Iterator[FunctionFacts]:

@@ -5,12 +5,14 @@ shows (or None). The engine runs all of them in every file where a rule that rea
 the call graph runs (`Rule.uses_callgraph`), so one rule's selection never changes
 what another rule can see. The engine knows nothing of torch: the recognizers that
 do live in `torchlint/analysis/facts.py` and the families' `rules/<family>/_facts.py`,
-registered with `recognizes`.
+registered with `recognizes`. A costly check whose fact few questions ask is registered with
+`recognizes_when_asked` instead: the walk keeps its nodes, and the check runs when the fact is
+asked of the function holding them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Optional
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 import libcst as cst
 
@@ -18,6 +20,8 @@ if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
 
 Recognizer = Callable[[cst.CSTNode, "FileContext"], Optional[str]]
+# A deferred recognizer (`recognizes_when_asked`): whether the node, inside the nodes of `stack`, shows its fact.
+DeferredCheck = Callable[[cst.CSTNode, "FileContext", Tuple[cst.CSTNode, ...]], bool]
 RECOGNIZERS: Dict[type, List[Recognizer]] = {}
 
 
@@ -34,5 +38,25 @@ def recognizes(
         recognizer.call_heads = call_heads
         RECOGNIZERS.setdefault(node_type, []).append(recognizer)
         return recognizer
+
+    return register
+
+
+def recognizes_when_asked(node_type: type, shows: str) -> Callable[[DeferredCheck], DeferredCheck]:
+    """Register a check of `node_type` nodes for the fact `shows` that runs only when the fact is asked of the
+    function holding the node (`FunctionFacts.shown`, `CallGraph.facts_of`), not during the walk: for a check that
+    follows values through the file and the project (costly at every loop of a library) when few functions are ever
+    asked (those a module-level statement calls). The walk keeps the node with the nodes around it, which the check
+    receives as `stack` (outermost first, the node last), since by then the walk is elsewhere."""
+
+    def register(check: DeferredCheck) -> DeferredCheck:
+        def defer(node: cst.CSTNode, ctx: "FileContext") -> None:
+            stack = tuple(ctx.stack)
+            ctx.callgraph.defer_fact(shows, node, lambda: check(node, ctx, stack), ctx.scope_nodes)
+            return None
+
+        defer.__name__ = check.__name__
+        recognizes(node_type)(defer)
+        return check
 
     return register

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Tuple
 
 import libcst as cst
 
 from torchlint.analysis.facts import worker_loader_in
-from torchlint.engine.facts import recognizes
+from torchlint.engine.facts import recognizes, recognizes_when_asked
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
 
 
-@recognizes(cst.CompFor)
-def comprehension_iterates_worker_loader(node: cst.CompFor, ctx: "FileContext") -> Optional[str]:
+@recognizes_when_asked(cst.CompFor, "starts-workers")
+def comprehension_iterates_worker_loader(node: cst.CompFor, ctx: "FileContext", stack: Tuple[cst.CSTNode, ...]) -> bool:
     """`[batch for batch in loader]` iterates the loader like a `for` statement does."""
-    return "starts-workers" if worker_loader_in(node.iter, ctx) is not None else None
+    return worker_loader_in(node.iter, ctx, stack) is not None
 
 
 @recognizes(cst.Call, frozenset({"set_epoch"}))

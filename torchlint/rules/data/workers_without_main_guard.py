@@ -109,14 +109,15 @@ class WorkersWithoutMainGuard(Rule):
         # Module-level calls of a method of this file's classes through an instance: (call-graph key, stack).
         self.method_calls: List[Tuple[str, Tuple[cst.CSTNode, ...]]] = []
 
-    # The engine's recognizers note a "starts-workers" fact on the node before rules visit it;
-    # the rule only adds where that node sits, which the call graph does not keep for facts.
+    # The engine's recognizers note a "starts-workers" fact on the node before rules visit it (a loop's is judged when
+    # asked: only here, for a loop that runs on import); the rule only adds where that node sits, which the call graph
+    # does not keep for facts.
     def visit_For(self, node: cst.For) -> None:
-        if self._starts_workers(node):
+        if _import_time_statement(self.ctx.stack) is not None and self._starts_workers(node):
             self._note(self.ctx.stack, ITERATING)
 
     def visit_CompFor(self, node: cst.CompFor) -> None:
-        if self._starts_workers(node):
+        if _import_time_statement(self.ctx.stack) is not None and self._starts_workers(node):
             self._note(self.ctx.stack, ITERATING)
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -156,8 +157,7 @@ class WorkersWithoutMainGuard(Rule):
             )
 
     def _starts_workers(self, node: cst.CSTNode) -> bool:
-        facts = self.ctx.callgraph.functions[MODULE].facts.get(STARTS_WORKERS)
-        return bool(facts) and facts[-1] is node
+        return self.ctx.callgraph.functions[MODULE].shows(STARTS_WORKERS, node)
 
     def _note(self, stack: Sequence[cst.CSTNode], what: str) -> None:
         statement = _import_time_statement(stack)
