@@ -249,8 +249,11 @@ def _used_as_values(functions: FrozenSet[str], ctx: "FileContext") -> bool:
     key = ("function values", functions)
     found = memo.get(key)
     if found is None:
-        pattern = re.compile(r"\b(?:%s)\b(?!\s*\()" % "|".join(sorted(re.escape(name.rpartition(".")[2]) for name in functions)))
-        found = memo[key] = pattern.search(ctx.text) is not None
+        names = frozenset(name.rpartition(".")[2] for name in functions)
+        # Each match is a whole word of the text: a file that writes none of the names needs no search (most files).
+        found = memo[key] = not names.isdisjoint(ctx.file_text.words) and re.search(
+            r"\b(?:%s)\b(?!\s*\()" % "|".join(sorted(map(re.escape, names))), ctx.text,
+        ) is not None
     return found
 
 
