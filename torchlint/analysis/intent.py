@@ -70,6 +70,8 @@ CUDA_EXTENSION_IMPORT = "an import of a CUDA extension the project builds"
 FALLBACK = "a device fallback"
 
 _STRING = r"[\"']"
+# What every pattern below that ends in a `"cpu"` string holds.
+_QUOTED_CPU = ("'cpu'", '"cpu"')
 # (kind, what the message says of it, pattern), in the order they decide: an explicit fallback first, then CUDA-only
 # design (a program that falls back nowhere but takes a `device="cpu"` parameter somewhere is still CUDA-only), then
 # the rest.
@@ -83,15 +85,16 @@ _EVIDENCE: Tuple[Tuple[str, str, "re.Pattern[str]", Tuple[str, ...]], ...] = tup
         (CUDA, "an assertion that CUDA is there", r"^[ \t]*assert[ \t]+torch\.cuda\.is_available\(\)", ("is_available()",)),
         (CUDA, "`torch.cuda.set_device`", r"\btorch\.cuda\.set_device\(", ("set_device(",)),
         (CUDA, "a process rank read at import", r"^(?:\w+[ \t]*=[ \t]*)?(?:dist|torch\.distributed)\.get_rank\(\)", ("get_rank()",)),
-        (CUDA, "a CUDA extension", rf"\bCUDAExtension\(|{_STRING}[\w/.-]+\.cuh?{_STRING}", ("CUDAExtension(", ".cu")),
+        (CUDA, "a CUDA extension", rf"\bCUDAExtension\(|{_STRING}[\w/.-]+\.cuh?{_STRING}",
+         ("CUDAExtension(", ".cu'", '.cu"', ".cuh'", '.cuh"')),
         (CUDA, CUDA_ONLY_LIBRARY, r"^(?:import|from)[ \t]+(?:%s)\b" % "|".join(
             re.escape(library) for library in CUDA_ONLY_LIBRARIES), CUDA_ONLY_LIBRARIES),
-        (CPU, "a `--device` default of \"cpu\"", rf"add_argument\([^\n]*device[^\n]*default[ \t]*=[ \t]*{_STRING}cpu{_STRING}", ("cpu",)),
+        (CPU, "a `--device` default of \"cpu\"", rf"add_argument\([^\n]*device[^\n]*default[ \t]*=[ \t]*{_STRING}cpu{_STRING}", _QUOTED_CPU),
         (CPU, "a `device` parameter defaulting to \"cpu\"",
-         rf"^[ \t]*def[ \t][^\n]*\bdevice[ \t]*(?::[^=\n]*)?=[ \t]*{_STRING}cpu{_STRING}", ("cpu",)),
-        (CPU, "a `device` parameter defaulting to \"cpu\"", rf"^[ \t]*device[ \t]*:[^=\n]*=[ \t]*{_STRING}cpu{_STRING}[ \t]*,?[ \t]*(?:#.*)?$", ("cpu",)),
+         rf"^[ \t]*def[ \t][^\n]*\bdevice[ \t]*(?::[^=\n]*)?=[ \t]*{_STRING}cpu{_STRING}", _QUOTED_CPU),
+        (CPU, "a `device` parameter defaulting to \"cpu\"", rf"^[ \t]*device[ \t]*:[^=\n]*=[ \t]*{_STRING}cpu{_STRING}[ \t]*,?[ \t]*(?:#.*)?$", _QUOTED_CPU),
         (CPU, "a `device = \"cpu\"` setting",
-         rf"^[ \t]*(?:self\.)?device[ \t]*=[ \t]*(?:torch\.device\()?{_STRING}cpu{_STRING}\)?[ \t]*(?:#.*)?$", ("cpu",)),
+         rf"^[ \t]*(?:self\.)?device[ \t]*=[ \t]*(?:torch\.device\()?{_STRING}cpu{_STRING}\)?[ \t]*(?:#.*)?$", _QUOTED_CPU),
     )
 )
 # Where the weaker CPU paths begin in `_EVIDENCE`: an import of a project's CUDA extension decides before them.
