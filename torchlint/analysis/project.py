@@ -111,6 +111,10 @@ class Project:
         self.consulted: Dict[str, bytes] = {}
         # what the `recording` blocks now open have read
         self._recorders: List[Dict[str, bytes]] = []
+        # path -> the module `_load` checked against the file's bytes in the lint under way (`one_lint`)
+        self._checked: Dict[str, ProjectModule] = {}
+        # how many `one_lint` blocks are open (a notebook's lint lints its cells inside its own)
+        self._lints = 0
 
     def forget_layout(self) -> None:
         """Forget which files exist, for a process that outlives a change to them (the language server, when a
@@ -179,6 +183,19 @@ class Project:
         self.consulted[path] = digest
         for recorder in self._recorders:
             recorder[path] = digest
+
+    @contextmanager
+    def one_lint(self) -> Iterator[None]:
+        """While one file is linted, each project file its imports name is read and checked against its parse once,
+        however many names the lint follows into it (a file's `from model import Net, init_weights` and every use of
+        them): the lint sees one version of each file, and does not read and digest it again at every name."""
+        self._lints += 1
+        try:
+            yield
+        finally:
+            self._lints -= 1
+            if not self._lints:
+                self._checked = {}
 
     @contextmanager
     def recording(self) -> Iterator[Dict[str, bytes]]:
@@ -328,8 +345,15 @@ class Project:
         return found
 
     def _load(self, path: str, config: "Config") -> Optional[ProjectModule]:
+        checked = self._checked.get(path)
+        if checked is not None:
+            self.record(path, checked.digest)
+            return checked
         read = self.read(path)
-        return self.parsed(path, read[0], read[1], config) if read is not None else None
+        module = self.parsed(path, read[0], read[1], config) if read is not None else None
+        if module is not None and self._lints:
+            self._checked[path] = module
+        return module
 
     def parsed(self, path: str, data: bytes, digest: bytes, config: "Config") -> Optional[ProjectModule]:
         """The project file `path` with these bytes (`read`), parsed once while they stay the same, and the files its

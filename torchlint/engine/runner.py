@@ -110,7 +110,7 @@ def _lint_within_budget(
     rule_classes = rules_to_run(file_text, codes, use_prefilter)
     if rule_classes is None:
         return []
-    with _cycle_collector_paused():
+    with _cycle_collector_paused(), PROJECT.one_lint():
         return _lint_parsed(file_text, filename, config, codes, rule_classes, use_prefilter, file_kind, kind_name)
 
 
