@@ -114,7 +114,17 @@ def entered_types(wanted: Collection[type] = (), enter_leaves: bool = True) -> F
 
 @lru_cache(maxsize=256)
 def _entered_types(wanted: FrozenSet[type], enter_leaves: bool) -> FrozenSet[type]:
-    return NODE_TYPES - (TOKEN_TYPES if enter_leaves else TOKEN_TYPES | LEAF_TYPES).difference(wanted)
+    return _one_object(NODE_TYPES - (TOKEN_TYPES if enter_leaves else TOKEN_TYPES | LEAF_TYPES).difference(wanted))
+
+
+# Each distinct set of entered types, as one object: `walked_fields` is asked with one at every node type of every
+# walk, and its cache finds a key by comparing the sets, which is instant for one object and a look at each of some
+# two hundred types for two equal ones (as different `wanted` give: 0.23 G instructions on the benchmark sample).
+_ENTERED: Dict[FrozenSet[type], FrozenSet[type]] = {}
+
+
+def _one_object(types: FrozenSet[type]) -> FrozenSet[type]:
+    return _ENTERED.setdefault(types, types)
 
 
 @lru_cache(maxsize=None)
@@ -176,7 +186,7 @@ def _entered_by(visitor_class: type, descend: Optional[FrozenSet[type]]) -> Froz
     handled = frozenset(node_type for node_type, _, _ in _visitor_methods(visitor_class))
     entered = entered_types(handled)
     # With `descend`, a child that is neither descended into nor handled would be entered for nothing.
-    return entered if descend is None else entered & (descend | handled)
+    return entered if descend is None else _one_object(entered & (descend | handled))
 
 
 @lru_cache(maxsize=None)
