@@ -18,7 +18,7 @@ from torchlint.engine.runner import lint_file
 from torchlint.rules.device.cuda_without_fallback import CudaWithoutFallback
 
 
-@pytest.mark.parametrize("text, kind, what", [
+EVIDENCE_CASES = [
     ('device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n', "cpu", "a device fallback"),
     ('device = "cpu" if not torch.cuda.is_available() else "cuda"\n', "cpu", "a device fallback"),
     ('dist.init_process_group(backend="nccl")\n', "cuda", "an NCCL process group"),
@@ -34,7 +34,10 @@ from torchlint.rules.device.cuda_without_fallback import CudaWithoutFallback
     # An explicit fallback outweighs CUDA-only design; CUDA-only design outweighs a parameter defaulting to the CPU.
     ('dist.init_process_group("nccl")\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\n', "cpu", "a device fallback"),
     ('def to(x, device="cpu"):\n    pass\ndist.init_process_group("nccl")\n', "cuda", "an NCCL process group"),
-])
+]
+
+
+@pytest.mark.parametrize("text, kind, what", EVIDENCE_CASES)
 def test_evidence_of_a_file(text, kind, what):
     found = intent.evidence_in(text, "train.py")
     assert (found.kind, found.what) == (kind, what)
@@ -256,3 +259,26 @@ def test_each_site_cites_the_evidence_of_what_imports_its_function(tmp_path):
         'this project also runs on the CPU: a `device = "cpu"` setting, `device = "cpu"` in cpu_eval.py:2'
     )
     assert show.message == CudaWithoutFallback.message  # demo.py says nothing of where it runs
+
+
+def _texts_with_evidence():
+    """Every fixture's text, and lines of each kind of evidence in awkward places: the first line, the last line
+    without a break, CRLF endings, a match after a non-matching line holding the same need."""
+    texts = [path.read_text(encoding="utf-8", errors="replace") for path in sorted(FIXTURES.rglob("*.py"))]
+    for line, _, _ in EVIDENCE_CASES:
+        body = line.rstrip("\n")
+        texts += [
+            body, body + "\n", "x = 1\n" + body, "x = 1\r\n" + body.replace("\n", "\r\n") + "\r\n",
+            "# cpu nccl get_rank() is_available() .cu' \"cpu\" apex\n" + body + "\nmore = 2\n",
+        ]
+    return texts
+
+
+def test_evidence_searched_line_by_line_is_the_whole_text_search():
+    """`_first_match` searches only the lines holding a need: the same first match as the whole text's search, for
+    every pattern (each matches within one line), on every fixture and every evidence case."""
+    for text in _texts_with_evidence():
+        for _, _, pattern, needs in intent._EVIDENCE:
+            whole = pattern.search(text) if any(need in text for need in needs) else None
+            expected = (whole.start(), whole.group(0)) if whole is not None else None
+            assert intent._first_match(pattern, needs, text) == expected, (pattern.pattern, text[:200])

@@ -155,11 +155,30 @@ def evidence_in(text: str, path: str, extensions: FrozenSet[str] = frozenset()) 
             found = _imports_cuda_extension(text, path, extensions)
             if found is not None:
                 return found
-        if not any(need in text for need in needs):
-            continue
-        found = pattern.search(text)
+        found = _first_match(pattern, needs, text)
         if found is not None:
-            return Evidence(kind, what, found.group(0).strip(), path, text.count("\n", 0, found.start()) + 1)
+            start, matched = found
+            return Evidence(kind, what, matched.strip(), path, text.count("\n", 0, start) + 1)
+    return None
+
+
+def _first_match(pattern: "re.Pattern[str]", needs: Tuple[str, ...], text: str) -> Optional[Tuple[int, str]]:
+    """Where `pattern` first matches in `text`, and what it matches, searched only in the lines that hold one of
+    `needs`: every pattern of `_EVIDENCE` matches within one line (none matches a line break) and every match holds
+    one of its needs, so the first match is on the first such line where the pattern matches (a search of the whole
+    text tried the pattern at every character of the scan's every file)."""
+    starts = set()
+    for need in needs:
+        position = text.find(need)
+        while position >= 0:
+            starts.add(text.rfind("\n", 0, position) + 1)
+            end = text.find("\n", position)
+            position = text.find(need, end + 1) if end >= 0 else -1
+    for start in sorted(starts):
+        end = text.find("\n", start)
+        found = pattern.search(text[start:end] if end >= 0 else text[start:])
+        if found is not None:
+            return start + found.start(), found.group(0)
     return None
 
 
