@@ -118,3 +118,30 @@ def test_a_notebook_imports_through_the_folder_it_puts_on_sys_path(tmp_path, mon
     monkeypatch.chdir(tmp_path)
     arguments = ["check", "--no-cache", "--preview", "--select", "TL502", "--output-format", "concise", "notebooks"]
     assert main(arguments) == 1
+
+
+def test_one_lint_reads_an_imported_project_file_once(tmp_path, monkeypatch):
+    """Every name a lint follows into a project file used to read and digest the file again to check its parse
+    (`Project.one_lint`): one lint now reads it once, however many names it follows there; the next lint reads it
+    again, so an edit between lints is seen (test_editing_an_imported_file_relints_its_importer)."""
+    from torchlint.analysis import project
+    from torchlint.config import build
+
+    (tmp_path / "model.py").write_text(
+        "import torch.nn as nn\nimport torch.nn.functional as F\n\n\nclass Net(nn.Module):\n"
+        "    def forward(self, x):\n        return F.softmax(x, dim=1)\n\n\ndef make_model():\n    return Net()\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch.nn as nn\nfrom model import Net, make_model\n\ncriterion = nn.CrossEntropyLoss()\nmodel = make_model()\n"
+        "loss = criterion(model(images), labels)\nother = criterion(Net()(images), labels)\n"
+    )
+    model = str(tmp_path / "model.py")
+    reads = []
+    real = project.Project.read
+    monkeypatch.setattr(project.Project, "read", lambda self, path: (reads.append(path), real(self, path))[1])
+    config = build({"select": ["TL401"]}, root=tmp_path, path=None, where="test", torch_requirement_from=tmp_path)
+    for lint in range(2):
+        reads.clear()
+        findings = lint_file(str(tmp_path / "train.py"), config).findings
+        assert [finding.code for finding in findings] == ["TL401", "TL401"]
+        assert reads.count(model) == 1, lint
