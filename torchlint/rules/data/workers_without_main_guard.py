@@ -157,7 +157,11 @@ class WorkersWithoutMainGuard(Rule):
             )
 
     def _starts_workers(self, node: cst.CSTNode) -> bool:
-        return self.ctx.callgraph.functions[MODULE].shows(STARTS_WORKERS, node)
+        module = self.ctx.callgraph.functions[MODULE]
+        if type(node) is cst.Call:  # noted during the walk, just before this visit: the last noted, if at all
+            facts = module.facts.get(STARTS_WORKERS)
+            return bool(facts) and facts[-1] is node
+        return module.shows(STARTS_WORKERS, node)
 
     def _note(self, stack: Sequence[cst.CSTNode], what: str) -> None:
         statement = _import_time_statement(stack)
