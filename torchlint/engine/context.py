@@ -145,8 +145,11 @@ class FileContext:
     def close(self) -> None:
         """Drop the per-file helpers, which refer back to this context: with that cycle gone, the file's tree is
         freed by reference counting as soon as the lint returns, instead of by a later cycle collection that
-        walks all of it."""
+        walks all of it. So are the scopes (they read star imports through this context) and the call graph (its
+        deferred checks hold it): left linked, every linted file's tree stayed until the next collection, a third
+        of a one-process run's memory on the benchmark sample."""
         self._shared.clear()
+        self.scopes = self.callgraph = None
 
     def shared(self, kind: type):
         """One `kind(ctx)` per file, for state several rules build the same way (the autograd rules' loop index)."""
