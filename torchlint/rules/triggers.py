@@ -66,7 +66,11 @@ class _Fragments(Trigger):
         self.parts = parts
 
     def matches(self, text: FileText) -> bool:
-        return any(part in text.lowered for part in self.parts)
+        lowered = text.lowered
+        for part in self.parts:
+            if part in lowered:
+                return True
+        return False
 
     def __repr__(self) -> str:
         return f"fragments({', '.join(map(repr, self.parts))})"
@@ -102,7 +106,11 @@ class _AllOf(Trigger):
         self.parts = parts
 
     def matches(self, text: FileText) -> bool:
-        return all(part.matches(text) for part in self.parts)
+        # A loop, not `all()` over a generator: asked of every rule on every file, and twice as fast.
+        for part in self.parts:
+            if not part.matches(text):
+                return False
+        return True
 
     def __repr__(self) -> str:
         return "(" + self.joined_by.join(map(repr, self.parts)) + ")"
@@ -112,7 +120,10 @@ class _AnyOf(_AllOf):
     joined_by = " | "
 
     def matches(self, text: FileText) -> bool:
-        return any(part.matches(text) for part in self.parts)
+        for part in self.parts:
+            if part.matches(text):
+                return True
+        return False
 
 
 def words(*names: str) -> Trigger:
