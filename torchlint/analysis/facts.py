@@ -236,8 +236,8 @@ def _worker_loader_in(
     if iterated is not None:  # `loader.__iter__()`
         return _worker_loader_in(iterated, ctx, stack, scopes)
     for origin in _beneath_wrappers(Values.of(ctx).origins(expr, stack), starting_workers=expr):
-        there, stack = origin.place.context, origin.place.stack
-        if semantics.is_dataloader_call(origin.node, there, stack) and semantics.may_start_workers(origin.node, there, stack):
+        there, built_at = origin.place.context, origin.place.stack
+        if semantics.is_dataloader_call(origin.node, there, built_at) and semantics.may_start_workers(origin.node, there, built_at):
             return origin.node
     return None
 

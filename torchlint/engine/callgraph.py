@@ -35,7 +35,7 @@ class FunctionFacts:
     node: Optional[cst.CSTNode]
     calls: List[CallSite] = field(default_factory=list)
     facts: Dict[str, List[cst.CSTNode]] = field(default_factory=dict)
-    # fact -> the nodes a deferred recognizer (`facts.recognizes(shows=...)`) has yet to judge, each with its check,
+    # fact -> the nodes a deferred recognizer (`facts.recognizes_when_asked`) has yet to judge, each with its check,
     # in walk order: judged when the fact is asked of this function (`shown`, `shows`).
     deferred: Dict[str, List[Tuple[cst.CSTNode, Callable[[], bool]]]] = field(default_factory=dict)
 
@@ -62,7 +62,8 @@ class FunctionFacts:
 
     def may_show(self) -> FrozenSet[str]:
         """The facts this function's own code shows or may show (some of its deferred nodes not judged yet)."""
-        return frozenset([fact for fact, nodes in self.facts.items() if nodes] + [fact for fact, waiting in self.deferred.items() if waiting])
+        shown = [fact for fact, nodes in self.facts.items() if nodes]
+        return frozenset(shown + [fact for fact, waiting in self.deferred.items() if waiting])
 
 
 class CallGraph:
