@@ -119,7 +119,7 @@ def _entered_types(wanted: FrozenSet[type], enter_leaves: bool) -> FrozenSet[typ
 
 # Each distinct set of entered types, as one object: `walked_fields` is asked with one at every node type of every
 # walk, and its cache finds a key by comparing the sets, which is instant for one object and a look at each of some
-# two hundred types for two equal ones (as different `wanted` give: 0.23 G instructions on the benchmark sample).
+# two hundred types for two equal ones (as different `wanted` give: 0.19 G instructions on the benchmark sample).
 _ENTERED: Dict[FrozenSet[type], FrozenSet[type]] = {}
 
 
