@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -10,11 +10,11 @@ from torchlint.analysis.flow import innermost_scope
 from torchlint.analysis.grad_mode import evaluates, grad_disabled_by_a_caller, under_dynamic_grad_mode
 from torchlint.analysis.loops import iteration, iterations_around, loop_nodes
 from torchlint.analysis.losses import LOSS_FUNCTIONS, arithmetic_operands, is_loss_call, is_loss_origin, is_loss_value
-from torchlint.analysis.syntax import argument_for, names_in
+from torchlint.analysis.syntax import argument_for, method_name, names_in
 from torchlint.analysis.values import Values, method_of, path_to
-from torchlint.analysis.facts import accumulated_parameters, holds_no_graph, is_backward_call
+from torchlint.analysis.facts import holds_no_graph, is_backward_call
 from torchlint.engine.scopes import dotted_name
-from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
+from torchlint.engine.walk import OwnScopeVisitor, walk, walk_visitor
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import fragments, words
@@ -146,6 +146,8 @@ class LossAccumulatedWithGraph(Rule):
         self.resets: Dict[Tuple[int, str], List[Set[int]]] = {}
         # scope id -> variables read by a backward call's tensor.
         self.backpropagated: Dict[int, Set[str]] = {}
+        # id of a method of the file's classes -> the parameters it adds into its instance (`_accumulated_parameters`)
+        self.accumulating: Dict[int, FrozenSet[str]] = {}
         # scope id -> variables read by a return value.
         self.returned: Dict[int, Set[str]] = {}
         # scope id -> variables `.backward()` is called on.
@@ -270,7 +272,7 @@ class LossAccumulatedWithGraph(Rule):
 
     def _passed_to_an_accumulating_method(self, call: cst.Call) -> None:
         """`losses.update(total_loss, n)` where `losses` is an instance of a class of the file whose `update` adds its
-        parameter into the instance (`self.sum += val * n`, `facts.accumulated_parameters`): the instance accumulates
+        parameter into the instance (`self.sum += val * n`, `_accumulated_parameters`): the instance accumulates
         the argument, as `acc += loss` would."""
         if type(call.func) is not cst.Attribute or not call.args or any(arg.star for arg in call.args):
             return
@@ -283,7 +285,9 @@ class LossAccumulatedWithGraph(Rule):
         method = method_of(called[0], called[1]) if called is not None else None
         if method is None or method.decorators:
             return
-        accumulated = accumulated_parameters(method)
+        accumulated = self.accumulating.get(id(method))
+        if accumulated is None:  # a loop updates several meters of one class: its method is read once
+            accumulated = self.accumulating[id(method)] = _accumulated_parameters(method)
         if not accumulated:
             return
         for name in sorted(accumulated):
@@ -435,6 +439,48 @@ def _returns_a_loss(call: cst.Call, ctx, stack) -> bool:
             if not holds_no_graph(value, there, place.stack):
                 return True
     return False
+
+
+def _accumulated_parameters(method: cst.FunctionDef) -> FrozenSet[str]:
+    """The parameters a method adds into its instance's state as they are (a meter's `update(self, val, n=1)` doing
+    `self.sum += val * n`, `self.sum = self.sum + val`, `self.history.append(val)`): a tensor passed for one stays
+    referenced by the instance, graph and all, across calls. A parameter the method rebinds (`val = float(val)`) or
+    converts where it adds it (`self.sum += float(val) * n`, `val.item()`) is not one."""
+    params = method.params
+    positional = list(params.posonly_params) + list(params.params)
+    names = {param.name.value for param in positional[1:] + list(params.kwonly_params)}
+    found: Set[str] = set()
+    rebound: Set[str] = set()
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        if type(node) in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign) and type(node.target) is cst.Name:
+            rebound.add(node.target.value)
+        target = added = None
+        if type(node) is cst.AugAssign and type(node.operator) is cst.AddAssign:
+            target, added = node.target, node.value
+        elif type(node) is cst.Assign and len(node.targets) == 1 and type(node.value) is cst.BinaryOperation and (
+            type(node.value.operator) is cst.Add
+        ):
+            target = node.targets[0].target
+            left, right = node.value.left, node.value.right
+            added = right if dotted_name(left) == dotted_name(target) else left if dotted_name(right) == dotted_name(target) else None
+        elif type(node) is cst.Call and method_name(node) == "append" and len(node.args) == 1:
+            target, added = node.func.value, node.args[0].value
+        if added is not None and (dotted_name(target) or "").startswith("self."):
+            found.update(name for name in _bare_names(added) if name in names)
+        return True
+
+    walk(method.body, on_visit, lambda node: None)
+    return frozenset(found - rebound)
+
+
+def _bare_names(expr: cst.BaseExpression) -> List[str]:
+    """The names arithmetic of `expr` adds as they are: `val` in `val * n`, not in `float(val) * n` or `val.item()`."""
+    if type(expr) is cst.BinaryOperation:
+        return _bare_names(expr.left) + _bare_names(expr.right)
+    if type(expr) is cst.UnaryOperation:
+        return _bare_names(expr.expression)
+    return [expr.value] if type(expr) is cst.Name else []
 
 
 def _tuple_items(appended: cst.BaseExpression) -> List[cst.BaseExpression]:
