@@ -503,8 +503,7 @@ def _parse(path: str, data: bytes, digest: bytes, config: "Config") -> Optional[
 
     try:
         text = sources.decode(data).text
-        if parsing.may_be_nested_too_deeply(text) and not parsing.compiles(text):
-            return None  # libcst's parser could crash the process on it
+        # (The parse refuses text libcst's parser could crash the process on: `parsing.check_parseable`.)
         module = parsing.TREES.parse(path, text)
     except Exception:  # an imported file that does not parse is reported when it is linted itself
         return None

@@ -478,12 +478,13 @@ class Values:
         if not runs_at_call or inner.decorators or defined is None:
             return None
         called = inner.name.value
-        uses = self._name_uses_of_file()
-        if called in uses.other:
-            return None
         replaced = any(binding.order > defined[0] for binding in flow.bindings.get(called, ()))
         if not replaced and self.ctx.file_kind is not FileKind.NOTEBOOK:
             return None  # another file may import it and call it once the module has run
+        # (Asked after the bindings: the uses of the file's names are a walk of the whole file.)
+        uses = self._name_uses_of_file()
+        if called in uses.other:
+            return None
         found: Dict[int, Binding] = {}
         for _, call_scopes, statement in uses.calls.get(called, ()):
             if len(call_scopes) != 1:
