@@ -282,3 +282,22 @@ def test_evidence_searched_line_by_line_is_the_whole_text_search():
             whole = pattern.search(text) if any(need in text for need in needs) else None
             expected = (whole.start(), whole.group(0)) if whole is not None else None
             assert intent._first_match(pattern, needs, text) == expected, (pattern.pattern, text[:200])
+
+
+def test_import_statements_are_the_regex_own_matches():
+    """`_import_statements` tries `_IMPORT` only at the starts of lines holding `import`: the same matches, in the same
+    order, as the regex's own search of the whole text, on every fixture and on lists in brackets over several lines
+    (one holding the word `import` on a later line, one whose later line reads as an import), imports inside strings and
+    words holding `import`."""
+    crafted = [
+        "from a import (b,\n    c)\nimport d\n",
+        "from a import (b,\n    import_c)\nimport d, e as f\n",
+        # (Not Python, but text being edited: the second line is inside the first match.)
+        "from a import (b,\n    import c)\n", "from a import (b,\nimport c) ; import d\n",
+        "x = 'import y'\nreimported = 1\n  import z  # indented\nfrom . import (\n)\n",
+        "from .m import *; import n\nimport",
+        "import os\r\nfrom typing import (List,\r\n  Dict)\r\n",
+    ]
+    for text in _texts_with_evidence() + crafted:
+        expected = [(found.start(), found.end(), found.groups()) for found in intent._IMPORT.finditer(text)]
+        assert [(found.start(), found.end(), found.groups()) for found in intent._import_statements(text)] == expected, text[:200]

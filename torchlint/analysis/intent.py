@@ -104,6 +104,28 @@ _CUDA_EXTENSION_NAME = re.compile(rf"\bCUDAExtension\(\s*(?:name\s*=\s*)?{_STRIN
 _IMPORT = re.compile(
     r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)|import[ \t]+([^\n#;]+))", re.MULTILINE
 )
+
+
+def _import_statements(text: str) -> Iterator["re.Match[str]"]:
+    """`_IMPORT.finditer(text)`, tried only where it can match: every import statement holds the word `import` on the
+    line it starts, so only the starts of those lines are tried, where the regex alone tries every position of the
+    file (its `^` is no literal the regex engine can jump to). Matches are taken in order and do not overlap, as
+    `finditer` takes them (an import list in brackets may run over several lines)."""
+    end = 0
+    position = text.find("import")
+    while position >= 0:
+        start = text.rfind("\n", 0, position) + 1
+        if start >= end:
+            found = _IMPORT.match(text, start)
+            if found is not None:
+                yield found
+                end = found.end()
+        line_end = text.find("\n", position)
+        if line_end < 0:
+            return
+        position = text.find("import", max(line_end + 1, end))
+
+
 _CI_PYTEST = re.compile(r"\bpytest\b")
 _CI_CPU = re.compile(
     r"download\.pytorch\.org/whl/cpu|torch[^\s]*\+cpu|^[ \t]*runs-on:[ \t]*\[?[ \t]*[\"']?(?:ubuntu|macos|windows)-[\w.]+[\"']?[ \t]*\]?[ \t]*$",
@@ -197,7 +219,7 @@ def _imports_cuda_extension(text: str, path: str, extensions: FrozenSet[str]) ->
     """An import at the top of the file (at column 0: not in a function, a branch or a `try`, which may fall back) of
     a module of `extensions`: without CUDA the import fails (the extension links torch's CUDA library). An absolute
     path that names a Python file of the project is that file, not the extension."""
-    for found in _IMPORT.finditer(text):
+    for found in _import_statements(text):
         if found.group(0)[:1] in " \t":
             continue
         for imported, _ in _items_of(found):
@@ -593,7 +615,7 @@ def _ci_evidence(workflows: List[str]) -> Optional[tuple]:
 def _imported_items(text: str) -> Iterator[Tuple[str, Optional[str]]]:
     """Each name a file's import statements bind, as its import path and the local name (`pkg.mod.name`, `.name`;
     `c` for `import pkg.core as c`); a star import as its module and None."""
-    for found in _IMPORT.finditer(text):
+    for found in _import_statements(text):
         yield from _items_of(found)
 
 
@@ -658,7 +680,7 @@ def _uses_paths(importer: str, bound: FrozenSet[str], paths: FrozenSet[Tuple[str
     text = _text_of(importer)
     if text is None:
         return True
-    statements = {found.start() for found in _IMPORT.finditer(text)}
+    statements = {found.start() for found in _import_statements(text)}
     for name in bound:
         for found in re.finditer(r"(?<![\w.])%s\b((?:[ \t]*\.[ \t]*\w+)*)" % re.escape(name), text):
             line_start = text.rfind("\n", 0, found.start()) + 1
