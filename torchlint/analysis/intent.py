@@ -172,36 +172,51 @@ def evidence_in(text: str, path: str, extensions: FrozenSet[str] = frozenset()) 
     """The evidence a file's text shows (the first kind of `_EVIDENCE` that matches, at its first match), an import
     at its top of one of `extensions` (the CUDA extensions its project builds) counting as CUDA-only design, after
     the other CUDA-only evidence and before the weaker CPU paths."""
+    # Several kinds need the same text (`is_available()`, a quoted "cpu"): where it occurs is found once.
+    lines_holding: Dict[str, List[int]] = {}
     for index, (kind, what, pattern, needs) in enumerate(_EVIDENCE):
         if index == _WEAK_CPU_FROM and extensions:
             found = _imports_cuda_extension(text, path, extensions)
             if found is not None:
                 return found
-        found = _first_match(pattern, needs, text)
+        found = _first_match(pattern, needs, text, lines_holding)
         if found is not None:
             start, matched = found
             return Evidence(kind, what, matched.strip(), path, text.count("\n", 0, start) + 1)
     return None
 
 
-def _first_match(pattern: "re.Pattern[str]", needs: Tuple[str, ...], text: str) -> Optional[Tuple[int, str]]:
+def _first_match(
+    pattern: "re.Pattern[str]", needs: Tuple[str, ...], text: str, lines_holding: Optional[Dict[str, List[int]]] = None,
+) -> Optional[Tuple[int, str]]:
     """Where `pattern` first matches in `text`, and what it matches, searched only in the lines that hold one of
     `needs`: every pattern of `_EVIDENCE` matches within one line (none matches a line break) and every match holds
     one of its needs, so the first match is on the first such line where the pattern matches (a search of the whole
-    text tried the pattern at every character of the scan's every file)."""
+    text tried the pattern at every character of the scan's every file). `lines_holding`: the starts of the lines
+    holding each need, found so far in this text."""
+    known = {} if lines_holding is None else lines_holding
     starts = set()
     for need in needs:
-        position = text.find(need)
-        while position >= 0:
-            starts.add(text.rfind("\n", 0, position) + 1)
-            end = text.find("\n", position)
-            position = text.find(need, end + 1) if end >= 0 else -1
+        found = known.get(need)
+        if found is None:
+            found = known[need] = _starts_of_lines_holding(need, text)
+        starts.update(found)
     for start in sorted(starts):
         end = text.find("\n", start)
         found = pattern.search(text[start:end] if end >= 0 else text[start:])
         if found is not None:
             return start + found.start(), found.group(0)
     return None
+
+
+def _starts_of_lines_holding(need: str, text: str) -> List[int]:
+    found = []
+    position = text.find(need)
+    while position >= 0:
+        found.append(text.rfind("\n", 0, position) + 1)
+        end = text.find("\n", position)
+        position = text.find(need, end + 1) if end >= 0 else -1
+    return found
 
 
 def names_module(built: str, imported: str) -> bool:
