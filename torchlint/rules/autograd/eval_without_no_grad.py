@@ -47,12 +47,21 @@ class _Forward:
     stack: Tuple[cst.CSTNode, ...]
 
 
+# The constructor calls a model was built by (`_built_by`), asked of the value model when first needed (most
+# `eval()` and `train()` calls are never compared with a forward's model); None when not known.
+_Models = Callable[[], Optional[FrozenSet[int]]]
+
+
+def _not_known() -> None:
+    return None
+
+
 @dataclass
 class _Eval:
     seq: int
     loops: Set[int]
-    # The constructor calls the model put in eval mode was built by (`_built_by`), None when not known.
-    models: Optional[FrozenSet[int]]
+    # The models put in eval mode.
+    models: _Models
     # Under an `if` of its function: a helper that does it (`set_mode(model, train)`) may not, for a given call.
     conditional: bool = False
 
@@ -63,7 +72,7 @@ class _Train:
     seq: int
     receiver: cst.BaseExpression
     # As `_Eval.models`, of the receiver.
-    models: Optional[FrozenSet[int]]
+    models: _Models
     conditional: bool
 
 
@@ -216,13 +225,13 @@ class EvalWithoutNoGrad(Rule):
             function = self._function_of(node)[0]
             loops = {id(loop) for loop in loop_nodes(self.ctx.stack)}
             receiver = semantics.receiver(node)
-            models = self._built_by(receiver, self.ctx.stack) if receiver is not None else None
+            models = self._models_of(receiver) if receiver is not None else _not_known
             self.evals.setdefault(function, []).append(_Eval(event.seq, loops, models, bool(event.arms)))
         elif "sets-train" in event.facts and semantics.receiver(node) is not None:
             function = self._function_of(node)[0]
             receiver = semantics.receiver(node)
             self.trains.setdefault(function, []).append(
-                _Train(event.seq, receiver, self._built_by(receiver, self.ctx.stack), bool(event.arms)),
+                _Train(event.seq, receiver, self._models_of(receiver), bool(event.arms)),
             )
         elif event.callee is not None:
             function = self._function_of(node)[0]
@@ -362,7 +371,7 @@ class EvalWithoutNoGrad(Rule):
         called = self._built_by(forward.model, forward.stack)
         earlier = [
             evaluation for evaluation in before
-            if called is None or evaluation.models is None or not called.isdisjoint(evaluation.models)
+            if called is None or _may_be(called, evaluation.models())
         ]
         return earlier[-1] if earlier else None
 
@@ -387,11 +396,11 @@ class EvalWithoutNoGrad(Rule):
                 if switch.conditional:
                     continue  # `if args.mc_dropout: model.train()`: the loop may still run in eval mode
                 if switch.receiver.deep_equals(forward.model) or (
-                    called is not None and switch.models is not None and not called.isdisjoint(switch.models)
+                    called is not None and switch.models() is not None and not called.isdisjoint(switch.models())
                 ):
                     switches.append(_switch_order(switch, call_seq, forward.seq) + (True,))
             for switch in self.evals.get(key, ()):
-                if called is None or switch.models is None or not called.isdisjoint(switch.models):
+                if called is None or _may_be(called, switch.models()):
                     switches.append(_switch_order(switch, call_seq, forward.seq) + (False,))
         switches = [switch for switch in switches if switch[0] is not None]
         return bool(switches) and max(switches)[2]
@@ -401,8 +410,8 @@ class EvalWithoutNoGrad(Rule):
         of the forward's model, asked only once an `eval()` is found), in its caller's code (`model.eval()`, then
         `main()`, which calls `evaluate(model)` or `Trainer(model).fit()`), `depth` callers up, none of the calls under
         a grad mode."""
-        if depth == 0:
-            return False
+        if depth == 0 or not self.evals:
+            return False  # what the callers are searched for is an `eval()`: a file without one needs no search
         for call, stack in self._calls_into(function):
             seq = self.call_seqs.get(id(call))
             if seq is None or self._grad_mode_is_set(stack):
@@ -411,7 +420,7 @@ class EvalWithoutNoGrad(Rule):
             if caller == function:
                 continue
             if any(
-                evaluation.seq < seq and (evaluation.models is None or called() is None or not called().isdisjoint(evaluation.models))
+                evaluation.seq < seq and (evaluation.models() is None or called() is None or not called().isdisjoint(evaluation.models()))
                 for evaluation in self.evals.get(caller, ())
             ) or self._evaluated_by_callers(caller, called, depth - 1):
                 return True
@@ -432,6 +441,10 @@ class EvalWithoutNoGrad(Rule):
             if model_class is not None:
                 found += Values.of(self.ctx).method_calls(model_class, method)
         return found
+
+    def _models_of(self, receiver: cst.BaseExpression) -> _Models:
+        """`_built_by` of the visited call's receiver, asked when first needed."""
+        return cache(partial(self._built_by, receiver, tuple(self.ctx.stack)))
 
     def _built_by(self, model: cst.BaseExpression, stack: Sequence[cst.CSTNode]) -> Optional[FrozenSet[int]]:
         """The constructor calls a variable's or attribute's model comes from (`Net()` for `model = Net().to(device)`,
@@ -475,6 +488,11 @@ class EvalWithoutNoGrad(Rule):
             if backward and (index == 0 or evaluation is None or id(loop.node) not in evaluation.loops):
                 return True
         return False
+
+
+def _may_be(called: FrozenSet[int], models: Optional[FrozenSet[int]]) -> bool:
+    """A model built by the constructor calls `called` may be one of `models` (None: not known, so it may)."""
+    return models is None or not called.isdisjoint(models)
 
 
 def _switch_order(switch, call_seq: Optional[int], forward_seq: int) -> Tuple[Optional[int], int]:
