@@ -108,6 +108,10 @@ class LabelCastToFloat(Rule):
         self.names_float_target_losses = ctx.may_name(FLOAT_TARGET_LOSSES)
 
     def visit_Call(self, node: cst.Call) -> None:
+        if not self.assigned and semantics.method_name(node) not in _FLOAT_CASTING_METHODS:
+            # Not a cast, and no cast is held by a variable yet for a loss call to read: whether the call is a
+            # loss, which the value model is asked, would change nothing.
+            return
         if self.names_class_index_losses and semantics.is_class_index_loss(node, self.ctx):
             self._check_target_variable(node)
         elif self._needs_float_target(node):
