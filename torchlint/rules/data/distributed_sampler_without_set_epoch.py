@@ -4,7 +4,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.facts import items_iterated, loaders_iterated
-from torchlint.analysis.loops import Loop, LoopIndex, iteration, loop_nodes
+from torchlint.analysis.loops import Iteration, Loop, LoopIndex, iteration, loop_nodes
 from torchlint.analysis.values import Origin, Values
 from torchlint.engine.scopes import scope_nodes_of
 from torchlint.rules.base import Rule
@@ -91,8 +91,9 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.loops = ctx.shared(LoopIndex)
-        # Each loop over a loader with a shuffling DistributedSampler: the loop, its stack, the samplers, what it iterates.
-        self.iterations: List[Tuple[cst.CSTNode, Tuple[cst.CSTNode, ...], List[Origin], cst.BaseExpression]] = []
+        # Each loop with an iterable: its stack and how it iterates. What it iterates is followed in `finish`, and
+        # only for the loops that run in an epoch loop without `set_epoch()`, which the call graph tells first.
+        self.iterations: List[Tuple[Tuple[cst.CSTNode, ...], Iteration]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         self.loops.observe(node)
@@ -106,22 +107,19 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     def _loop(self, node: cst.CSTNode) -> None:
         stack = tuple(self.ctx.stack)
         found = iteration(self.ctx, node, stack)
-        if found is None:
-            return
-        iterated, _ = items_iterated(found.iterable, (), self.ctx, found.evaluated_at)
-        loaders = loaders_iterated(iterated, found.evaluated_at, self.ctx)
-        samplers = [sampler for loader in loaders for sampler in _shuffling_samplers(loader)]
-        if samplers:
-            self.iterations.append((node, stack, samplers, found.iterable))
+        if found is not None:
+            self.iterations.append((stack, found))
 
     def finish(self) -> None:
         reported: Set[int] = set()
-        for loop, stack, samplers, iterable in self.iterations:
+        for stack, found in self.iterations:
             if not self._epochs_without_set_epoch(stack):
                 continue
-            for sampler in samplers:
+            iterated, _ = items_iterated(found.iterable, (), self.ctx, found.evaluated_at)
+            loaders = loaders_iterated(iterated, found.evaluated_at, self.ctx)
+            for sampler in (sampler for loader in loaders for sampler in _shuffling_samplers(loader)):
                 here = sampler.place.context is self.ctx
-                node = sampler.node if here else iterable
+                node = sampler.node if here else found.iterable
                 if id(node) not in reported:
                     reported.add(id(node))
                     self.report(node)
