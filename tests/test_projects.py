@@ -152,7 +152,8 @@ def test_a_lint_leaves_no_cycle_holding_its_file(tmp_path, monkeypatch):
     counting when its lint returns: anything left in a cycle with the context stays until a collection every thousand
     files (on the benchmark sample, a third of a one-process run's memory). Here the value model follows a base class
     into another file (a recursive closure over the context), TL302 keeps a loop for its deferred check (a closure in
-    the call graph) and the scopes read star imports through the context."""
+    the call graph), the scopes read star imports through the context, and TL106 keeps each `eval()` and `train()`
+    call for a question it asks later."""
     import gc
     import weakref
 
@@ -164,7 +165,8 @@ def test_a_lint_leaves_no_cycle_holding_its_file(tmp_path, monkeypatch):
     (tmp_path / "train.py").write_text(
         "import torch.nn as nn\nfrom common import *\nfrom layers import Block\n\n\nclass Net(Block):\n"
         "    def train(self, loader, epochs=1):\n        self.epochs = epochs\n\n\ndef run(loader):\n    for batch in loader:\n        pass\n\n\n"
-        "loader = DataLoader(range(4), num_workers=2)\nrun(loader)\n"
+        "loader = DataLoader(range(4), num_workers=2)\nrun(loader)\n\n\n"
+        "def evaluate(model, loader):\n    model.eval()\n    for batch in loader:\n        model(batch)\n    model.train()\n"
     )
     made = []
     real = runner.FileContext

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache, partial
-from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple, Union
 
 import libcst as cst
 
@@ -47,21 +47,14 @@ class _Forward:
     stack: Tuple[cst.CSTNode, ...]
 
 
-# The constructor calls a model was built by (`_built_by`), asked of the value model when first needed (most
-# `eval()` and `train()` calls are never compared with a forward's model); None when not known.
-_Models = Callable[[], Optional[FrozenSet[int]]]
-
-
-def _not_known() -> None:
-    return None
-
-
 @dataclass
 class _Eval:
     seq: int
     loops: Set[int]
-    # The models put in eval mode.
-    models: _Models
+    # The model put in eval mode (None: not known) and the nodes around the call: what built it is asked when first
+    # needed (`EvalWithoutNoGrad._models`).
+    receiver: Optional[cst.BaseExpression]
+    stack: Tuple[cst.CSTNode, ...]
     # Under an `if` of its function: a helper that does it (`set_mode(model, train)`) may not, for a given call.
     conditional: bool = False
 
@@ -71,8 +64,7 @@ class _Train:
     """A `.train()` call (`train(True)`): after an `eval()`, the model runs in train mode again."""
     seq: int
     receiver: cst.BaseExpression
-    # As `_Eval.models`, of the receiver.
-    models: _Models
+    stack: Tuple[cst.CSTNode, ...]
     conditional: bool
 
 
@@ -196,6 +188,8 @@ class EvalWithoutNoGrad(Rule):
         # function key -> its `.train()` calls
         self.trains: Dict[str, List[_Train]] = {}
         self.lightning_hooks: Set[int] = set()
+        # id of an `eval()`/`train()` call's receiver -> `_models` of it
+        self.built_models: Dict[int, Optional[FrozenSet[int]]] = {}
         # id of a scope node -> `_function_of` its calls
         self.functions: Dict[int, Tuple[str, Optional[cst.FunctionDef]]] = {}
         # id of each call -> its order in the walk, to tell an `eval()` before a call of a function from one after.
@@ -225,13 +219,14 @@ class EvalWithoutNoGrad(Rule):
             function = self._function_of(node)[0]
             loops = {id(loop) for loop in loop_nodes(self.ctx.stack)}
             receiver = semantics.receiver(node)
-            models = self._models_of(receiver) if receiver is not None else _not_known
-            self.evals.setdefault(function, []).append(_Eval(event.seq, loops, models, bool(event.arms)))
+            self.evals.setdefault(function, []).append(
+                _Eval(event.seq, loops, receiver, tuple(self.ctx.stack), bool(event.arms)),
+            )
         elif "sets-train" in event.facts and semantics.receiver(node) is not None:
             function = self._function_of(node)[0]
             receiver = semantics.receiver(node)
             self.trains.setdefault(function, []).append(
-                _Train(event.seq, receiver, self._models_of(receiver), bool(event.arms)),
+                _Train(event.seq, receiver, tuple(self.ctx.stack), bool(event.arms)),
             )
         elif event.callee is not None:
             function = self._function_of(node)[0]
@@ -362,7 +357,7 @@ class EvalWithoutNoGrad(Rule):
         for seq, callee, loops in self.calls_made.get(forward.function, ()):
             if seq < forward.seq and callee != forward.function:
                 before += [
-                    _Eval(seq, loops, evaluation.models)
+                    _Eval(seq, loops, evaluation.receiver, evaluation.stack)
                     for evaluation in self.evals.get(callee, ()) if not evaluation.conditional
                 ]
         before.sort(key=lambda evaluation: evaluation.seq)
@@ -371,7 +366,7 @@ class EvalWithoutNoGrad(Rule):
         called = self._built_by(forward.model, forward.stack)
         earlier = [
             evaluation for evaluation in before
-            if called is None or _may_be(called, evaluation.models())
+            if called is None or _may_be(called, self._models(evaluation))
         ]
         return earlier[-1] if earlier else None
 
@@ -396,11 +391,11 @@ class EvalWithoutNoGrad(Rule):
                 if switch.conditional:
                     continue  # `if args.mc_dropout: model.train()`: the loop may still run in eval mode
                 if switch.receiver.deep_equals(forward.model) or (
-                    called is not None and switch.models() is not None and not called.isdisjoint(switch.models())
+                    called is not None and self._models(switch) is not None and not called.isdisjoint(self._models(switch))
                 ):
                     switches.append(_switch_order(switch, call_seq, forward.seq) + (True,))
             for switch in self.evals.get(key, ()):
-                if called is None or _may_be(called, switch.models()):
+                if called is None or _may_be(called, self._models(switch)):
                     switches.append(_switch_order(switch, call_seq, forward.seq) + (False,))
         switches = [switch for switch in switches if switch[0] is not None]
         return bool(switches) and max(switches)[2]
@@ -420,7 +415,7 @@ class EvalWithoutNoGrad(Rule):
             if caller == function:
                 continue
             if any(
-                evaluation.seq < seq and (evaluation.models() is None or called() is None or not called().isdisjoint(evaluation.models()))
+                evaluation.seq < seq and (self._models(evaluation) is None or called() is None or not called().isdisjoint(self._models(evaluation)))
                 for evaluation in self.evals.get(caller, ())
             ) or self._evaluated_by_callers(caller, called, depth - 1):
                 return True
@@ -442,9 +437,17 @@ class EvalWithoutNoGrad(Rule):
                 found += Values.of(self.ctx).method_calls(model_class, method)
         return found
 
-    def _models_of(self, receiver: cst.BaseExpression) -> _Models:
-        """`_built_by` of the visited call's receiver, asked when first needed."""
-        return cache(partial(self._built_by, receiver, tuple(self.ctx.stack)))
+    def _models(self, switch: Union[_Eval, _Train]) -> Optional[FrozenSet[int]]:
+        """The constructor calls the model an `eval()` or `train()` switches was built by (`_built_by`), None when not
+        known: asked of the value model when first needed, as most such calls are never compared with a forward's
+        model. (Kept by the receiver's id: a closure kept with the switch would hold the rule in a cycle with its
+        file.)"""
+        if switch.receiver is None:
+            return None
+        key = id(switch.receiver)
+        if key not in self.built_models:
+            self.built_models[key] = self._built_by(switch.receiver, switch.stack)
+        return self.built_models[key]
 
     def _built_by(self, model: cst.BaseExpression, stack: Sequence[cst.CSTNode]) -> Optional[FrozenSet[int]]:
         """The constructor calls a variable's or attribute's model comes from (`Net()` for `model = Net().to(device)`,
