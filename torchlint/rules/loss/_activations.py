@@ -87,10 +87,9 @@ class ActivationBeforeLoss(Rule):
         self.names_loss_functions = ctx.may_name(self.loss_functions)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self._is_loss(node):
-            return
+        # The input first: whether the call is a loss asks the value model of its callee.
         loss_input = semantics.positional(node, 0) or semantics.keyword(node, "input")
-        if loss_input is None:
+        if loss_input is None or not self._is_loss(node):
             return
         trace = self.ctx.shared(Tracer).trace(loss_input.value, tuple(self.ctx.stack))
         message = self.message_for(node, trace.kind) if trace is not None else None
