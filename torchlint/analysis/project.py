@@ -266,19 +266,7 @@ class Project:
         be imported by a dotted path from any file under the root (`locate`): there every `.py` file under the root
         is read, and the answer is None when the root holds a notebook or more than `_MAX_NEIGHBOURS` files.
         Importers outside the project (a package installed and used elsewhere) are not seen, as for any module."""
-        folder = self._folder_of(path)
-        listing = self._folders.listing(folder)
-        below_root = folder != self._root and bool(_folders_up_to(folder, self._root))
-        if any(name.endswith(".ipynb") for name in listing) or ("__init__.py" in listing and not below_root):
-            return None
-        if any(is_folder and self._folders.listing(os.path.join(folder, name)).get("__init__.py") is False
-               for name, is_folder in listing.items()):
-            return None
-        if below_root:
-            candidates = self._folders.python_files_under(self._root, _MAX_NEIGHBOURS)
-        else:
-            names = self._folders.python_files(folder)
-            candidates = [os.path.join(folder, name) for name in names] if len(names) <= _MAX_NEIGHBOURS else None
+        candidates = self.importer_candidates(path)
         if candidates is None:
             return None
         stem = os.path.splitext(os.path.basename(path))[0]
@@ -295,6 +283,22 @@ class Project:
             if pattern.search(read[0]) is not None:
                 found.append(other)
         return found
+
+    def importer_candidates(self, path: str) -> Optional[List[str]]:
+        """The files `importers` reads for the project file `path`, told from the folders' listings alone (nothing is
+        read or recorded); None when a file it would not read could import it (`importers` says when)."""
+        folder = self._folder_of(path)
+        listing = self._folders.listing(folder)
+        below_root = folder != self._root and bool(_folders_up_to(folder, self._root))
+        if any(name.endswith(".ipynb") for name in listing) or ("__init__.py" in listing and not below_root):
+            return None
+        if any(is_folder and self._folders.listing(os.path.join(folder, name)).get("__init__.py") is False
+               for name, is_folder in listing.items()):
+            return None
+        if below_root:
+            return self._folders.python_files_under(self._root, _MAX_NEIGHBOURS)
+        names = self._folders.python_files(folder)
+        return [os.path.join(folder, name) for name in names] if len(names) <= _MAX_NEIGHBOURS else None
 
     def importers_around(self, path: str, depth: int = 3) -> List[str]:
         """The files that may import the module `path` (`importers`), and those that may import them (re-exports:

@@ -662,9 +662,9 @@ class Values:
             # Reached from another file (main.py following `train(...)`), through one call whose arguments that file
             # follows: joining every importer's calls here would mix theirs into that call's answer.
             return None
+        if CALLS_FROM_IMPORTERS is None or PROJECT.importer_candidates(self.ctx.filename) is None:
+            return None  # (its importers cannot all be known: asked before the walk the file's uses of names take)
         if not self._uses_only_as_calls(definition, around):
-            return None
-        if CALLS_FROM_IMPORTERS is None:
             return None
         found = CALLS_FROM_IMPORTERS(self.ctx, definition.name.value)
         if found is None:
