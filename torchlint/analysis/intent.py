@@ -112,18 +112,12 @@ def _import_statements(text: str) -> Iterator["re.Match[str]"]:
     file (its `^` is no literal the regex engine can jump to). Matches are taken in order and do not overlap, as
     `finditer` takes them (an import list in brackets may run over several lines)."""
     end = 0
-    position = text.find("import")
-    while position >= 0:
-        start = text.rfind("\n", 0, position) + 1
+    for start in _starts_of_lines_holding("import", text):
         if start >= end:
             found = _IMPORT.match(text, start)
             if found is not None:
                 yield found
                 end = found.end()
-        line_end = text.find("\n", position)
-        if line_end < 0:
-            return
-        position = text.find("import", max(line_end + 1, end))
 
 
 _CI_PYTEST = re.compile(r"\bpytest\b")
@@ -210,6 +204,7 @@ def _first_match(
 
 
 def _starts_of_lines_holding(need: str, text: str) -> List[int]:
+    """Where each line of `text` that holds `need` starts, in order (once per line)."""
     found = []
     position = text.find(need)
     while position >= 0:

@@ -663,7 +663,8 @@ class Values:
             # follows: joining every importer's calls here would mix theirs into that call's answer.
             return None
         if CALLS_FROM_IMPORTERS is None or PROJECT.importer_candidates(self.ctx.filename) is None:
-            return None  # (its importers cannot all be known: asked before the walk the file's uses of names take)
+            # Its importers cannot all be known, which `calls_from_importers` would find only after the walk below.
+            return None
         if not self._uses_only_as_calls(definition, around):
             return None
         found = CALLS_FROM_IMPORTERS(self.ctx, definition.name.value)
