@@ -871,7 +871,7 @@ class Values:
             if unwrapped is not None:
                 return unwrapped
         owner = self.enclosing_class(place)
-        if owner is None or type(receiver) is not cst.Name or not _is_self(receiver, place.scopes[-1]):
+        if owner is None or type(receiver) is not cst.Name or not _is_self(receiver, place.scopes):
             return [Origin(attribute, place)]
         model_class, around = owner
         scope = self.ctx.scopes.scope_of(model_class)
@@ -1084,7 +1084,7 @@ class Values:
         # `model.forward(x)` returns what `model(x)` does (`syntax.called_module`); `self.forward(x)` is followed as the
         # method it names, whatever the method's first parameter is called.
         func = syntax.called_module(call)
-        if func is not call.func and _is_self(func, place.scopes[-1]):
+        if func is not call.func and _is_self(func, place.scopes):
             func = call.func
         method = syntax.method_name(call)
         if method in RETURNING_SELF and (self._through_casts or method not in CASTS):
@@ -1115,11 +1115,11 @@ class Values:
         pytorch_ssim`) is what the import names, as after `from pytorch_ssim import ssim`."""
         if type(func) is cst.Attribute and self.import_path(func, place.scopes) is not None and self._still_the_module(func.value, place):
             return self._follow(func, place, depth + 1, seen)
-        if type(func) is cst.Attribute and _is_self(func.value, place.scopes[-1]):
+        if type(func) is cst.Attribute and _is_self(func.value, place.scopes):
             methods = self._own_methods(func.attr.value, place)
             if methods is not None:
                 return methods
-        if type(func) is cst.Attribute and not _is_self(func.value, place.scopes[-1]) and func.attr.value not in _WRAPPED_ATTRIBUTES:
+        if type(func) is cst.Attribute and not _is_self(func.value, place.scopes) and func.attr.value not in _WRAPPED_ATTRIBUTES:
             called = self._called_method(call, place, depth + 1, seen)
             if called is None:
                 method = self._project_method(call, place, depth + 1, seen)
@@ -1421,9 +1421,12 @@ def _with_subclasses(base: cst.ClassDef, module: cst.Module) -> List[cst.ClassDe
     return found
 
 
-def _is_self(expr: cst.CSTNode, scope: cst.CSTNode) -> bool:
-    """`expr` is the first parameter of the method `scope`."""
-    if type(expr) is not cst.Name or type(scope) is not cst.FunctionDef:
+def _is_self(expr: cst.CSTNode, scopes: Sequence[cst.CSTNode]) -> bool:
+    """`expr` is the first parameter of the method whose code holds the point (`scopes`, innermost last): of a def
+    made directly in a class. The first parameter of any other function is what its calls pass (`model` in
+    `def train(model, loader)`)."""
+    scope = scopes[-1]
+    if type(expr) is not cst.Name or type(scope) is not cst.FunctionDef or len(scopes) < 2 or type(scopes[-2]) is not cst.ClassDef:
         return False
     if any(syntax.terminal_name(decorator.decorator) == "staticmethod" for decorator in scope.decorators):
         return False  # its first parameter is whatever the call passes
