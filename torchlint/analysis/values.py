@@ -1158,12 +1158,29 @@ class Values:
             there = self._at(callee.place)
             if type(node) is cst.FunctionDef:
                 for value, statement_place in there._returned(node, callee.place):
+                    value = there._arm_chosen_by(value, node, statement_place, call)
                     found += there._follow(value, statement_place, depth + 1, seen)
             elif type(node) is cst.Call and not callee.applied:
                 found += there._module_outputs(callee, depth, seen)
             else:
                 found.append(Origin(call, place))
         return found or [Origin(call, place)]
+
+    def _arm_chosen_by(self, value: cst.BaseExpression, function: cst.FunctionDef, place: Place, call: cst.Call) -> cst.BaseExpression:
+        """`value`, which `function` returns at `place` to `call`; for `a if flag else b` whose test is a parameter the
+        function does not rebind before it, given a constant by `call` (`True`, `False`, `None`, a number) or left
+        at such a default, the arm that constant chooses: `return (loss, fake) if return_fake else loss`, called as
+        `model.g_loss(z)`, returns the loss alone, and `model.g_loss(z, return_fake=True)` the pair."""
+        if type(value) is not cst.IfExp or type(value.test) is not cst.Name:
+            return value
+        flow = self.flow(function)
+        bindings = flow.reaching(value.test.value, _position_read(flow, place))
+        if len(bindings) != 1 or bindings[0].statement is not None or bindings[0].value is not None or bindings[0].definition is not None:
+            return value  # not the parameter as the call gave it
+        given = _constant_passed(function, place.scopes[-2], value.test.value, call)
+        if given is _MISSING:
+            return value
+        return value.body if given else value.orelse
 
     def _returned(self, function: cst.FunctionDef, defined: Place) -> List[Tuple[cst.BaseExpression, Place]]:
         """The values the `return` statements of `function` (defined at `defined`, in this file) give, each where its
@@ -1419,6 +1436,33 @@ def _with_subclasses(base: cst.ClassDef, module: cst.Module) -> List[cst.ClassDe
             found.append(statement)
             names.add(statement.name.value)
     return found
+
+
+def _constant_passed(function: cst.FunctionDef, around: cst.CSTNode, name: str, call: cst.Call) -> object:
+    """Whether what `call` gives the parameter `name` of `function` (defined in `around`) is true, for a constant
+    (`True`, `False`, `None`, an integer) passed or left as the default; `_MISSING` for anything else. Positional
+    arguments are read past the receiver of a method called through an instance, and not read for a decorated method
+    (a static method's first parameter is the call's first argument)."""
+    if any(arg.star for arg in call.args):
+        return _MISSING
+    params = function.params
+    positional = list(params.posonly_params) + list(params.params)
+    param = next((param for param in positional + list(params.kwonly_params) if param.name.value == name), None)
+    if param is None:
+        return _MISSING
+    given = syntax.keyword(call, name)
+    if given is None and param in positional:
+        in_class = type(around) is cst.ClassDef
+        if in_class and function.decorators:
+            return _MISSING
+        index = positional.index(param) - (1 if in_class else 0)
+        given = syntax.positional(call, index) if index >= 0 else None
+    written = given.value if given is not None else param.default
+    if type(written) is cst.Name and written.value in _CONSTANT_NAMES:
+        return written.value == "True"
+    if type(written) is cst.Integer:
+        return written.evaluated_value != 0
+    return _MISSING
 
 
 def _is_self(expr: cst.CSTNode, scopes: Sequence[cst.CSTNode]) -> bool:
