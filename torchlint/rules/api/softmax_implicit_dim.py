@@ -3,6 +3,7 @@ import libcst as cst
 from torchlint import semantics
 from torchlint.engine.context import last_parts
 from torchlint.engine.walk import walk
+from torchlint.rules.api._compat import in_compat_branch
 from torchlint.rules.base import Rule
 from torchlint.rules.triggers import fragments
 
@@ -23,7 +24,10 @@ class SoftmaxImplicitDim(Rule):
 
     Not flagged: any explicit `dim`, by keyword or position; a softmax module kept in an
     attribute its class never reads (`self.softmax = nn.LogSoftmax()` and nothing calls
-    `self.softmax`): built and never called, it guesses nothing and does not warn; calls
+    `self.softmax`): built and never called, it guesses nothing and does not warn; code
+    chosen by the running version, either arm of a torch version test (`if
+    LooseVersion(torch.__version__) < LooseVersion("0.3"): F.log_softmax(x)`, for a torch
+    that had no `dim`), as TL601, TL602, TL605 and TL608 leave it; calls
     passing `*args` or `**kwargs`; `torch.softmax(x)`, `x.softmax()` and `torch.log_softmax(x)` without `dim`,
     which raise `TypeError: softmax() missing 1 required positional arguments: "dim"` at once:
     nothing runs silently there.
@@ -79,7 +83,9 @@ class SoftmaxImplicitDim(Rule):
                 return
         else:
             return
-        if dim is None or semantics.literal(dim.value, default=0) is None:
+        if (dim is None or semantics.literal(dim.value, default=0) is None) and not in_compat_branch(
+            self.ctx.stack, lambda expr: self.ctx.qualified_name(expr) is not None,
+        ):
             self.report(node)
 
 
