@@ -29,7 +29,9 @@ class StepWithoutZeroGrad(Rule):
     (`dist_autograd.backward(context_id, [loss])` in a `with dist_autograd.context()`
     block, stepped by a `DistributedOptimizer`): it keeps each context's gradients in the
     context and never writes `.grad`, so nothing accumulates; no rule counts it as a
-    backward.
+    backward. An optimizer another deep-learning framework builds (PaddlePaddle's
+    `paddle.optimizer.Momentum`, which clears its gradients with `clear_grad()`), whatever
+    its name: it is no torch optimizer.
 
     ## Why is this bad?
     `backward()` adds into `.grad`; nothing resets it. After k steps each gradient is k
