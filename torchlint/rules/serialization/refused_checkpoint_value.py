@@ -50,7 +50,9 @@ class RefusedCheckpointValue(Rule):
     it (the script that loads what it saves), or by a file in the folder of a project module
     it imports (a project's own `load()` that allow-lists numpy's `_reconstruct`); and values the rule
     cannot follow (a method's parameter, an attribute set by a method, a value read from a dict
-    a method returns, the result of an installed package's function other than the numpy ones
+    a method returns where the value model does not follow the method's object: a method of a
+    class of the project on an instance it follows is read, `meter.scores()["mean"]` holding
+    `np.nanmean(...)` is reported; the result of an installed package's function other than the numpy ones
     above). Given up: a load in another file than the save; a parameter of a function whose name
     the file also uses otherwise than in calls (passed on, or another function's local variable of
     the same name): what its calls pass is then not followed.
