@@ -165,14 +165,14 @@ def built_from_in(expr: cst.BaseExpression, names: FrozenSet[str], ctx: "FileCon
 
 # Deep-learning frameworks with APIs of their own: what one of them builds is not torch's, whatever its name says
 # (PaddlePaddle's `paddle.optimizer.Momentum` clears its gradients with `clear_grad()`, not `zero_grad()`).
-OTHER_FRAMEWORKS = frozenset({"paddle", "tensorflow", "keras", "jax", "optax", "flax", "mindspore", "mxnet"})
+_OTHER_FRAMEWORKS = frozenset({"paddle", "tensorflow", "keras", "jax", "optax", "flax", "mindspore", "mxnet"})
 
 
 def is_optimizer(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bool:
     origin = built_from(expr, ctx, stack)
     if origin is not None and origin.startswith("torch.optim."):
         return not origin.startswith("torch.optim.lr_scheduler.")
-    if origin is not None and origin.partition(".")[0] in OTHER_FRAMEWORKS:
+    if origin is not None and origin.partition(".")[0] in _OTHER_FRAMEWORKS:
         return False
     name = terminal_name(expr)
     return bool(name) and not _SCHEDULER_NAME.match(name.lower()) and bool(_OPTIMIZER_NAME.match(name.lower()))
