@@ -1443,26 +1443,18 @@ def _constant_passed(function: cst.FunctionDef, around: cst.CSTNode, name: str, 
     (`True`, `False`, `None`, an integer) passed or left as the default; `_MISSING` for anything else. Positional
     arguments are read past the receiver of a method called through an instance, and not read for a decorated method
     (a static method's first parameter is the call's first argument)."""
-    if any(arg.star for arg in call.args):
-        return _MISSING
     params = function.params
-    positional = list(params.posonly_params) + list(params.params)
-    param = next((param for param in positional + list(params.kwonly_params) if param.name.value == name), None)
-    if param is None:
+    param = next((param for param in (*params.posonly_params, *params.params, *params.kwonly_params) if param.name.value == name), None)
+    if param is None or any(arg.star for arg in call.args):
         return _MISSING
-    given = syntax.keyword(call, name)
-    if given is None and param in positional:
-        in_class = type(around) is cst.ClassDef
-        if in_class and function.decorators:
-            return _MISSING
-        index = positional.index(param) - (1 if in_class else 0)
-        given = syntax.positional(call, index) if index >= 0 else None
-    written = given.value if given is not None else param.default
-    if type(written) is cst.Name and written.value in _CONSTANT_NAMES:
-        return written.value == "True"
-    if type(written) is cst.Integer:
-        return written.evaluated_value != 0
-    return _MISSING
+    method = type(around) is cst.ClassDef
+    if method and function.decorators:
+        keyword = syntax.keyword(call, name)
+        written = keyword.value if keyword is not None else param.default
+    else:
+        written = syntax.argument_for(call, function, name, method) or param.default
+    value = syntax.literal(written)
+    return bool(value) if value is None or type(value) in (bool, int) else _MISSING
 
 
 def _is_self(expr: cst.CSTNode, scopes: Sequence[cst.CSTNode]) -> bool:
