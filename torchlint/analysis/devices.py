@@ -118,7 +118,7 @@ def _asks_for_cuda(test: cst.BaseExpression, availability: bool = True) -> Optio
     ):
         return None
     if type(test) in (cst.Name, cst.Attribute) and _OPTS_OUT_OF_CUDA.match(semantics.terminal_name(test) or ""):
-        return False  # `opt.no_cuda`, `args.disable_gpu`: set when CUDA is not wanted
+        return False  # `opt.no_cuda`, `args.disable_gpu`, `args.cpu`: set when CUDA is not wanted
     finder = _CudaMention()
     walk_visitor(test, finder)
     if not finder.found:
@@ -148,8 +148,9 @@ class _CudaMention(cst.CSTVisitor):
         self.found = self.found or is_cuda_string(node) or isinstance(value, str) and value.lower() == "gpu"
 
 
-# A flag named for turning CUDA off (`--no_cuda`, `--disable-gpu`, `--without_cuda`).
-_OPTS_OUT_OF_CUDA = re.compile(r"(?i)(no|disable|disabled|without|skip)_?(cuda|gpus?)$")
+# A flag named for turning CUDA off (`--no_cuda`, `--disable-gpu`, `--without_cuda`) or for choosing the CPU (`--cpu`,
+# `--use_cpu`, `--cpu_only`): `if not args.cpu:` is the CUDA arm of a CPU fallback (round 47: ERFNet's eval scripts).
+_OPTS_OUT_OF_CUDA = re.compile(r"(?i)(no|disable|disabled|without|skip)_?(cuda|gpus?)$|((use|force|only|run_on|on)_?)?cpu(_?only)?$")
 
 
 def _names_cuda(name: str) -> bool:

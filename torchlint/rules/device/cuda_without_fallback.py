@@ -131,7 +131,8 @@ class CudaWithoutFallback(Rule):
     variable, a function parameter (its default included) or a command-line argument
     (including `add_argument(..., default="cuda")`), `.cuda(rank)` included; code
     in a branch taken only when the program asks for CUDA (`if args.cuda:`,
-    `if backend == "cuda":`, `x.cuda() if use_gpu else x`, or an option read by a key
+    `if backend == "cuda":`, `x.cuda() if use_gpu else x`, `if not args.no_cuda:`,
+    `if not args.cpu:` after a `--cpu` option, or an option read by a key
     whose last dotted part names CUDA or a GPU: `if opt["data.cuda"]:`, as
     `vars(args)` holds `--data.cuda`, or a choice compared with "GPU": `if opt.mode == "GPU":`,
     also through a flag set from such a test, `TEST_MODE = True if opt.test_mode == "GPU"
