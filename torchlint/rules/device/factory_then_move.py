@@ -1,4 +1,4 @@
-from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -9,6 +9,7 @@ from torchlint.analysis.dtypes import made_dtype
 from torchlint.analysis.loops import loop_nodes
 from torchlint.analysis.steps import in_a_step_loop, per_step_function
 from torchlint.analysis.values import IDENTITY_WRAPPERS, Values
+from torchlint.engine.scopes import Scope, Scopes
 from torchlint.engine.walk import walk, walk_visitor
 from torchlint.finding import Fix
 from torchlint.fixes.rewrites import code_in_place, with_keywords
@@ -55,7 +56,8 @@ class FactoryThenMove(Rule):
     (`eps = torch.randn(n)`, then `eps = eps.cuda()`, also under an `if mu.is_cuda:`
     whose `else` may keep the host tensor, in a tuple assignment `x, eps = x.cuda(),
     eps.cuda()`, or as `Variable(eps).cuda()` or `Variable(eps.cuda())`, then
-    `mu + std * eps`), where it runs every
+    `mu + std * eps`; also a second draw into the same name, as a GAN's step draws
+    noise for the discriminator, then for the generator), where it runs every
     step: in the body of a loop, or in a function run once per step. Those are a
     `forward`, a `*_step` (`training_step`) or a function whose name says step,
     forward or iteration; a function named for training (`train`, `train_batch`)
@@ -178,7 +180,7 @@ class FactoryThenMove(Rule):
         # `return hidden.to(device)`), with the stacks at the factory and at the move.
         self.named_moves: List[Tuple[cst.Call, Tuple[cst.CSTNode, ...], Tuple[cst.CSTNode, ...]]] = []
         # id of a function (or the module) -> each variable's mentions in it (`_Mentions`), found once per scope.
-        self._mentions: Dict[int, Dict[str, List[Tuple[cst.Name, Optional[cst.BaseExpression]]]]] = {}
+        self._mentions: Dict[int, _Mentions] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -256,10 +258,10 @@ class FactoryThenMove(Rule):
         scope = function or self.ctx.module
         mentions = self._mentions.get(id(scope))
         if mentions is None:
-            finder = _Mentions()
+            finder = _Mentions(scope, self.ctx.scopes)
             walk_visitor(scope, finder)
-            mentions = self._mentions[id(scope)] = finder.found
-        if _only_moved(mentions.get(name.value, []), values[0], node, name, stack, self._wrapping):
+            mentions = self._mentions[id(scope)] = finder
+        if _only_moved(mentions.found.get(name.value, []), values[0], node, name, stack, self._wrapping, mentions.read_in_nested):
             self.named_moves.append((factory, made_at, stack))
 
     def _unwrapped(
@@ -398,9 +400,12 @@ def _kept_by_a_loop(outer, subject: cst.BaseExpression) -> bool:
 
 def _first_use_subject(test: cst.BaseExpression) -> Optional[cst.BaseExpression]:
     """What a first-use test asks about: `state` of `not state` and `len(state) == 0`, `x` of `x is None`, `cache`
-    of `key not in cache`."""
+    of `key not in cache`, also as a side of `and` (`if rank == 0 and features is None:`: the branch still runs only
+    while the state is unmade)."""
     subject = None
-    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+        subject = _first_use_subject(test.left) or _first_use_subject(test.right)
+    elif type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         if type(test.expression) in (cst.Name, cst.Attribute, cst.Subscript):
             subject = test.expression
     elif type(test) is cst.Comparison and len(test.comparisons) == 1:
@@ -455,6 +460,7 @@ def _same_nodes(first: List[cst.CSTNode], second: List[cst.CSTNode]) -> bool:
 def _only_moved(
     mentions: List[Tuple[cst.Name, Optional[cst.BaseExpression]]], made: cst.BaseExpression, move: cst.Call,
     receiver: cst.Name, stack: Tuple[cst.CSTNode, ...], unwrapped: Callable[[cst.BaseExpression], cst.BaseExpression],
+    read_in_nested: Set[int],
 ) -> bool:
     """The variable's mentions in its function (`_Mentions.found`) read the factory's host tensor only in `move`: they
     are the factory's assignment and the move (`return hidden.to(device)`), or those two first, with the move rebinding
@@ -462,11 +468,19 @@ def _only_moved(
     perhaps under an `if`), and then only reads of what the move bound or of later bindings. A read between them, or a
     binding before the factory's (a parameter), uses the host tensor or another; so does a read after a `try` the
     move is in fails. The `else` of an `if` the move is under may use the host tensor (`eps = eps.float()`): that
-    branch runs instead of the move, as the code after an `if` without `else` does when the move is skipped."""
-    if len(mentions) < 2 or mentions[0][1] is not made:
+    branch runs instead of the move, as the code after an `if` without `else` does when the move is skipped.
+    Mentions of the function's own code before the factory's assignment (`read_in_nested`: the ids of those made in a
+    function defined inside it, which may run later) leave it alone when the move rebinds the variable: they read
+    earlier values (`z = torch.randn(n)`, `z = z.cuda()` for the discriminator's step, again for the generator's),
+    and a loop that comes back to them finds what the move bound."""
+    start = next((index for index, (_, value) in enumerate(mentions) if value is made), None)
+    if start is None or any(id(name) in read_in_nested for name, _ in mentions[:start]):
+        return False
+    mentions = mentions[start:]
+    if len(mentions) < 2:
         return False
     if len(mentions) == 2:
-        return mentions[1][0] is receiver
+        return start == 0 and mentions[1][0] is receiver
     # `eps = eps.cuda()`: an assignment's targets are visited before its value.
     if mentions[1][1] is None or unwrapped(mentions[1][1]) is not move or mentions[2][0] is not receiver:
         return False
@@ -477,12 +491,31 @@ def _only_moved(
 class _Mentions(cst.CSTVisitor):
     """Where each variable's name is written in a piece of code, in source order (read or bound; not as an attribute's
     or a keyword's name): by name, each mention, with the value assigned when it is the only target of an `=`
-    statement. One walk of a scope serves every variable of it."""
+    statement. One walk of a scope serves every variable of it. In a function, class or lambda defined inside
+    `root`, a name it binds itself is its own variable, not the one of `root` (a `z = torch.randn(...)` of a plotting
+    function beside the module's training loop), and is left out."""
 
-    def __init__(self):
+    def __init__(self, root: cst.CSTNode, scopes: "Scopes"):
+        self.root = root
+        self.scopes = scopes
         self.found: Dict[str, List[Tuple[cst.Name, Optional[cst.BaseExpression]]]] = {}
         # id of the target `Name` of each `name = value` statement visited -> its value
         self.assigned: Dict[int, cst.BaseExpression] = {}
+        # the scopes defined inside `root` that the walk is in, innermost last
+        self.nested: List[Scope] = []
+        # ids of the mentions made inside them (of names they do not bind)
+        self.read_in_nested: Set[int] = set()
+
+    def visit_FunctionDef(self, node: cst.CSTNode) -> None:
+        if node is not self.root:
+            self.nested.append(self.scopes.scope_of(node))
+
+    def leave_FunctionDef(self, node: cst.CSTNode) -> None:
+        if node is not self.root:
+            self.nested.pop()
+
+    visit_ClassDef = visit_Lambda = visit_FunctionDef
+    leave_ClassDef = leave_Lambda = leave_FunctionDef
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) != 1:
@@ -503,7 +536,11 @@ class _Mentions(cst.CSTVisitor):
             self.assigned[id(node.target)] = node.value
 
     def visit_Name(self, node: cst.Name) -> None:
-        self.found.setdefault(node.value, []).append((node, self.assigned.get(id(node))))
+        name = node.value
+        if not any(name in scope.variables or name in scope.imports for scope in self.nested):
+            self.found.setdefault(name, []).append((node, self.assigned.get(id(node))))
+            if self.nested:
+                self.read_in_nested.add(id(node))
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         walk_visitor(node.value, self)
