@@ -72,7 +72,8 @@ def test_table_entries_are_well_formed():
         assert ("device" in raw) == (raw.get("rewrite") == "prepend-device"), where
         assert not raw["mechanical"] or "rewrite" in raw, f"{where}: a mechanical replacement needs its rewrite"
         assert raw["instead"].strip(), where
-        assert "observed" not in raw or raw["kind"] == "deprecated", f"{where}: observed is for deprecated names"
+        assert "observed" not in raw or raw["kind"] in ("deprecated", "removed"), f"{where}: observed is for deprecated and removed names"
+        assert raw["kind"] != "removed" or "observed" in raw, f"{where}: a removed name says how the code fails (observed)"
 
 
 @pytest.mark.parametrize("entry", [entry for entry in ENTRIES if entry.replacement is not None], ids=lambda entry: entry.name)
@@ -160,7 +161,7 @@ def test_old_peak_memory_resets_warn_and_call_the_new_one(name):
     assert error == _raised(torch.cuda.reset_peak_memory_stats)
 
 
-@pytest.mark.parametrize("entry", [entry for entry in ENTRIES if entry.observed is not None], ids=lambda entry: entry.name)
+@pytest.mark.parametrize("entry", [entry for entry in ENTRIES if entry.observed is not None and entry.kind == "deprecated"], ids=lambda entry: entry.name)
 def test_observed_entries_are_silent(entry):
     assert not re.search(r"deprecat", getattr(resolve(entry.name), "__doc__", None) or "", re.IGNORECASE)
     assert not _warns_deprecation(SILENT_CALLS[entry.name])
@@ -196,6 +197,38 @@ def test_removed_name_is_gone(entry):
         return
     with pytest.raises(RuntimeError, match="is now removed"):
         stub(*REMOVED_CALLS[entry.name])
+
+
+# How code using each removed name fails, run here: the message quotes the table's `observed`, which must name it.
+REMOVED_USES = {
+    "torch._six": ["import torch._six", "from torch._six import container_abcs"],
+    "torch.legacy": ["import torch.legacy"],
+    "torch.utils.serialization.load_lua": [
+        "from torch.utils.serialization import load_lua", "import torch.utils.serialization; torch.utils.serialization.load_lua",
+    ],
+}
+
+
+@pytest.mark.parametrize("entry", [entry for entry in ENTRIES if entry.kind == "removed"], ids=lambda entry: entry.name)
+def test_removed_name_fails_as_observed(entry):
+    uses = REMOVED_USES.get(entry.name)
+    if uses is None:
+        assert entry.name in REMOVED_CALLS, f"{entry.name}: say how a use of it fails (REMOVED_USES or REMOVED_CALLS)"
+        with pytest.raises(RuntimeError) as raised:
+            resolve(entry.name)(*REMOVED_CALLS[entry.name])
+        errors = [raised.value]
+    else:
+        errors = []
+        for use in uses:
+            with pytest.raises(Exception) as raised:
+                exec(use, {})
+            errors.append(raised.value)
+    for error in errors:
+        assert f"`{type(error).__name__}" in entry.observed, (entry.name, error)
+    if len(errors) == 1:
+        # One way to fail: the message quotes torch's own words, its first sentence.
+        first_sentence = re.split(r"\.\s|\n", str(errors[0]))[0].rstrip(".")
+        assert first_sentence in entry.observed, (entry.name, str(errors[0]))
 
 
 @pytest.mark.parametrize("entry", [entry for entry in ENTRIES if entry.kind == "private"], ids=lambda entry: entry.name)

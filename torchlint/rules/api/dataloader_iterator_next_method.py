@@ -16,12 +16,15 @@ class DataLoaderIteratorNextMethod(Rule):
     `iter(loader).next()`, `loader.__iter__().next()` (the method `iter()` calls), and
     `it.next()` after `it = iter(loader)`, where `loader` is
     followed through the file's assignments to a `DataLoader(...)` call (also
-    `loaders["train"]`, or a loader a function of the file returns).
+    `loaders["train"]`, a loader a function of the file returns, or a parameter of a
+    function whose every call is seen and passes one: `train(labeled_loader, ...)`, the
+    script's only call of its `train`, as the value model binds parameters).
 
     Not flagged: `next(it)`; `.next()` on anything not shown to be a DataLoader's iterator:
     progress bars (`bar.next()`), MXNet or other libraries' iterators, an iterator of a
-    loader passed in as a parameter. Given up for that precision: a loader built in another
-    file or received as an argument, whose iterator's `.next()` fails just the same.
+    loader passed in as a parameter of a function that may be called from where the file
+    does not show (a library's function, one nothing calls). Given up for that precision:
+    such a loader, whose iterator's `.next()` fails just the same.
 
     ## Why is this bad?
     Before torch 1.13 the DataLoader's iterators kept `next` as a Python 2 alias of

@@ -52,7 +52,10 @@ class RemovedApi(ApiTableRule):
     """
 
     def describe(self, entry: ApiEntry, qualified: str) -> str:
+        # A name under a removed module (`torch._six.container_abcs`): the table knows when the module went, not
+        # each of its names, some of which went earlier.
+        removed = f"`{qualified}`" if qualified == entry.name else f"`{entry.name}`, which `{qualified}` is part of,"
         return (
-            f"`{qualified}` was removed in torch {show_version(entry.removed_in)}: the code fails when it "
-            f"reaches it (a `RuntimeError` from the stub, or an `ImportError`); use {entry.instead}"
+            f"{removed} was removed in torch {show_version(entry.removed_in)}: the code fails when it reaches it "
+            f"({entry.observed}); use {entry.instead}"
         )

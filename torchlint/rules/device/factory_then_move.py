@@ -43,7 +43,7 @@ class _Factory(NamedTuple):
 class FactoryThenMove(Rule):
     """
     ## What it does
-    Flags a tensor factory (`torch.zeros/ones/empty/full/rand/randn/randint/arange/
+    Flags a tensor factory (`torch.zeros/ones/empty/full/rand/randn/randint/randperm/arange/
     linspace/logspace/eye`) without `device=` whose result goes straight into
     `.to(device)` or `.cuda()`, also through `torch.autograd.Variable(...)`, which
     returns its argument (`Variable(torch.ones(n)).cuda()`), through in-place fills
