@@ -75,7 +75,36 @@ def in_a_cuda_branch(stack: Sequence[cst.CSTNode], availability: bool = True, ct
                 asks = _flag_asks_for_cuda(parent.test, availability, ctx, stack[:index + 1])
             if asks is not None and asks == (child is parent.body):
                 return True
+    return _after_a_cuda_assert(stack, availability)
+
+
+def _after_a_cuda_assert(stack: Sequence[cst.CSTNode], availability: bool) -> bool:
+    """The innermost point of `stack` comes after an `assert` of its function that holds only when CUDA is wanted
+    (`assert grad_output.is_cuda`, also as a side of `and`), earlier in its block or in a block around it: without a
+    GPU the assert stops the code first (round 48: an autograd Function's `backward` in yolo2's ROI pooling)."""
+    for parent, child in zip(reversed(stack[:-1]), reversed(stack)):
+        if type(parent) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
+            return False
+        if type(parent) is not cst.IndentedBlock and type(parent) is not cst.Module:
+            continue
+        for statement in parent.body:
+            if statement is child:
+                break
+            if type(statement) is cst.SimpleStatementLine and any(
+                type(small) is cst.Assert and _holds_only_with_cuda(small.test, availability) for small in statement.body
+            ):
+                return True
     return False
+
+
+def _holds_only_with_cuda(test: cst.BaseExpression, availability: bool) -> bool:
+    """`test` holds only when CUDA is wanted: a test `_asks_for_cuda` says so, or an `and` with such a side."""
+    if type(test) is cst.BooleanOperation:
+        # Either side of an `or` may be what holds.
+        return type(test.operator) is cst.And and (
+            _holds_only_with_cuda(test.left, availability) or _holds_only_with_cuda(test.right, availability)
+        )
+    return _asks_for_cuda(test, availability) is True
 
 
 def _flag_asks_for_cuda(test: cst.BaseExpression, availability: bool, ctx: "FileContext", stack) -> Optional[bool]:
