@@ -132,7 +132,8 @@ class CudaWithoutFallback(Rule):
     (including `add_argument(..., default="cuda")`), `.cuda(rank)` included; code
     in a branch taken only when the program asks for CUDA (`if args.cuda:`,
     `if backend == "cuda":`, `x.cuda() if use_gpu else x`, `if not args.no_cuda:`,
-    `if not args.cpu:` after a `--cpu` option, or an option read by a key
+    `if not args.cpu:` after a `--cpu` option, `if x.is_cuda:`, the rest of a function after an
+    `assert` that holds only with CUDA, `assert grad_output.is_cuda`, or an option read by a key
     whose last dotted part names CUDA or a GPU: `if opt["data.cuda"]:`, as
     `vars(args)` holds `--data.cuda`, or a choice compared with "GPU": `if opt.mode == "GPU":`,
     also through a flag set from such a test, `TEST_MODE = True if opt.test_mode == "GPU"
