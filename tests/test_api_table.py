@@ -203,6 +203,7 @@ def test_removed_name_is_gone(entry):
 REMOVED_USES = {
     "torch._six": ["import torch._six", "from torch._six import container_abcs"],
     "torch.legacy": ["import torch.legacy"],
+    "torch.utils.ffi": ["from torch.utils.ffi import create_extension"],
     "torch.utils.serialization.load_lua": [
         "from torch.utils.serialization import load_lua", "import torch.utils.serialization; torch.utils.serialization.load_lua",
     ],

@@ -6,8 +6,8 @@ class RemovedApi(ApiTableRule):
     ## What it does
     Flags each import and each use of a torch API that torch has removed: `torch.solve`,
     `torch.symeig`, `torch.lstsq`, `torch.matrix_rank`, `torch.eig`, `torch._six`, Lua
-    torch's `torch.legacy` and `torch.utils.serialization.load_lua`, and the
-    other `removed` entries of the API table (`torchlint/data/api.toml`). Names are
+    torch's `torch.legacy` and `torch.utils.serialization.load_lua`, the C extensions'
+    `torch.utils.ffi`, and the other `removed` entries of the API table (`torchlint/data/api.toml`). Names are
     resolved through the file's imports, so `from torch import solve` and `import torch as T`
     are followed and a local variable called `solve` is not.
 
@@ -26,7 +26,7 @@ class RemovedApi(ApiTableRule):
     linear-algebra functions that raise `RuntimeError: This function was deprecated since
     version 1.9 and is now removed`, `import torch._six` (or `torch.legacy`, gone since
     torch 1.0) raises `ModuleNotFoundError`, and `load_lua` (gone since torch 1.0) an
-    `ImportError`.
+    `ImportError`; each message says how the use fails.
 
     ## Fix safety
     No fix: every replacement differs in its arguments or results (`torch.linalg.solve`
