@@ -21,7 +21,7 @@ _ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide,
 _AUGMENTED_ARITHMETIC = (
     cst.AddAssign, cst.SubtractAssign, cst.MultiplyAssign, cst.DivideAssign, cst.FloorDivideAssign, cst.PowerAssign,
 )
-_MAX_DEPTH = 4
+_MAX_DEPTH = 8
 # What a 0-dim tensor can be moved to before it is indexed, still 0-dim.
 _TO_HOST = frozenset({"cpu", "numpy"})
 # Before 0.4 a loss was a one-element tensor: `loss.data[0]` was the way to read it, and `.item()` did not exist.
@@ -42,7 +42,10 @@ class IndexZeroDimTensor(Rule):
     count or size or with a number as default when its callers are not all seen
     (`loss / (2 * batch_size)`, `num_pos`, `n`: a Python number, or a 0-dim tensor, which keeps
     the result 0-dim all the same), or arithmetic of
-    those), also in place (`loss /= num_matched_boxes`, `loss *= 0.5`), followed through
+    those, or a name or attribute bound only to numbers, `self.coord_scale = 1`), also in place
+    (`loss /= num_matched_boxes`, `loss *= 0.5`), and a running sum started at a number and added to
+    in a loop (`total_loss = 0`, then `total_loss += loss.data * len(data)`, read after the loop
+    as `total_loss[0]`; the start is left out beside the 0-dim values added), followed through
     the file's assignments (`loss = criterion(out, y)`) and what the file's functions
     return (`loss = loss_function(recon, x, mu, logvar)`) and what a method of the class
     returns when called on `self` (`loss, prec = self._forward(x, y)`, or a subclass's
@@ -61,8 +64,8 @@ class IndexZeroDimTensor(Rule):
     it may be a tensor with dimensions), a criterion received as a parameter whose callers it cannot
     all see (`def train(model, criterion)` called from a file outside the project, or a
     public function of a module that nothing runs and no project file imports: callers
-    outside the project may pass any criterion), an accumulator updated with `+=` in a loop,
-    a function that returns a 0-dim value on one path and a tensor with dimensions on another
+    outside the project may pass any criterion), a running sum one of whose terms is not
+    followed (`errG_total += w_loss`, `w_loss` scaled by a setting of a config object), a function that returns a 0-dim value on one path and a tensor with dimensions on another
     (`if size_average: return ssim_map.mean()` else `ssim_map.mean(1)`: which path a call takes is not
     followed); code for torch below 0.4
     (`torch-version`, or the project's own torch requirement), where a loss was a
@@ -118,6 +121,8 @@ class IndexZeroDimTensor(Rule):
         super().__init__(ctx)
         # Whether the value being judged is known to be a tensor, so that its methods are torch's.
         self.tensor_methods = False
+        # The in-place updates being judged (`total += loss` in a loop, which its own target reaches again).
+        self._updates_judged: set = set()
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if self.ctx.config.torch_version < ITEM_SINCE or not _indexes_zero(node) or self._is_target(node):
@@ -146,20 +151,38 @@ class IndexZeroDimTensor(Rule):
         """`expr`, evaluated inside `stack` in the file of `ctx`, is 0-dim. An origin may lie in another project file
         (what an imported function returns, what an imported loss class's `forward` returns): it is read there, with
         that file's imports."""
+        return self._scalar_or_neutral(ctx, expr, stack, depth) is True
+
+    def _scalar_or_neutral(self, ctx, expr: cst.BaseExpression, stack: Sequence[cst.CSTNode], depth: int):
+        """True when `expr` is 0-dim, False when it may be something else, None when every origin is neutral: a
+        number that starts a running sum (`total = 0`, then `total += loss` in a loop: the sum of 0 and 0-dim
+        tensors is one) or an in-place update already being judged (the loop's way back to the `+=`). A number
+        origin is left out only beside a 0-dim one: `x.data` of the number would fail otherwise, `x[0]` too."""
         if depth > _MAX_DEPTH:
             return False
         origins = Values.of(ctx).origins(expr, stack, dereferenced=True)
-        return bool(origins) and all(
-            self._updated_in_place(origin, depth) if origin.opaque
-            else self._is_scalar_node(origin.place.context, origin.node, origin.place.stack, origin.applied, depth)
-            for origin in origins
-        )
+        if not origins:
+            return False
+        scalar = False
+        for origin in origins:
+            if origin.opaque:
+                judged = self._updated_in_place(origin, depth)
+            elif python_number(origin.node, origin.place.context, origin.place.stack):
+                judged = None
+            else:
+                judged = self._is_scalar_node(origin.place.context, origin.node, origin.place.stack, origin.applied, depth)
+            if judged is False:
+                return False
+            scalar = scalar or judged is True
+        return True if scalar else None
 
-    def _updated_in_place(self, origin, depth: int) -> bool:
+    def _updated_in_place(self, origin, depth: int):
         """An origin the value model leaves opaque because a binding of the name is an in-place update
-        (`loc_loss /= num_matched_boxes`): 0-dim when every binding it stands for is arithmetic of the name's value
-        before it and a number or 0-dim value, each of those 0-dim, as `loc_loss / num_matched_boxes` would be. A
-        parameter, a loop target or any other unknown binding leaves it unknown."""
+        (`loc_loss /= num_matched_boxes`, `errD_total += errD` in a loop): 0-dim when every binding it stands for
+        is arithmetic of the name's value before it and a number or 0-dim value, each of those 0-dim, as
+        `loc_loss / num_matched_boxes` would be; None when each is an update already being judged (the value before
+        it is the one the judgement is about). A parameter, a loop target or any other unknown binding leaves it
+        unknown (False)."""
         ctx = origin.place.context
         if type(origin.node) is not cst.Name:
             return False
@@ -171,13 +194,22 @@ class IndexZeroDimTensor(Rule):
             return False
         scopes = origin.place.scopes[: origin.place.scopes.index(scope) + 1]
         unknown = [binding for binding in bindings if binding.value is None and binding.definition is None]
-        return bool(unknown) and all(
+        if not unknown or not all(
             type(binding.statement) is cst.AugAssign and isinstance(binding.statement.operator, _AUGMENTED_ARITHMETIC)
-            and self._arithmetic_is_scalar(
-                ctx, (binding.statement.target, binding.statement.value), scopes + (binding.statement,), depth,
-            )
             for binding in unknown
-        )
+        ):
+            return False
+        pending = [binding.statement for binding in unknown if id(binding.statement) not in self._updates_judged]
+        if not pending:
+            return None
+        self._updates_judged.update(map(id, pending))
+        try:
+            return all(
+                self._arithmetic_is_scalar(ctx, (statement.target, statement.value), scopes + (statement,), depth)
+                for statement in pending
+            )
+        finally:
+            self._updates_judged.difference_update(map(id, pending))
 
     def _is_scalar_node(self, ctx, node: cst.CSTNode, stack, applied: bool, depth: int) -> bool:
         if type(node) is cst.Call:
@@ -194,10 +226,15 @@ class IndexZeroDimTensor(Rule):
 
     def _arithmetic_is_scalar(self, ctx, sides, stack, depth: int) -> bool:
         """Arithmetic of 0-dim values and numbers, at least one of them a tensor, is 0-dim."""
-        numbers = [python_number(side, ctx, stack) for side in sides]
-        return not all(numbers) and all(
-            number or self._is_scalar(ctx, side, stack, depth + 1) for side, number in zip(sides, numbers)
-        )
+        tensor = False
+        for side in sides:
+            if python_number(side, ctx, stack):
+                continue
+            judged = self._scalar_or_neutral(ctx, side, stack, depth + 1)
+            if judged is False:
+                return False
+            tensor = tensor or judged is True
+        return tensor
 
     def _reduction_call(self, ctx, call: cst.Call, stack, depth: int) -> bool:
         func = call.func
