@@ -6,6 +6,7 @@ then pasted into one file (the import line blanked, so lines keep their numbers 
 """
 
 import json
+import re
 
 import pytest
 
@@ -99,3 +100,31 @@ def test_a_tensor_attribute_meant_as_a_parameter_is_told_to_be_one_without_a_fix
     )
     [finding] = lint_text(code, "model.py", make_config(select=["TL707"]))
     assert "not an `nn.Parameter`" in finding.message and finding.fix is None
+
+
+DROPOUT_AT_RATE = """
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Head(nn.Module):
+    def forward(self, x):
+        return F.dropout(x, {rate})
+"""
+
+
+@pytest.mark.parametrize("rate", ["0.3", "0.5", "0.8"])
+def test_dropout_message_states_what_the_call_does_in_eval(rate):
+    # What the message states is run here: eval mode changes nothing for functional dropout, so the share zeroed is
+    # the rate and the kept values are scaled by 1/(1-p). 200,000 draws: the share's standard deviation is at most
+    # 0.0012, so 0.01 is over eight of them (and over the message's rounding to a whole percent); the message gives the
+    # scale to three significant digits, so 1% covers its rounding.
+    import torch
+    import torch.nn.functional as F
+
+    [finding] = lint_text(DROPOUT_AT_RATE.format(rate=rate), "head.py", make_config(select=["TL705"], preview=True))
+    share, scale = re.search(r"about (\d+)% of the outputs zeroed at p=[\d.]+, the rest scaled by ([\d.]+)", finding.message).groups()
+    torch.manual_seed(0)
+    out = F.dropout(torch.ones(200_000), float(rate))  # `training` left at its default, as in the flagged call
+    assert abs((out == 0).float().mean().item() - int(share) / 100) < 0.01
+    assert out.max().item() == pytest.approx(float(scale), rel=1e-2)

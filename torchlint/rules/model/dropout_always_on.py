@@ -15,6 +15,7 @@ from torchlint.rules.triggers import words
 
 _FUNCTIONS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
 FUNCTIONAL_DROPOUTS = frozenset(f"torch.nn.functional.{name}" for name in _FUNCTIONS)
+_PLAIN_DROPOUT = frozenset({"torch.nn.functional.dropout"})
 # F.dropout(input, p=0.5, training=True, inplace=False): `training` is the third argument, the rate the second.
 _TRAINING_POSITION = 2
 _RATE_POSITION = 1
@@ -65,8 +66,13 @@ class DropoutAlwaysOn(Rule):
     uses_callgraph = True
     fix_safety = "unsafe"
     message = (
-        "functional dropout defaults to `training=True`, so it keeps dropping after `model.eval()` (about half the "
-        "outputs zeroed at p=0.5); pass `training=self.training`"
+        "functional dropout defaults to `training=True`, so it keeps dropping after `model.eval()` (at its training "
+        "rate, the kept values scaled up as in training); pass `training=self.training`"
+    )
+    # With the rate written as a number (or left at its default, 0.5), the message says what it does.
+    rate_message = (
+        "functional dropout defaults to `training=True`, so it keeps dropping after `model.eval()` (about {share} of "
+        "the outputs zeroed at p={rate}, the rest scaled by {scale}); pass `training=self.training`"
     )
     example = """
     import torch.nn as nn
@@ -96,7 +102,7 @@ class DropoutAlwaysOn(Rule):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.classes = ModuleClasses.of(ctx)
-        self.calls: List[Tuple[cst.Call, ModuleClass, cst.FunctionDef, Fix]] = []
+        self.calls: List[Tuple[cst.Call, ModuleClass, cst.FunctionDef, Fix, str]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.ctx.qualified_name_in(node.func, FUNCTIONAL_DROPOUTS):
@@ -110,12 +116,23 @@ class DropoutAlwaysOn(Rule):
             return
         if self._drops_zeros(node):
             return
-        self.calls.append((node, found[0], found[1], self._fix(node, found[1])))
+        self.calls.append((node, found[0], found[1], self._fix(node, found[1]), self._message(node)))
 
     def finish(self) -> None:
-        for call, module, method, fix in self.calls:
+        for call, module, method, fix, message in self.calls:
             if id(method) in self.classes.forward_methods(module):
-                self.report(call, fix=fix)
+                self.report(call, message, fix=fix)
+
+    def _message(self, call: cst.Call) -> str:
+        """The message with the call's rate, when it is a number written in the call or the default, for `F.dropout`
+        (the channel and alpha variants zero channels, or set values to a negative constant)."""
+        if not self.ctx.qualified_name_in(call.func, _PLAIN_DROPOUT):
+            return self.message
+        written = syntax.keyword(call, "p") or syntax.positional(call, _RATE_POSITION)
+        rate = 0.5 if written is None else syntax.literal(written.value)
+        if type(rate) not in (int, float) or not 0 < rate < 1:
+            return self.message
+        return self.rate_message.format(share=f"{rate:.0%}", rate=f"{rate:g}", scale=f"{1 / (1 - rate):.3g}")
 
     def _rate_chosen_by_caller(self, call: cst.Call, method: cst.FunctionDef) -> bool:
         """The rate is a parameter of `method`, not rebound before the call, with no default or a default of 0: each
