@@ -17,10 +17,12 @@ whatever means you have; the script extracts the recorded commits. A mirror of
 `owner/name` is looked for under `--mirror-root` (default /work/.mirror) as
 `owner+name/repo/.git`, `owner+name/repo`, `owner+name.git` or `owner+name` (the first
 two are how the mirrors there are laid out; a bare `git clone --mirror` fits the others).
-Only the recorded commit's `.py` and `.ipynb` blobs are written, files over 2 MB are
+Only the recorded commit's `.py` and `.ipynb` blobs, and the settings files torchlint reads for a
+project (`pyproject.toml`, `setup.cfg`, `requirements*.txt`, `environment.yml`, CI workflows),
+are written, files over 2 MB are
 skipped, one folder per repository under `benchmarks/.cache/training/owner+name/`
-(gitignored), with a `.complete` marker, holding the sha, written last. A folder whose
-marker names the recorded sha is skipped, so a second run reads no git object; a
+(gitignored), with a `.complete` marker, holding the sha and the extraction's format, written
+last. A folder whose marker names the recorded sha and the current format is skipped, so a second run reads no git object; a
 repository with neither a complete folder nor a mirror holding its commit is reported
 as missing (exit status 1). Lint the folder with `--no-respect-gitignore`, since the
 cache folder is gitignored. Needs only the standard library and `git`.
@@ -47,6 +49,15 @@ MIRROR_ROOT = Path("/work/.mirror")
 # Written last into a repository's folder, holding the sha: a folder without it is an interrupted extraction.
 COMPLETE = ".complete"
 SUFFIXES = (".py", ".ipynb")
+# Besides the code, the files torchlint reads for a project's settings: its torch requirement
+# (torchlint/project_settings.py) and the CI that TL205's project intent reads. Without them a
+# repository's code is judged as that of a project requiring nothing (round 49: a library
+# requiring torch>=1.7 had its `torch.svd` calls reported for a replacement of 1.8).
+SETTINGS_NAMES = ("pyproject.toml", "setup.cfg", "settings.ini", "environment.yml", "environment.yaml")
+_REQUIREMENTS = re.compile(r"requirements[^/]*\.txt")
+_WORKFLOW = re.compile(r"\.github/workflows/[^/]+\.ya?ml")
+# What an extraction holds, written into its marker: a folder extracted to an older format is extracted again.
+FORMAT = "code-and-settings"
 MAX_BYTES = 2 * 1024 * 1024
 
 _LINE = re.compile(r"^(?P<repo>[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*)\s+(?P<sha>[0-9a-f]{40})\s*$")
@@ -70,7 +81,7 @@ class Repo:
 
     def is_complete(self) -> bool:
         marker = self.folder / COMPLETE
-        return marker.is_file() and marker.read_text().split()[:1] == [self.sha]
+        return marker.is_file() and marker.read_text().split()[:2] == [self.sha, FORMAT]
 
 
 def read_repos(path: Path = REPOS_FILE, root: Path = CORPUS) -> List[Repo]:
@@ -138,8 +149,18 @@ def _safe(path: str) -> bool:
     return not path.startswith("/") and ".." not in parts and "" not in parts and ".git" not in parts
 
 
+def _wanted(path: str) -> bool:
+    """The code (`.py`, `.ipynb`) and the project settings files (`SETTINGS_NAMES`, requirements, CI workflows)."""
+    name = path.rpartition("/")[2]
+    return (
+        path.endswith(SUFFIXES) or name in SETTINGS_NAMES or _REQUIREMENTS.fullmatch(name) is not None
+        or _WORKFLOW.fullmatch(path) is not None
+    )
+
+
 def extract(repo: Repo, git_dir: Path) -> Tuple[int, List[str]]:
-    """Write the recorded commit's .py/.ipynb blobs into the repo's folder; return (files written, skipped notes)."""
+    """Write the recorded commit's code and settings blobs (`_wanted`) into the repo's folder; return (files written,
+    skipped notes)."""
     listing = _git(git_dir, "ls-tree", "-r", "-z", "--full-tree", repo.sha)
     wanted: List[Tuple[str, str]] = []  # (oid, path)
     skipped: List[str] = []
@@ -149,7 +170,7 @@ def extract(repo: Repo, git_dir: Path) -> Tuple[int, List[str]]:
         meta, _, raw_path = record.partition(b"\t")
         mode, kind, oid = meta.decode().split()
         path = raw_path.decode("utf-8", errors="surrogateescape")
-        if kind != "blob" or not path.endswith(SUFFIXES):
+        if kind != "blob" or not _wanted(path):
             continue
         if mode not in ("100644", "100755"):  # symbolic links
             skipped.append(f"{path} (mode {mode})")
@@ -180,7 +201,7 @@ def extract(repo: Repo, git_dir: Path) -> Tuple[int, List[str]]:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(contents[start:start + size])
         offset = start + size + 1  # the blob is followed by a newline
-    (staging / COMPLETE).write_text(repo.sha + "\n" + "".join(f"skipped {note}\n" for note in skipped))
+    (staging / COMPLETE).write_text(f"{repo.sha} {FORMAT}\n" + "".join(f"skipped {note}\n" for note in skipped))
     shutil.rmtree(repo.folder, ignore_errors=True)
     staging.rename(repo.folder)
     return len(readable), skipped
