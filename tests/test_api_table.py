@@ -173,6 +173,15 @@ def test_variable_returns_a_detached_alias():
     assert alias is not tensor and not alias.requires_grad and alias.data_ptr() == tensor.data_ptr()
 
 
+def test_variable_in_a_type_check_says_the_check_holds_for_every_tensor():
+    # Rounds 47 and 49: `isinstance(obj, Variable)` was told to use "the tensor itself, or x.detach()".
+    text = "import torch\nfrom torch.autograd import Variable\nok = isinstance(x, Variable) or issubclass(t, (int, Variable))\n"
+    uses = [finding for finding in lint(text, select=["TL602"], torch_version="2.6") if finding.location.row == 3]
+    assert len(uses) == 2 and all("every tensor is an instance of it" in finding.message for finding in uses)
+    assert all(finding.fix is None for finding in uses)
+    assert isinstance(torch.ones(1, dtype=torch.long), torch.autograd.Variable) and not isinstance(3, torch.autograd.Variable)
+
+
 def test_variable_message_says_what_torch_does():
     [finding] = lint("import torch\nv = torch.autograd.Variable(x)\n", select=["TL602"], torch_version="2.6")
     assert "will be removed" not in finding.message

@@ -152,7 +152,11 @@ class ApiTableRule(Rule):
         entry = lookup(qualified)
         if entry is None or not self.applies(entry) or self._in_compat_code(node, stack):
             return
-        self.report(node, self.describe(entry, qualified), self._fix(node, entry, qualified))
+        self.report(node, self.describe_use(entry, qualified, stack), self._fix(node, entry, qualified))
+
+    def describe_use(self, entry: ApiEntry, qualified: str, stack: Sequence[cst.CSTNode]) -> str:
+        """The message for a use of the name (the innermost node of `stack`), where its place changes the advice."""
+        return self.describe(entry, qualified)
 
     def _in_compat_code(self, node: cst.BaseExpression, stack: Sequence[cst.CSTNode]) -> bool:
         head = dotted_name(node).split(".")[0]

@@ -1,3 +1,7 @@
+from typing import Sequence
+
+import libcst as cst
+
 from torchlint.rules.api._table import ApiEntry, ApiTableRule, show_version
 
 
@@ -54,6 +58,12 @@ class DeprecatedApi(ApiTableRule):
     kind = "deprecated"
     fix_safety = "safe or unsafe"
     message = "this torch API is deprecated and will be removed; use the replacement the message names"
+    # Checked on torch 2.13: `isinstance(t, Variable)` holds for every tensor (a `Parameter`, an int64 tensor) and for
+    # nothing else.
+    type_check_message = (
+        "`Variable` in a type check: since torch 0.4 every tensor is an instance of it, so the check only asks whether "
+        "the value is a tensor; write `torch.Tensor`"
+    )
     example = """
     import torch
 
@@ -72,6 +82,12 @@ class DeprecatedApi(ApiTableRule):
     def applies(self, entry: ApiEntry) -> bool:
         return entry.kind == self.kind and self.ctx.config.torch_version >= entry.replacement_since
 
+    def describe_use(self, entry: ApiEntry, qualified: str, stack: Sequence[cst.CSTNode]) -> str:
+        if qualified == "torch.autograd.Variable" and _type_checked_by(stack):
+            # `isinstance(x, Variable)`: no tensor to unwrap; the check no longer tells anything apart.
+            return self.type_check_message
+        return self.describe(entry, qualified)
+
     def describe(self, entry: ApiEntry, qualified: str) -> str:
         since = show_version(entry.deprecated_in)
         if entry.observed is not None:
@@ -80,3 +96,19 @@ class DeprecatedApi(ApiTableRule):
             f"`{qualified}` is deprecated since torch {since} and will be removed "
             f"(until then it warns or is documented as deprecated); use {entry.instead}"
         )
+
+
+def _type_checked_by(stack: Sequence[cst.CSTNode]) -> bool:
+    """The innermost node of `stack` is the class argument of `isinstance(...)` or `issubclass(...)`, alone or in a
+    tuple of classes."""
+    node = stack[-1]
+    index = len(stack) - 2
+    if index >= 1 and type(stack[index]) is cst.Element and type(stack[index - 1]) is cst.Tuple:
+        node, index = stack[index - 1], index - 2
+    if index < 1 or type(stack[index]) is not cst.Arg or stack[index].value is not node:
+        return False
+    call = stack[index - 1]
+    return (
+        type(call) is cst.Call and type(call.func) is cst.Name and call.func.value in ("isinstance", "issubclass")
+        and len(call.args) == 2 and call.args[1] is stack[index]
+    )
