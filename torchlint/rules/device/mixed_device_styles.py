@@ -37,7 +37,9 @@ class MixedDeviceStyles(Rule):
     operator. A moved value is recognised where it is moved, through the names it is
     assigned to (`x = x.cuda()`, `early = host.cuda()`) and the methods and operators
     applied to it (`x.cuda()[:, None] > 0`); a module moved in place (`model.cuda()`
-    as a statement) counts wherever that module is used.
+    as a statement) counts wherever that module is used, and so does the output of a module
+    moved with `.to(device)` (`model = Net().to(device)`, then `out = model(x)` meets
+    `y.cuda()` in `F.cross_entropy(out, y.cuda())`).
 
     Also flags `.cuda(d)` where `d` is the device of another value (`x.cuda(y.device)`,
     `device = t.device` then `m.cuda(device)`), in any file: `.cuda()` accepts only
@@ -71,8 +73,9 @@ class MixedDeviceStyles(Rule):
 
     Given up for that precision: `.cuda()` calls in files that mix the styles but
     never let the values meet, which the rule used to flag; a `.cuda()` value that
-    meets `.to(device)` values only further on, through a model's output (`out =
-    model(x.to(device))`, then `loss(out, y.cuda())`) or a call the value model
+    meets `.to(device)` values only further on, through the output of a model that is
+    not itself moved (`out = net(x.to(device))` on a `net` parameter, then
+    `loss(out, y.cuda())`) or a call the value model
     cannot follow; a module moved in place that is a parameter of the function
     (`model.cuda()` as a statement on a `model` argument).
 
