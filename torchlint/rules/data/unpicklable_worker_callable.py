@@ -75,12 +75,6 @@ class UnpicklableWorkerCallable(Rule):
 
     code = "TL304"
     name = "unpicklable-worker-callable"
-    preview = (
-        "In preview after held-out rounds 29-31 (docs/precision.md): 20 of 24 findings true at first sight. The false "
-        "ones were loaders whose workers never start: `num_workers` given only through a helper's `**kwargs` that no "
-        "call fills, or only in `{...} if device.type is 'cuda' else {}`, always `{}` because `is` compares a fresh "
-        "string; the rule leaves preview again when two rounds in a row read it at least 9 in 10 true."
-    )
     # Every report concerns an argument of a DataLoader call (or of the dataset it is given).
     triggers = words("DataLoader")
     call_parts = last_parts(semantics.DATALOADER)
