@@ -80,8 +80,16 @@ class Repo:
         return self.root / self.slug
 
     def is_complete(self) -> bool:
+        return self._marker()[:2] == [self.sha, FORMAT]
+
+    def has_code_only(self) -> bool:
+        """Extracted at its sha before the settings files were kept (a marker holding the sha alone)."""
+        marker = self._marker()
+        return marker[:1] == [self.sha] and marker[1:2] != [FORMAT]
+
+    def _marker(self) -> List[str]:
         marker = self.folder / COMPLETE
-        return marker.is_file() and marker.read_text().split()[:2] == [self.sha, FORMAT]
+        return marker.read_text().split() if marker.is_file() else []
 
 
 def read_repos(path: Path = REPOS_FILE, root: Path = CORPUS) -> List[Repo]:
@@ -214,6 +222,11 @@ def ensure(repos: Sequence[Repo], mirror_root: Path = MIRROR_ROOT, verbose: bool
         if repo.is_complete():
             continue
         git_dir = find_mirror(repo, mirror_root)
+        if git_dir is None and repo.has_code_only():
+            # An older extraction, its settings files missing, is still the commit's code: kept, and said.
+            if verbose:
+                print(f"{repo.name}: extracted without its settings files, and no mirror to add them", file=sys.stderr)
+            continue
         if git_dir is None:
             missing.append((repo, f"no complete folder, and no git mirror holding {repo.sha[:12]} under {mirror_root}"))
             continue
