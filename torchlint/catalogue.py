@@ -20,7 +20,7 @@ RULES: Tuple[RuleEntry, ...] = (
     RuleEntry("TL001", "unused-noqa", False, False),
     RuleEntry("TL101", "backward-under-no-grad", False, False),
     RuleEntry("TL102", "step-without-zero-grad", False, True),
-    RuleEntry("TL103", "loss-accumulated-with-graph", False, False),
+    RuleEntry("TL103", "loss-accumulated-with-graph", False, True),
     RuleEntry("TL104", "non-leaf-requires-grad", False, False),
     RuleEntry("TL105", "no-grad-in-data-pipeline", False, False),
     RuleEntry("TL106", "eval-without-no-grad", False, False),
