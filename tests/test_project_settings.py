@@ -332,7 +332,7 @@ def test_show_settings_prints_the_resolved_settings_and_lints_nothing(tmp_path, 
         f"config file = {project / 'torchlint.toml'}",
         f"project root = {project}",
         'torch-version = 2.7  (from requirements.txt: torch>=2.7 ; platform_system != "Darwin")',
-        "select = TL301, TL302, TL303, TL305, TL307, TL308  (from torchlint.toml select, ignore)",
+        "select = TL301, TL302, TL303, TL304, TL305, TL307, TL308  (from torchlint.toml select, ignore)",
         "exclude = .git, .hg, .venv, venv, build, dist, __pycache__, .tox, .nox, node_modules, .mypy_cache,"
         " .pytest_cache, .ruff_cache, .torchlint_cache, .ipynb_checkpoints, notebooks  (default, then from torchlint.toml extend-exclude)",
         "per-file-ignores = tests/*.py: TL301, TL303  (from torchlint.toml per-file-ignores)",
