@@ -182,6 +182,17 @@ def test_variable_in_a_type_check_says_the_check_holds_for_every_tensor():
     assert isinstance(torch.ones(1, dtype=torch.long), torch.autograd.Variable) and not isinstance(3, torch.autograd.Variable)
 
 
+def test_variable_with_requires_grad_is_told_to_keep_the_flag():
+    # Round 51: `Variable(x, requires_grad=True)` was told to use "the tensor itself", which loses the flag the
+    # gradient penalty's `autograd.grad(inputs=...)` needs. What the message says to write is run here against it.
+    text = "import torch\nfrom torch.autograd import Variable\nv = Variable(x, requires_grad=True)\n"
+    [use] = [finding for finding in lint(text, select=["TL602"], torch_version="2.6") if finding.location.row == 3]
+    assert "x.detach().requires_grad_(...)" in use.message and use.fix is None
+    x = torch.ones(2) * 3
+    old, new = torch.autograd.Variable(x, requires_grad=True), x.detach().requires_grad_(True)
+    assert (old.requires_grad, old.is_leaf, old.data_ptr()) == (new.requires_grad, new.is_leaf, new.data_ptr())
+
+
 def test_variable_message_says_what_torch_does():
     [finding] = lint("import torch\nv = torch.autograd.Variable(x)\n", select=["TL602"], torch_version="2.6")
     assert "will be removed" not in finding.message

@@ -60,6 +60,13 @@ class DeprecatedApi(ApiTableRule):
     message = "this torch API is deprecated and will be removed; use the replacement the message names"
     # Checked on torch 2.13: `isinstance(t, Variable)` holds for every tensor (a `Parameter`, an int64 tensor) and for
     # nothing else.
+    # Checked on torch 2.13: `Variable(x, requires_grad=True)` is a leaf that requires grad, as
+    # `x.detach().requires_grad_(True)` is; `x` itself may not require grad.
+    requires_grad_message = (
+        "`torch.autograd.Variable` is deprecated since torch 0.4: `Variable(x, requires_grad=...)` gives a detached "
+        "alias of `x` with that flag; write `x.detach().requires_grad_(...)` (or `x.requires_grad_(...)` where `x` "
+        "is a leaf the code does not use otherwise)"
+    )
     type_check_message = (
         "`Variable` in a type check: since torch 0.4 every tensor is an instance of it, so the check only asks whether "
         "the value is a tensor; write `torch.Tensor`"
@@ -86,6 +93,9 @@ class DeprecatedApi(ApiTableRule):
         if qualified == "torch.autograd.Variable" and _type_checked_by(stack):
             # `isinstance(x, Variable)`: no tensor to unwrap; the check no longer tells anything apart.
             return self.type_check_message
+        if qualified == "torch.autograd.Variable" and _passes_requires_grad(stack):
+            # `Variable(x, requires_grad=True)`: the tensor itself would lose the flag the code asks for.
+            return self.requires_grad_message
         return self.describe(entry, qualified)
 
     def describe(self, entry: ApiEntry, qualified: str) -> str:
@@ -112,3 +122,10 @@ def _type_checked_by(stack: Sequence[cst.CSTNode]) -> bool:
         type(call) is cst.Call and type(call.func) is cst.Name and call.func.value in ("isinstance", "issubclass")
         and len(call.args) == 2 and call.args[1] is stack[index]
     )
+
+
+def _passes_requires_grad(stack: Sequence[cst.CSTNode]) -> bool:
+    """The innermost node of `stack` is called with a `requires_grad=` argument (`Variable(x, requires_grad=True)`)."""
+    if len(stack) < 2 or type(stack[-2]) is not cst.Call or stack[-2].func is not stack[-1]:
+        return False
+    return any(arg.keyword is not None and arg.keyword.value == "requires_grad" for arg in stack[-2].args)
