@@ -5,8 +5,7 @@ device `.cuda(index)` moves to, and the branches taken only when the program ask
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
-from typing import TYPE_CHECKING, FrozenSet, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -86,23 +85,37 @@ def _after_a_cuda_assert(stack: Sequence[cst.CSTNode], availability: bool) -> bo
     for parent, child in zip(reversed(stack[:-1]), reversed(stack)):
         if type(parent) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
             return False
-        if (type(parent) is cst.IndentedBlock or type(parent) is cst.Module) and id(child) in _after_cuda_assert(parent, availability):
+        if (type(parent) is cst.IndentedBlock or type(parent) is cst.Module) and id(child) in _MEMO.after_assert(
+            stack[0], parent, availability,
+        ):
             return True
     return False
 
 
-# (block id, availability) -> the block and the ids of its statements after its first CUDA-only assert: asked at every
-# candidate of a block, which a scan from the block's start each time would make quadratic in its length (a file of
-# 5,000 `.cuda()` lines). The block is kept with its answer so that its id cannot name another node; the last few
-# hundred blocks are enough, as a walk asks about one block's statements in turn.
-_AFTER_ASSERT: "OrderedDict[Tuple[int, bool], Tuple[cst.CSTNode, FrozenSet[int]]]" = OrderedDict()
+class _AfterAssertMemo:
+    """For each block of the file being linted, the ids of its statements after its first CUDA-only assert: asked at
+    every candidate of a block, which a scan from the block's start each time would make quadratic in its length (a
+    file of 5,000 `.cuda()` lines). Kept for one file at a time, the module at the root of the stacks asked about: at
+    most that file's tree is held here, and no id can name a node of another file."""
+
+    def __init__(self):
+        self.module: Optional[cst.CSTNode] = None
+        self.answers: Dict[Tuple[int, bool], FrozenSet[int]] = {}
+
+    def after_assert(self, module: cst.CSTNode, block: cst.CSTNode, availability: bool) -> FrozenSet[int]:
+        if module is not self.module:
+            self.module, self.answers = module, {}
+        key = (id(block), availability)
+        found = self.answers.get(key)
+        if found is None:
+            found = self.answers[key] = _statements_after_cuda_assert(block, availability)
+        return found
 
 
-def _after_cuda_assert(block: cst.CSTNode, availability: bool) -> FrozenSet[int]:
-    key = (id(block), availability)
-    found = _AFTER_ASSERT.get(key)
-    if found is not None and found[0] is block:
-        return found[1]
+_MEMO = _AfterAssertMemo()
+
+
+def _statements_after_cuda_assert(block: cst.CSTNode, availability: bool) -> FrozenSet[int]:
     after: List[int] = []
     asserted = False
     for statement in block.body:
@@ -112,11 +125,7 @@ def _after_cuda_assert(block: cst.CSTNode, availability: bool) -> FrozenSet[int]
             type(small) is cst.Assert and _holds_only_with_cuda(small.test, availability) for small in statement.body
         ):
             asserted = True
-    answer = frozenset(after)
-    _AFTER_ASSERT[key] = (block, answer)
-    if len(_AFTER_ASSERT) > 256:
-        _AFTER_ASSERT.popitem(last=False)
-    return answer
+    return frozenset(after)
 
 
 def _holds_only_with_cuda(test: cst.BaseExpression, availability: bool) -> bool:
