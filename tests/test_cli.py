@@ -55,6 +55,18 @@ def test_a_check_run_freezes_what_it_kept_out_of_the_collection_at_exit(project,
         gc.unfreeze()
 
 
+def test_check_is_parsed_alike_without_the_feature_commands():
+    # `check` builds its parser without importing the feature commands' modules (cli.build_parser): none of them may add
+    # an option to `check`, or a check run would refuse it.
+    from torchlint.cli import build_parser
+
+    def check_options(parser):
+        (commands,) = [action for action in parser._actions if action.dest == "command"]
+        return sorted(option for action in commands.choices["check"]._actions for option in action.option_strings)
+
+    assert check_options(build_parser("check")) == check_options(build_parser())
+
+
 def test_clean_exit_0(project, capsys):
     assert check(capsys, "clean.py") == (0, "All checks passed!\n", "")
 

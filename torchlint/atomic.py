@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 import stat
 import time
 from typing import Optional
@@ -40,7 +39,7 @@ def replace_atomically(target: str, data: bytes, status: Optional[os.stat_result
     in place instead, after the temporary file holds all of `data` (the module says why).
     """
     folder, name = os.path.split(target)
-    temporary = os.path.join(folder, f".{name}.{os.getpid()}.{secrets.token_hex(4)}{SUFFIX}")
+    temporary = os.path.join(folder, f".{name}.{os.getpid()}.{os.urandom(4).hex()}{SUFFIX}")
     # O_EXCL: never write through a file or link someone else put there.
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if status is not None else 0o666)
     try:

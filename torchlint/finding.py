@@ -2,41 +2,26 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
+from torchlint import PROJECT_URLS
 from torchlint import source as sources
 
 
-@functools.lru_cache(maxsize=None)
 def project_url(label: str) -> Optional[str]:
-    """A URL of the package's metadata, by its label (`[project.urls]` in pyproject.toml: the one place that says
-    where the project lives), read on first use: None when torchlint runs from a checkout that is not installed."""
-    from importlib.metadata import PackageNotFoundError, metadata
-
-    try:
-        entries = metadata("torchlint").get_all("Project-URL") or []
-    except PackageNotFoundError:
-        return None
-    for entry in entries:
-        name, _, url = entry.partition(",")
-        if name.strip().lower() == label.lower():
-            return url.strip().rstrip("/")
-    return None
+    """A URL of the project by its label in `[project.urls]` (`Repository`, `Documentation`); None for another."""
+    url = PROJECT_URLS.get(label)
+    return url.rstrip("/") if url else None
 
 
 def documentation_url(page: str) -> str:
-    """The URL of a page of docs/ (`rules/TL101.md`, `health.md#codes`): under the `Documentation` URL, or the page's
-    path in the repository when there is none."""
-    return f"{project_url('Documentation') or 'docs'}/{page}"
+    """The URL of a page of docs/ (`rules/TL101.md`, `health.md#codes`)."""
+    return f"{project_url('Documentation')}/{page}"
 
 
-def __getattr__(name: str) -> str:
-    # `DOCS_URL`, the rule pages' URL with `{code}` to fill in, is read from the metadata when first asked for.
-    if name == "DOCS_URL":
-        return documentation_url("rules/{code}.md")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The rule pages' URL, with `{code}` to fill in.
+DOCS_URL = documentation_url("rules/{code}.md")
 
 
 @dataclass(frozen=True, order=True)

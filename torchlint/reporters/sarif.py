@@ -139,9 +139,7 @@ def render(findings: List[Finding], sources: Mapping[str, str], colour: bool) ->
             result["properties"] = {"cell": finding.cell, "cellRow": finding.location.row, "cellColumn": finding.location.column}
         results.append(result)
     driver = {"name": "torchlint", "version": __version__, "semanticVersion": __version__}
-    home = project_url("Repository")
-    if home is not None:  # an absolute URI or none: a checkout that is not installed has no metadata to say
-        driver["informationUri"] = home
+    driver["informationUri"] = project_url("Repository")
     driver["rules"] = [_rule_descriptor(code, first_of[code]) for code in codes]
     log = {
         "$schema": SCHEMA_URI,
