@@ -10,7 +10,8 @@ takes, so TL601, TL602, TL605 and TL608 leave it alone.
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, List, Sequence, Set
+from functools import lru_cache
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Set
 
 import libcst as cst
 
@@ -31,13 +32,16 @@ Imported = Callable[[cst.BaseExpression], bool]
 
 
 class _ProbeFinder(cst.CSTVisitor):
-    def __init__(self, imported: Imported):
+    def __init__(self, imported: Imported, version_names: FrozenSet[str] = frozenset()):
         self.imported = imported
+        # Module-level names bound to a version (`TORCH_MAJOR = int(torch.__version__.split(".")[0])`).
+        self.version_names = version_names
         self.found = False
 
     def visit_Name(self, node: cst.Name) -> None:
         # Attribute names are Name nodes too: `torch.__version__` is seen through `__version__`.
-        if node.value not in _PYTHON_VERSION_NAMES and _VERSION_NAME.search(node.value):
+        name = node.value
+        if name not in _PYTHON_VERSION_NAMES and (_VERSION_NAME.search(name) or name in self.version_names):
             self.found = True
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -45,11 +49,47 @@ class _ProbeFinder(cst.CSTVisitor):
             self.found = True
 
 
-def is_version_or_feature_test(test: cst.BaseExpression, imported: Imported) -> bool:
-    """A condition that asks which torch is running: a version comparison or `hasattr(<imported module>, ...)`."""
-    finder = _ProbeFinder(imported)
+def is_version_or_feature_test(test: cst.BaseExpression, imported: Imported, module: Optional[cst.Module] = None) -> bool:
+    """A condition that asks which torch is running: a version comparison or `hasattr(<imported module>, ...)`; with
+    the `module` the test is in, also one through the names it binds to a version (`version_names`)."""
+    finder = _ProbeFinder(imported, version_names(module) if module is not None else frozenset())
     walk_visitor(test, finder)
     return finder.found
+
+
+@lru_cache(maxsize=1)  # the module being linted: its tests are asked about one after another
+def version_names(module: cst.Module) -> FrozenSet[str]:
+    """The names the module's top-level assignments bind to a version or to what is computed from one:
+    `TORCH_MAJOR, TORCH_MINOR = ...torch.__version__...`, then `NEW_TORCH = TORCH_MAJOR >= 2` (round 52: SlowFast
+    tests `if TORCH_MAJOR >= 1 and TORCH_MINOR >= 8:` around an import of `torch._six`)."""
+    assignments = [
+        statement for line in module.body if type(line) is cst.SimpleStatementLine
+        for statement in line.body if type(statement) is cst.Assign
+    ]
+    found: Set[str] = set()
+    while True:  # until no name is added: each round follows one more step from a version
+        finder = _ProbeFinder(lambda expr: False, frozenset(found))
+        added = set()
+        for assign in assignments:
+            targets = {
+                name.value for target in assign.targets for name in _assigned_names(target.target)
+            } - found
+            if targets:
+                finder.found = False
+                walk_visitor(assign.value, finder)
+                if finder.found:
+                    added |= targets
+        if not added:
+            return frozenset(found)
+        found |= added
+
+
+def _assigned_names(target: cst.BaseExpression) -> List[cst.Name]:
+    if type(target) is cst.Name:
+        return [target]
+    if type(target) in (cst.Tuple, cst.List):
+        return [name for element in target.elements for name in _assigned_names(element.value)]
+    return []
 
 
 def catches_fallback(handler: cst.ExceptHandler) -> bool:
@@ -88,8 +128,9 @@ def in_compat_branch(stack: Sequence[cst.CSTNode], imported: Imported, probes: b
     body of a `try` with a handler that catches its failure (`try: from torch._six import
     inf` / `except ImportError: from torch import inf`).
     """
+    module = stack[0] if stack and type(stack[0]) is cst.Module else None
     for index, (parent, child) in enumerate(zip(stack, stack[1:])):
-        if isinstance(parent, (cst.If, cst.IfExp)) and child is not parent.test and is_version_or_feature_test(parent.test, imported):
+        if isinstance(parent, (cst.If, cst.IfExp)) and child is not parent.test and is_version_or_feature_test(parent.test, imported, module):
             return True
         if isinstance(parent, cst.ExceptHandler) and child is parent.body and catches_fallback(parent):
             return True
@@ -113,8 +154,9 @@ def overridden_by_probe(stack: Sequence[cst.CSTNode], imported: Imported) -> boo
             line, block = stack[index - 1], stack[index - 2]
             if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name) or not isinstance(line, cst.SimpleStatementLine):
                 return False  # also `if c: x = old` on one line, which has no block to read on from
+            module = stack[0] if type(stack[0]) is cst.Module else None
             return any(
-                isinstance(statement, cst.If) and is_version_or_feature_test(statement.test, imported)
+                isinstance(statement, cst.If) and is_version_or_feature_test(statement.test, imported, module)
                 and _assigns(statement.body, node.targets[0].target.value)
                 for statement in _after(block.body, line)
             )

@@ -21,7 +21,8 @@ class DeprecatedApi(ApiTableRule):
     already has its replacement, so the suggested code runs everywhere the project does.
     Compatibility code for older torch is not reported: either arm of an `if` or conditional
     expression that tests the torch version (`torch.__version__`, `Version(...)`,
-    `pytorch_after(...)`, `is_torch_greater_or_equal_than_2_0`, ...) or a feature
+    `pytorch_after(...)`, `is_torch_greater_or_equal_than_2_0`, ..., also through names the module binds to
+    one, `TORCH_MAJOR = int(torch.__version__.split(".")[0])`) or a feature
     (`hasattr(...)`), the body of an `except ImportError`/`ModuleNotFoundError`/`AttributeError`
     handler, the uses of a name imported there, and `x = old` replaced just below by
     `if hasattr(...): x = new`.
