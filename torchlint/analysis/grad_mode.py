@@ -322,22 +322,65 @@ def parameters_frozen_at(ctx: "FileContext", model: cst.BaseExpression, stack: S
             break
     frozen = False
     for statement, at in before:
-        if _freezes(ctx, statement, at, model):
+        bound = _binds(ctx, statement, at, model)
+        if bound is not None:  # `model = ...`: what it is bound to now decides
+            frozen = bound
+        elif _freezes(ctx, statement, at, model):
             frozen = True
         elif frozen and _makes_require_grad(statement):
             frozen = False
     return frozen and not any(_makes_require_grad(loop) for loop in loops)
 
 
+# nn.Module methods that return the module itself: a freeze anywhere in a chain of them freezes what the chain returns.
+_RETURNING_THE_MODULE = frozenset({
+    "eval", "train", "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "requires_grad_", "share_memory",
+})
+
+
+def _chain_freezes(call: cst.BaseExpression) -> Tuple[Optional[bool], cst.BaseExpression]:
+    """Whether a chain of the module's own methods (`x.eval().requires_grad_(False).to(device)`) freezes its module
+    (True), makes it require grad (False) or leaves that as it was (None: no `requires_grad_` in it), and the
+    expression the chain starts from (`x`)."""
+    freezes: Optional[bool] = None
+    while type(call) is cst.Call and method_name(call) in _RETURNING_THE_MODULE:
+        flag = _sets_requires_grad(call)
+        if method_name(call) == "requires_grad_" and freezes is None:
+            freezes = flag is False  # the last `requires_grad_` of the chain decides (a flag not written: not frozen)
+        call = receiver(call)
+    return freezes, call
+
+
+def _binds(ctx: "FileContext", statement: cst.CSTNode, at: Tuple[cst.CSTNode, ...], model: cst.BaseExpression) -> Optional[bool]:
+    """For a statement `model = value`: whether the module it binds is frozen (`Net().eval().requires_grad_(False)`,
+    or `copy.deepcopy(frozen_model)`, which copies `requires_grad` with the parameters); None for any other statement
+    (round 52: StyleGAN2-ADA's samplers and its `G_ema`)."""
+    if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1 or type(statement.body[0]) is not cst.Assign:
+        return None
+    assign = statement.body[0]
+    if len(assign.targets) != 1 or not _same(model, assign.targets[0].target):
+        return None
+    freezes, start = _chain_freezes(assign.value)
+    if freezes is not None:
+        return freezes
+    if _same(model, start):
+        return None  # `model = model.to(device)`: the same module, frozen as it was
+    if type(start) is cst.Call and ctx.qualified_name(start.func, at) == "copy.deepcopy" and len(start.args) == 1:
+        copied = start.args[0].value
+        return type(copied) in (cst.Name, cst.Attribute) and not _same(model, copied) and parameters_frozen_at(ctx, copied, at)
+    return False
+
+
 def _freezes(ctx: "FileContext", statement: cst.CSTNode, at: Tuple[cst.CSTNode, ...], model: cst.BaseExpression) -> bool:
     """`statement` (with `at`, the nodes around it ending with it) is `model.requires_grad_(False)` or a loop over
     `model.parameters()` / `named_parameters()` whose body sets `requires_grad` False on each (outside any branch)."""
     if type(statement) is cst.SimpleStatementLine:
-        return any(
-            type(small) is cst.Expr and type(small.value) is cst.Call and _sets_requires_grad(small.value) is False
-            and _same(model, receiver(small.value))
-            for small in statement.body
-        )
+        for small in statement.body:
+            if type(small) is cst.Expr:
+                freezes, start = _chain_freezes(small.value)
+                if freezes is True and _same(model, start):
+                    return True
+        return False
     looped = iteration(ctx, statement, at)
     if looped is None or not isinstance(statement.body, cst.IndentedBlock):
         return False
