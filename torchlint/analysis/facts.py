@@ -523,7 +523,7 @@ def items_iterated(
 
 def loaders_iterated(expr: cst.BaseExpression, stack, ctx: "FileContext") -> List[Origin]:
     """The `DataLoader(...)` constructions `expr` holds at `stack`: [] unless every value it may hold is one."""
-    if not ctx.may_name(semantics.DATALOADER):
+    if not _may_reach_dataloader(ctx):
         return []
     origins = _beneath_wrappers(Values.of(ctx).origins(expr, stack))
     if origins and all(

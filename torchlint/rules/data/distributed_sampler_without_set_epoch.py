@@ -3,7 +3,8 @@ from typing import List, Optional, Set, Tuple
 import libcst as cst
 
 from torchlint import semantics
-from torchlint.analysis.facts import items_iterated, loaders_iterated
+from torchlint.analysis.facts import items_iterated, loaders_iterated, project_call_shows
+from torchlint.analysis.grad_mode import grad_enabled_at
 from torchlint.analysis.loops import Iteration, Loop, LoopIndex, iteration, loop_nodes
 from torchlint.analysis.values import Origin, Values
 from torchlint.engine.scopes import scope_nodes_of
@@ -27,21 +28,24 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     Flags a `DistributedSampler(...)` that shuffles (`shuffle=True`, the default)
     given to a DataLoader that is iterated in an epoch loop of the same file with no
     `set_epoch(...)` call in that loop: neither `sampler.set_epoch(epoch)` nor
-    `loader.sampler.set_epoch(epoch)`, directly or in a function of the module the
-    loop calls. The loop over the loader may sit in the epoch loop's body or in a
+    `loader.sampler.set_epoch(epoch)`, directly or in a function the loop calls (of
+    the module, or of another project file: `loader.shuffle_dataset(train_loader,
+    epoch)`, SlowFast). The loop over the loader may sit in the epoch loop's body or in a
     function of the file called from it (`for epoch in ...: train_one_epoch(loader)`),
-    where a `set_epoch` counts too. A sampler a function of the project makes and
-    returns (`sampler=data_sampler(dataset, shuffle=True, distributed=...)`) is
-    followed into the function's `return`s, and its `shuffle=shuffle` to what every
-    call of the function passes.
+    where a `set_epoch` counts too. A sampler or loader a function of the project makes and
+    returns (`sampler=data_sampler(dataset, shuffle=True, distributed=...)`,
+    `train_loader = loader.construct_loader(cfg)`) is followed into the function's
+    `return`s, and its `shuffle=shuffle` to what every call of the function passes.
 
     Not flagged: `shuffle=False` (or a shuffle flag not known to be `True`: neither
     a literal nor a parameter that every call of its function in the file passes
     `True`; a helper of another file whose shuffle is its parameter stays quiet), a
-    `set_epoch` anywhere in the epoch loop or the functions it calls, and loaders
+    `set_epoch` anywhere in the epoch loop or the functions it calls, a loop over the
+    loader that runs without gradients (`@torch.no_grad()`, `with torch.no_grad():`:
+    an evaluation, whose result the order does not change), and loaders
     whose epoch loop is in another file (the rule does not guess across files); a
-    loader torchlint cannot trace to its `DataLoader(...)` call (built by a
-    function of another file, a parameter) stays quiet.
+    loader torchlint cannot trace to its `DataLoader(...)` call (a parameter no call
+    in the project shows) stays quiet.
 
     ## Why is this bad?
     A `DistributedSampler` draws its permutation from `seed + epoch`, and the epoch
@@ -113,7 +117,9 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     def finish(self) -> None:
         reported: Set[int] = set()
         for stack, found in self.iterations:
-            if not self._epochs_without_set_epoch(stack):
+            # A loop without gradients evaluates: its order changes no result (SlowFast's `@torch.no_grad()
+            # eval_epoch` over a validation loader whose sampler shuffles).
+            if grad_enabled_at(stack, self.ctx) is False or not self._epochs_without_set_epoch(stack):
                 continue
             iterated, _ = items_iterated(found.iterable, (), self.ctx, found.evaluated_at)
             loaders = loaders_iterated(iterated, found.evaluated_at, self.ctx)
@@ -143,7 +149,16 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         )
 
     def _sets_epoch(self, loop: Optional[Loop]) -> bool:
-        return loop is not None and bool(self.loops.sites(loop, "sets-epoch", _HELPER_DEPTH))
+        if loop is None:
+            return False
+        if self.loops.sites(loop, "sets-epoch", _HELPER_DEPTH):
+            return True
+        # A function of another project file that the loop calls and that sets the epoch there (SlowFast's
+        # `loader.shuffle_dataset(train_loader, cur_epoch)`).
+        return any(
+            project_call_shows(node, self.ctx, "sets-epoch")
+            for _, nodes in self.loops.sites(loop, "calls-project-function", _HELPER_DEPTH) for node in nodes
+        )
 
 
 def _innermost_function(stack) -> Optional[Tuple[cst.FunctionDef, int]]:
