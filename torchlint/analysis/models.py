@@ -141,11 +141,11 @@ class Models:
                 return False
             if qualified in _LOADERS:
                 return None
-            return (
-                qualified == "torch.nn.Sequential"
-                or qualified.startswith(_MODEL_BUILDERS)
-                or qualified.endswith(".from_pretrained")
-            )
+            if qualified == "torch.nn.Sequential" or qualified.startswith(_MODEL_BUILDERS) or qualified.endswith(".from_pretrained"):
+                return True
+            # A function of another project file the value model could not follow to what it returns (SlowFast's
+            # `model = build_model(cfg)`, a registry lookup): the call does not tell, what the code does with it may.
+            return None if PROJECT.holds(self.ctx.filename, qualified) else False
         if semantics.method_name(value) == "from_pretrained":
             return True
         return None
