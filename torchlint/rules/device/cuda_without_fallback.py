@@ -265,13 +265,6 @@ class CudaWithoutFallback(Rule):
 
     code = "TL205"
     name = "cuda-without-fallback"
-    preview = (
-        "In preview after held-out rounds 46-48 (docs/precision.md): 42 of 49 findings true at first sight. Whether "
-        "code has no CPU path is a fact about the program, and each round meets new ways of saying it: a `--cpu` "
-        "option (round 47), an `assert grad_output.is_cuda` (round 48), both trap fixtures now; helpers reached "
-        "only from a script that calls the project's NCCL set-up through another file's function (round 48) are "
-        "not yet. The rule leaves preview again when two rounds in a row read it at least 9 in 10 true."
-    )
     # Every site is a `.cuda()` call or a "cuda"/"cuda:N" string literal (spelled out: not escaped, not split in parts).
     triggers = words("cuda")
     message = (
