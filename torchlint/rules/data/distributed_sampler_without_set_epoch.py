@@ -117,45 +117,50 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     def finish(self) -> None:
         reported: Set[int] = set()
         for stack, found in self.iterations:
+            epoch_loops = self._epoch_loops_without_set_epoch(stack)
             # A loop without gradients evaluates: its order changes no result (SlowFast's `@torch.no_grad()
             # eval_epoch` over a validation loader whose sampler shuffles).
-            if grad_enabled_at(stack, self.ctx) is False or not self._epochs_without_set_epoch(stack):
+            if not epoch_loops or grad_enabled_at(stack, self.ctx) is False:
                 continue
             iterated, _ = items_iterated(found.iterable, (), self.ctx, found.evaluated_at)
             loaders = loaders_iterated(iterated, found.evaluated_at, self.ctx)
-            for sampler in (sampler for loader in loaders for sampler in _shuffling_samplers(loader)):
+            samplers = [sampler for loader in loaders for sampler in _shuffling_samplers(loader)]
+            # Last, as it reads other files: a function of another project file the loop calls may set the epoch.
+            if not samplers or any(self._project_call_sets_epoch(loop) for loop in epoch_loops):
+                continue
+            for sampler in samplers:
                 here = sampler.place.context is self.ctx
                 node = sampler.node if here else found.iterable
                 if id(node) not in reported:
                     reported.add(id(node))
                     self.report(node)
 
-    def _epochs_without_set_epoch(self, stack: Tuple[cst.CSTNode, ...]) -> bool:
-        """The `for` at the end of `stack` runs in an epoch loop of this file (around it, or around a call of its
-        function), and no `set_epoch` runs in that loop."""
+    def _epoch_loops_without_set_epoch(self, stack: Tuple[cst.CSTNode, ...]) -> List[Optional[Loop]]:
+        """The epoch loops of this file the `for` at the end of `stack` runs in (around it, or around a call of its
+        function), when no `set_epoch` of this file runs in them; [] when one does, or when there is none."""
         epoch_loops = loop_nodes(stack)
         if epoch_loops:
-            return not self._sets_epoch(self.loops.loops.get(id(epoch_loops[0])))
+            loop = self.loops.loops.get(id(epoch_loops[0]))
+            return [] if self._sets_epoch(loop) else [loop]
         function = _innermost_function(stack)
         if function is None:
-            return False
+            return []
         callgraph = self.ctx.callgraph
         key = callgraph.key_of(function[0], scope_nodes_of(stack[: function[1] + 1]))
         if callgraph.facts_of(key, "sets-epoch", _HELPER_DEPTH):
-            return False
-        calls_in_loops = [site for site in callgraph.call_sites(key) if loop_nodes(site.stack)]
-        return bool(calls_in_loops) and not any(
-            self._sets_epoch(self.loops.loops.get(id(loop_nodes(site.stack)[0]))) for site in calls_in_loops
-        )
+            return []
+        loops = [
+            self.loops.loops.get(id(loop_nodes(site.stack)[0])) for site in callgraph.call_sites(key) if loop_nodes(site.stack)
+        ]
+        return [] if any(self._sets_epoch(loop) for loop in loops) else loops
 
     def _sets_epoch(self, loop: Optional[Loop]) -> bool:
-        if loop is None:
-            return False
-        if self.loops.sites(loop, "sets-epoch", _HELPER_DEPTH):
-            return True
-        # A function of another project file that the loop calls and that sets the epoch there (SlowFast's
-        # `loader.shuffle_dataset(train_loader, cur_epoch)`).
-        return any(
+        return loop is not None and bool(self.loops.sites(loop, "sets-epoch", _HELPER_DEPTH))
+
+    def _project_call_sets_epoch(self, loop: Optional[Loop]) -> bool:
+        """The loop calls a function of another project file that sets the epoch there (SlowFast's
+        `loader.shuffle_dataset(train_loader, cur_epoch)`)."""
+        return loop is not None and any(
             project_call_shows(node, self.ctx, "sets-epoch")
             for _, nodes in self.loops.sites(loop, "calls-project-function", _HELPER_DEPTH) for node in nodes
         )
