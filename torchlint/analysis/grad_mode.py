@@ -11,7 +11,7 @@ are all frozen at a point (`parameters_frozen_at`): its forward records no graph
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import libcst as cst
 
@@ -333,6 +333,9 @@ def parameters_frozen_at(ctx: "FileContext", model: cst.BaseExpression, stack: S
 
 
 # nn.Module methods that return the module itself: a freeze anywhere in a chain of them freezes what the chain returns.
+# The wrappers whose `requires_grad_` sets the wrapped module's parameters, by their last name (read without the file's
+# imports, as the rest of this look is).
+_MODULE_WRAPPER_NAMES = frozenset({"DataParallel", "DistributedDataParallel"})
 _RETURNING_THE_MODULE = frozenset({
     "eval", "train", "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "requires_grad_", "share_memory",
 })
@@ -455,17 +458,22 @@ def _requires_grad_owner(target: cst.BaseExpression) -> Optional[cst.BaseExpress
 def _makes_require_grad(root: cst.CSTNode) -> bool:
     """Code in `root` (not in functions it defines) that may make a tensor or parameter require grad: an assignment
     to `.requires_grad` or a `requires_grad_` call of other than a literal False, or `requires_grad=` other than False
-    passed to a call."""
+    passed to a call. A `requires_grad_(True)` undone further down its block does not (`_undone_in_their_blocks`)."""
     found = []
+    undone: Optional[Set[int]] = None
 
     def on_visit(node: cst.CSTNode) -> bool:
+        nonlocal undone
         node_type = type(node)
         if node_type is cst.Assign:
             if any(_requires_grad_owner(target.target) is not None for target in node.targets) and literal(node.value) is not False:
                 found.append(node)
         elif node_type is cst.Call:
             if method_name(node) == "requires_grad_" and _sets_requires_grad(node) is not False:
-                found.append(node)
+                if undone is None:
+                    undone = _undone_in_their_blocks(root)
+                if id(node) not in undone:
+                    found.append(node)
             flag = keyword(node, "requires_grad")
             if flag is not None and literal(flag.value) is not False:
                 found.append(node)
@@ -473,3 +481,87 @@ def _makes_require_grad(root: cst.CSTNode) -> bool:
 
     walk(root, on_visit, lambda node: None)
     return bool(found)
+
+
+def _undone_in_their_blocks(root: cst.CSTNode) -> Set[int]:
+    """The `m.requires_grad_(True)` statements of `root` that a later statement of the same block undoes with
+    `m.requires_grad_(False)`, `m` rebound in between only to a wrapper of itself (`m = DistributedDataParallel(m)`,
+    whose `requires_grad_` reaches the same parameters): StyleGAN2-ADA wraps its frozen modules that way (DDP wants
+    their parameters to require grad while it is built), and they stay frozen (round 52)."""
+    undone: Set[int] = set()
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        if type(node) is cst.IndentedBlock:
+            lines = node.body
+            for index, line in enumerate(lines):
+                call = _expression_call(line)
+                if call is not None and method_name(call) == "requires_grad_" and _sets_requires_grad(call) is True:
+                    if _undone_after(receiver(call), lines[index + 1:]):
+                        undone.add(id(call))
+        return type(node) not in FUNCTION_BOUNDARIES
+
+    walk(root, on_visit, lambda node: None)
+    return undone
+
+
+def _expression_call(line: cst.CSTNode) -> Optional[cst.Call]:
+    """The call a statement line is made of alone (`m.requires_grad_(True)`), else None."""
+    if type(line) is cst.SimpleStatementLine and len(line.body) == 1 and type(line.body[0]) is cst.Expr:
+        value = line.body[0].value
+        return value if type(value) is cst.Call else None
+    return None
+
+
+def _undone_after(module: Optional[cst.BaseExpression], lines: Sequence[cst.CSTNode]) -> bool:
+    """`module.requires_grad_(False)` follows in `lines`, with nothing before it but statement lines that leave
+    `module` alone or wrap it (`module = DistributedDataParallel(module, ...)`)."""
+    if module is None or type(module) not in (cst.Name, cst.Attribute):
+        return False
+    for line in lines:
+        call = _expression_call(line)
+        if call is not None:
+            if method_name(call) == "requires_grad_" and _same(module, receiver(call)):
+                return _sets_requires_grad(call) is False
+            continue
+        if type(line) is not cst.SimpleStatementLine:
+            if _may_leave_or_rebind(line, module):
+                return False  # the freeze below may not run, or may freeze another module
+            continue
+        for small in line.body:
+            if type(small) in _LEAVING:
+                return False
+            if type(small) is cst.Assign and any(_same(module, target.target) for target in small.targets) and not _wraps(
+                small.value, module,
+            ):
+                return False
+    return False
+
+
+# Statements after which the rest of their block may not run.
+_LEAVING = frozenset({cst.Return, cst.Raise, cst.Break, cst.Continue})
+
+
+def _may_leave_or_rebind(statement: cst.CSTNode, module: cst.BaseExpression) -> bool:
+    """A compound statement (a loop over the batches, a `with` block) holds a `return`, `raise`, `break` or
+    `continue`, or binds `module`: the block's later statements may not run, or may see another module."""
+    found = []
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        node_type = type(node)
+        rebinds = (node_type is cst.Assign and any(_same(module, target.target) for target in node.targets)) or (
+            node_type is cst.For and _same(module, node.target)
+        )
+        if node_type in _LEAVING or rebinds:
+            found.append(node)
+        return not found and node_type not in FUNCTION_BOUNDARIES
+
+    walk(statement, on_visit, lambda node: None)
+    return bool(found)
+
+
+def _wraps(value: cst.BaseExpression, module: cst.BaseExpression) -> bool:
+    """`value` is `DataParallel(module, ...)` or `DistributedDataParallel(module, ...)` however they are imported."""
+    if type(value) is not cst.Call or terminal_name(value.func) not in _MODULE_WRAPPER_NAMES:
+        return False
+    wrapped = positional(value, 0) or keyword(value, "module")
+    return wrapped is not None and _same(module, wrapped.value)
