@@ -143,10 +143,9 @@ class EvalWithoutNoGrad(Rule):
     preview = (
         "In preview after held-out rounds 50-52 (docs/precision.md): 22 of 25 findings true at first sight. The false "
         "ones were StyleGAN2-ADA's models frozen before they are evaluated: `sampler.eval().requires_grad_(False)` "
-        "in one chain (round 52, a trap fixture now, as is a model built frozen and a `copy.deepcopy` of one) and a "
-        "copy frozen again by a loop that sets `requires_grad_(True)` then `requires_grad_(False)` around its "
-        "DistributedDataParallel wrapping (not yet). The rule leaves preview again when two rounds in a row read it "
-        "at least 9 in 10 true."
+        "in one chain, and a `copy.deepcopy` of a model built frozen whose freeze a loop undoes and redoes around "
+        "its DistributedDataParallel wrapping (round 52; trap fixtures now, each). The rule leaves preview again "
+        "when two rounds in a row read it at least 9 in 10 true."
     )
     uses_callgraph = True
     # Only a model is reported (`Models.is_model`): built from a class defined here, `nn.Sequential`, a torchvision,
