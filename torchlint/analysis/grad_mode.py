@@ -542,20 +542,29 @@ _LEAVING = frozenset({cst.Return, cst.Raise, cst.Break, cst.Continue})
 
 
 def _may_leave_or_rebind(statement: cst.CSTNode, module: cst.BaseExpression) -> bool:
-    """A compound statement (a loop over the batches, a `with` block) holds a `return`, `raise`, `break` or
-    `continue`, or binds `module`: the block's later statements may not run, or may see another module."""
+    """A compound statement (a loop over the batches, a `with` block) may leave the block (a `return` or `raise`, a
+    `break` or `continue` of no loop inside it) or binds `module`: the block's later statements may not run, or may
+    see another module."""
     found = []
+    loops = [0]  # the loops around the node visited, `statement` included: a `break` in one leaves only that loop
 
     def on_visit(node: cst.CSTNode) -> bool:
         node_type = type(node)
         rebinds = (node_type is cst.Assign and any(_same(module, target.target) for target in node.targets)) or (
             node_type is cst.For and _same(module, node.target)
         )
-        if node_type in _LEAVING or rebinds:
+        leaves = node_type in (cst.Return, cst.Raise) or (node_type in (cst.Break, cst.Continue) and loops[0] == 0)
+        if leaves or rebinds:
             found.append(node)
+        if node_type in (cst.For, cst.While):
+            loops[0] += 1
         return not found and node_type not in FUNCTION_BOUNDARIES
 
-    walk(statement, on_visit, lambda node: None)
+    def on_leave(node: cst.CSTNode) -> None:
+        if type(node) in (cst.For, cst.While):
+            loops[0] -= 1
+
+    walk(statement, on_visit, on_leave)
     return bool(found)
 
 
