@@ -1,3 +1,4 @@
+import os
 import re
 from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
 
@@ -173,7 +174,8 @@ class CudaWithoutFallback(Rule):
     built by `extension/adjacency_matrix/setup.py`); importing
     a project module that compiles CUDA code when imported (`cpp_extension.load` of
     `.cu` sources at its top level, there or in a project module it imports, four
-    imports deep: StyleGAN2's `op` package), which fails without CUDA first. What that
+    imports deep: StyleGAN2's `op` package; for a module of a package, also in the package's
+    `__init__.py`, which runs first), which fails without CUDA first. What that
     gives up: such files are not checked at all, so a single-GPU `.cuda()` in one of
     them goes unreported, and a config module's `"cuda"` is left to its reader,
     where it arrives as a variable and is not reported either.
@@ -630,13 +632,16 @@ class CudaWithoutFallback(Rule):
         """The file imports a project module that compiles CUDA code when it is imported (`cpp_extension.load(...)`
         of `.cu` sources at module level, as StyleGAN2's `op` package does), itself or through the project modules
         it imports in turn: without CUDA the import fails first (`OSError: CUDA_HOME environment variable is not
-        set`). Followed `_MAX_BUILD_DEPTH` imports deep, at most `_MAX_BUILD_MODULES` modules."""
-        pending = [(self.ctx.filename, path, 0) for path in self.imports]
+        set`). Followed `_MAX_BUILD_DEPTH` imports deep, at most `_MAX_BUILD_MODULES` modules. A module of a package
+        is imported after its package's `__init__.py`, whose imports count as its own (face-parsing's
+        `modules/misc.py`, whose `modules/__init__.py` imports the sibling that builds `inplace_abn`)."""
+        pending: List[Tuple[Optional[str], str, int]] = [(None, init, 0) for init in self._package_inits()]
+        pending += [(self.ctx.filename, path, 0) for path in self.imports]
         seen: Set[str] = set()
         while pending and len(seen) < _MAX_BUILD_MODULES:
             importer, path, depth = pending.pop()
             found = self._what_importing_does(importer, path)
-            if found is None and not path.startswith("."):
+            if found is None and importer is not None and not path.startswith("."):
                 # Absolute imports resolve against where the program starts, the linted file's folder (`sys.path`),
                 # also for a module imported from it: `gans/models/StyleGAN2/model.py` importing `gans.models...`.
                 found = self._what_importing_does(self.ctx.filename, path)
@@ -650,14 +655,37 @@ class CudaWithoutFallback(Rule):
                 pending.extend((module, imported, depth + 1) for imported in imports)
         return False
 
-    def _what_importing_does(self, importer: str, path: str) -> Optional[Tuple[str, Tuple[bool, Tuple[str, ...]]]]:
-        """The project file the import path names and what importing it does (`_import_time_build`), read from its
-        summary when one is stored."""
-        located = PROJECT.locate(importer, path)
-        if located is None:
-            return None
-        build = SUMMARIES.section(located[0], self.ctx.config, "import-time-build", _import_time_build)
-        return (located[0], build) if build is not None else None
+    def _package_inits(self) -> List[str]:
+        """The `__init__.py` of the packages a library module is in, outermost last (a script or notebook runs without
+        them), up to the project's root."""
+        if self.ctx.file_kind is not FileKind.LIBRARY:
+            return []
+        inits = []
+        folder = os.path.dirname(os.path.abspath(self.ctx.filename))
+        root = os.path.abspath(self.ctx.config.root) if self.ctx.config.root else None
+        for _ in range(_MAX_BUILD_DEPTH):
+            init = os.path.join(folder, "__init__.py")
+            if init == os.path.abspath(self.ctx.filename) or not os.path.isfile(init):
+                break
+            inits.append(init)
+            if folder == root or os.path.dirname(folder) == folder:
+                break
+            folder = os.path.dirname(folder)
+        return inits
+
+    def _what_importing_does(self, importer: Optional[str], path: str) -> Optional[Tuple[str, Tuple[bool, Tuple[str, ...]]]]:
+        """The project file the import path names (`importer` None: `path` is the file) and what importing it does
+        (`_import_time_build`), read from its summary when one is stored."""
+        if importer is None:
+            module = path
+        else:
+            located = PROJECT.locate(importer, path)
+            if located is None:
+                return None
+            module = located[0]
+        build = SUMMARIES.section(module, self.ctx.config, "import-time-build", _import_time_build)
+        return (module, build) if build is not None else None
+
 
 
 def _on_self(func: cst.Attribute) -> bool:
