@@ -332,10 +332,10 @@ def parameters_frozen_at(ctx: "FileContext", model: cst.BaseExpression, stack: S
     return frozen and not any(_makes_require_grad(loop) for loop in loops)
 
 
-# nn.Module methods that return the module itself: a freeze anywhere in a chain of them freezes what the chain returns.
 # The wrappers whose `requires_grad_` sets the wrapped module's parameters, by their last name (read without the file's
 # imports, as the rest of this look is).
 _MODULE_WRAPPER_NAMES = frozenset({"DataParallel", "DistributedDataParallel"})
+# nn.Module methods that return the module itself: a freeze anywhere in a chain of them freezes what the chain returns.
 _RETURNING_THE_MODULE = frozenset({
     "eval", "train", "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "requires_grad_", "share_memory",
 })

@@ -51,14 +51,14 @@ class _ProbeFinder(cst.CSTVisitor):
 
 def is_version_or_feature_test(test: cst.BaseExpression, imported: Imported, module: Optional[cst.Module] = None) -> bool:
     """A condition that asks which torch is running: a version comparison or `hasattr(<imported module>, ...)`; with
-    the `module` the test is in, also one through the names it binds to a version (`version_names`)."""
-    finder = _ProbeFinder(imported, version_names(module) if module is not None else frozenset())
+    the `module` the test is in, also one through the names it binds to a version (`_version_names`)."""
+    finder = _ProbeFinder(imported, _version_names(module) if module is not None else frozenset())
     walk_visitor(test, finder)
     return finder.found
 
 
 @lru_cache(maxsize=1)  # the module being linted: its tests are asked about one after another
-def version_names(module: cst.Module) -> FrozenSet[str]:
+def _version_names(module: cst.Module) -> FrozenSet[str]:
     """The names the module's top-level assignments bind to a version or to what is computed from one:
     `TORCH_MAJOR, TORCH_MINOR = ...torch.__version__...`, then `NEW_TORCH = TORCH_MAJOR >= 2` (round 52: SlowFast
     tests `if TORCH_MAJOR >= 1 and TORCH_MINOR >= 8:` around an import of `torch._six`)."""
