@@ -17,7 +17,7 @@ import libcst as cst
 
 from torchlint.analysis.loops import FUNCTION_BOUNDARIES, iteration
 from torchlint.analysis.syntax import MISSING, keyword, literal, method_name, positional, receiver, terminal_name
-from torchlint.analysis.values import PROGRESS_BARS, Argument, Values
+from torchlint.analysis.values import COPIES, MODULE_WRAPPERS, PROGRESS_BARS, RETURNING_SELF, Argument, Values
 from torchlint.engine.walk import statement_structure, walk
 
 if TYPE_CHECKING:
@@ -334,11 +334,7 @@ def parameters_frozen_at(ctx: "FileContext", model: cst.BaseExpression, stack: S
 
 # The wrappers whose `requires_grad_` sets the wrapped module's parameters, by their last name (read without the file's
 # imports, as the rest of this look is).
-_MODULE_WRAPPER_NAMES = frozenset({"DataParallel", "DistributedDataParallel"})
-# nn.Module methods that return the module itself: a freeze anywhere in a chain of them freezes what the chain returns.
-_RETURNING_THE_MODULE = frozenset({
-    "eval", "train", "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "requires_grad_", "share_memory",
-})
+_MODULE_WRAPPER_NAMES = frozenset(name.rpartition(".")[2] for name in MODULE_WRAPPERS)
 
 
 def _chain_freezes(call: cst.BaseExpression) -> Tuple[Optional[bool], cst.BaseExpression]:
@@ -346,7 +342,8 @@ def _chain_freezes(call: cst.BaseExpression) -> Tuple[Optional[bool], cst.BaseEx
     (True), makes it require grad (False) or leaves that as it was (None: no `requires_grad_` in it), and the
     expression the chain starts from (`x`)."""
     freezes: Optional[bool] = None
-    while type(call) is cst.Call and method_name(call) in _RETURNING_THE_MODULE:
+    # nn.Module's methods that return the module itself: a freeze anywhere in a chain of them freezes what it returns.
+    while type(call) is cst.Call and method_name(call) in RETURNING_SELF:
         flag = _sets_requires_grad(call)
         if method_name(call) == "requires_grad_" and freezes is None:
             freezes = flag is False  # the last `requires_grad_` of the chain decides (a flag not written: not frozen)
@@ -356,8 +353,8 @@ def _chain_freezes(call: cst.BaseExpression) -> Tuple[Optional[bool], cst.BaseEx
 
 def _binds(ctx: "FileContext", statement: cst.CSTNode, at: Tuple[cst.CSTNode, ...], model: cst.BaseExpression) -> Optional[bool]:
     """For a statement `model = value`: whether the module it binds is frozen (`Net().eval().requires_grad_(False)`,
-    or `copy.deepcopy(frozen_model)`, which copies `requires_grad` with the parameters); None for any other statement
-    (round 52: StyleGAN2-ADA's samplers and its `G_ema`)."""
+    or a copy of a frozen model, `copy.deepcopy(frozen_model)`, which copies `requires_grad` with the parameters);
+    None for any other statement (round 52: StyleGAN2-ADA's samplers and its `G_ema`)."""
     if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1 or type(statement.body[0]) is not cst.Assign:
         return None
     assign = statement.body[0]
@@ -368,7 +365,7 @@ def _binds(ctx: "FileContext", statement: cst.CSTNode, at: Tuple[cst.CSTNode, ..
         return freezes
     if _same(model, start):
         return None  # `model = model.to(device)`: the same module, frozen as it was
-    if type(start) is cst.Call and ctx.qualified_name(start.func, at) == "copy.deepcopy" and len(start.args) == 1:
+    if type(start) is cst.Call and ctx.qualified_name_in(start.func, COPIES, at) and len(start.args) == 1:
         copied = start.args[0].value
         return type(copied) in (cst.Name, cst.Attribute) and not _same(model, copied) and parameters_frozen_at(ctx, copied, at)
     return False

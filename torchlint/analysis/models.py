@@ -14,7 +14,7 @@ from torchlint import semantics
 from torchlint.analysis.losses import CRITERION_NAME, is_loss_module
 from torchlint.analysis.modules import ModuleClasses, is_loss_class
 from torchlint.analysis.project import PROJECT
-from torchlint.analysis.values import IDENTITY_WRAPPERS, RETURNING_SELF, SEQUENTIAL, Place, Values
+from torchlint.analysis.values import IDENTITY_WRAPPERS, MODULE_WRAPPERS, RETURNING_SELF, SEQUENTIAL, Place, Values
 from torchlint.engine.scopes import dotted_name, scope_nodes_of
 
 if TYPE_CHECKING:
@@ -22,12 +22,6 @@ if TYPE_CHECKING:
 
 _MODEL_BUILDERS = ("torchvision.models.", "timm.create_model", "torch.hub.load")
 _MODULE_BASES = ("LightningModule", "PreTrainedModel")
-# torch's wrappers that are Modules themselves (an `nn.DataParallel` holds the module it wraps as `.module`), unlike
-# `torch.compile`, which returns a function when given one.
-MODULE_WRAPPERS = frozenset({
-    "torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel",
-    "torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel",
-})
 _COMPILE = frozenset({"torch.compile"})
 # Readers of a saved file: what they return is whatever was saved, a whole model as well as a `state_dict`, so the
 # call tells nothing and what the program does with the value decides (`model = torch.load(path)`, then `model.eval()`).

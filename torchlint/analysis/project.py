@@ -251,6 +251,14 @@ class Project:
                 return found[:_MAX_NEIGHBOURS]
         return found
 
+    def package_inits(self, path: str) -> List[str]:
+        """The `__init__.py` files Python runs before it imports the module at `path` as part of its package: of its
+        folder and of each folder above while that is a package, innermost first (read from the folders' listings)."""
+        # `search_folders` ends with the first folder above the top package, which has no `__init__.py`.
+        folders = self._folders.search_folders(self._folder_of(path), 0)[:-1]
+        own = os.path.abspath(path)
+        return [init for init in (os.path.join(folder, "__init__.py") for folder in folders) if init != own]
+
     def followed_into(self, ctx: "FileContext") -> bool:
         """`ctx` is the context of a project file read for an import (`resolve`), not of a file being linted."""
         module = self._modules.get(ctx.filename)

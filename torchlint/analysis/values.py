@@ -66,13 +66,14 @@ RETURNING_SELF = frozenset({
     "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "eval", "requires_grad_", "to_empty",
     "share_memory",
 })
-# Calls whose result stands for their first argument: for a model, its forward is the wrapped one.
-IDENTITY_WRAPPERS = frozenset({
-    "torch.autograd.Variable", "torch.autograd.variable.Variable",
+# torch's wrappers that are Modules themselves (an `nn.DataParallel` holds the module it wraps as `.module`), unlike
+# `torch.compile`, which returns a function when given one.
+MODULE_WRAPPERS = frozenset({
     "torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel",
     "torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel",
-    "torch.compile",
 })
+# Calls whose result stands for their first argument: for a model, its forward is the wrapped one.
+IDENTITY_WRAPPERS = MODULE_WRAPPERS | {"torch.autograd.Variable", "torch.autograd.variable.Variable", "torch.compile"}
 # Calls whose iteration yields the items of their first argument, in order: progress bars.
 PROGRESS_BARS = frozenset({
     "tqdm.tqdm", "tqdm.std.tqdm", "tqdm.auto.tqdm", "tqdm.autonotebook.tqdm", "tqdm.notebook.tqdm", "tqdm.rich.tqdm",

@@ -1,4 +1,3 @@
-import os
 import re
 from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
 
@@ -635,7 +634,9 @@ class CudaWithoutFallback(Rule):
         set`). Followed `_MAX_BUILD_DEPTH` imports deep, at most `_MAX_BUILD_MODULES` modules. A module of a package
         is imported after its package's `__init__.py`, whose imports count as its own (face-parsing's
         `modules/misc.py`, whose `modules/__init__.py` imports the sibling that builds `inplace_abn`)."""
-        pending: List[Tuple[Optional[str], str, int]] = [(None, init, 0) for init in self._package_inits()]
+        # A script or notebook runs without its folder's `__init__.py`.
+        inits = PROJECT.package_inits(self.ctx.filename)[:_MAX_BUILD_DEPTH] if self.ctx.file_kind is FileKind.LIBRARY else []
+        pending: List[Tuple[Optional[str], str, int]] = [(None, init, 0) for init in inits]
         pending += [(self.ctx.filename, path, 0) for path in self.imports]
         seen: Set[str] = set()
         while pending and len(seen) < _MAX_BUILD_MODULES:
@@ -655,24 +656,6 @@ class CudaWithoutFallback(Rule):
                 pending.extend((module, imported, depth + 1) for imported in imports)
         return False
 
-    def _package_inits(self) -> List[str]:
-        """The `__init__.py` of the packages a library module is in, outermost last (a script or notebook runs without
-        them), up to the project's root."""
-        if self.ctx.file_kind is not FileKind.LIBRARY:
-            return []
-        inits = []
-        folder = os.path.dirname(os.path.abspath(self.ctx.filename))
-        root = os.path.abspath(self.ctx.config.root) if self.ctx.config.root else None
-        for _ in range(_MAX_BUILD_DEPTH):
-            init = os.path.join(folder, "__init__.py")
-            if init == os.path.abspath(self.ctx.filename) or not os.path.isfile(init):
-                break
-            inits.append(init)
-            if folder == root or os.path.dirname(folder) == folder:
-                break
-            folder = os.path.dirname(folder)
-        return inits
-
     def _what_importing_does(self, importer: Optional[str], path: str) -> Optional[Tuple[str, Tuple[bool, Tuple[str, ...]]]]:
         """The project file the import path names (`importer` None: `path` is the file) and what importing it does
         (`_import_time_build`), read from its summary when one is stored."""
@@ -685,7 +668,6 @@ class CudaWithoutFallback(Rule):
             module = located[0]
         build = SUMMARIES.section(module, self.ctx.config, "import-time-build", _import_time_build)
         return (module, build) if build is not None else None
-
 
 
 def _on_self(func: cst.Attribute) -> bool:
