@@ -366,6 +366,7 @@ def main(argv=None) -> int:
     sample = corpus.by_name([name.strip() for name in args.sample.split(",") if name.strip()])
     folders = bench_folders(sample)
     torchfix = None if args.no_torchfix else torchfix_executable()
+    BENCH.mkdir(parents=True, exist_ok=True)  # from a fresh clone with --no-torchfix nothing else has made it
     config_file = BENCH / "torchlint.toml"
     config_file.write_text("# The benchmark's config: torchlint's defaults, cache in this folder.\n")
     config = load(config_file, BENCH)

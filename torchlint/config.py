@@ -16,7 +16,6 @@ runs only when `preview` is on, however it is selected (ruff's preview).
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import os
 import re
@@ -157,6 +156,8 @@ def _rule_words() -> List[str]:
 
 
 def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    import difflib  # only for a config with a mistake in it
+
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.75)
     return f"; did you mean {close[0]!r}?" if close else ""
 

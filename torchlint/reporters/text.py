@@ -7,7 +7,6 @@ cell) and shows a fix as the lines it changes, numbered before and after, as ruf
 
 from __future__ import annotations
 
-import difflib
 import itertools
 from typing import Dict, List, Mapping
 
@@ -113,6 +112,8 @@ def _fix_diff(fix: Fix, lines: List[str], colour: bool) -> List[str]:
     after = split_lines(applied.text)
     width = len(str(first + max(len(before), len(after))))
     out = []
+    import difflib  # here: only a finding shown with its fix needs it, and most runs show none
+
     for tag, old_start, old_end, new_start, new_end in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
         if tag == "equal":
             continue

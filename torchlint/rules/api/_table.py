@@ -9,11 +9,11 @@ torch (see `_compat.py`) are left alone.
 
 from __future__ import annotations
 
+import pkgutil
 import re
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import ClassVar, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
@@ -63,7 +63,7 @@ def show_version(version: Version) -> str:
 
 def read_table() -> List[dict]:
     """The raw `[[api]]` tables, as the test that validates them sees them."""
-    data = resources.files("torchlint").joinpath("data", "api.toml").read_bytes()
+    data = pkgutil.get_data("torchlint", "data/api.toml")
     return tomllib.loads(data.decode("utf-8"))["api"]
 
 

@@ -1,6 +1,6 @@
+import pkgutil
 import sys
 from functools import lru_cache
-from importlib import resources
 from typing import Dict, Optional
 
 import libcst as cst
@@ -29,7 +29,7 @@ WEIGHTS_SINCE_TORCH = (1, 12)
 @lru_cache(maxsize=None)
 def legacy_weights() -> Dict[str, Dict[str, str]]:
     """{"pretrained": {builder: weights member}, "pretrained_backbone": {...}} from torchlint/data/torchvision.toml."""
-    data = resources.files("torchlint").joinpath("data", "torchvision.toml").read_bytes()
+    data = pkgutil.get_data("torchlint", "data/torchvision.toml")
     return tomllib.loads(data.decode("utf-8"))
 
 
