@@ -214,33 +214,37 @@ def _walk(
     every_visit: Optional[Callable] = None,
     every_leave: Optional[Callable] = None,
 ) -> None:
-    """The one field walk: `visits`/`leaves` by node type, or `every_visit`/`every_leave` for the other types."""
-    fields: Dict[type, Tuple[str, ...]] = {}
+    """The one field walk: `visits`/`leaves` by node type, or `every_visit`/`every_leave` for the other types.
 
-    def visit(node: cst.CSTNode) -> None:
+    A work list rather than a recursive function, as the engine's walk (`runner._Walker.walk` says why): nodes to
+    enter and, below the children of each node entered, the pair that leaves it; children go on last first."""
+    fields: Dict[type, Tuple[str, ...]] = {}
+    pending: list = [root]
+    push, take = pending.append, pending.pop
+    while pending:
+        node = take()
         node_type = type(node)
+        if node_type is tuple:
+            node, on_leave = node
+            on_leave(node)
+            continue
         on_visit = visits.get(node_type, every_visit)
+        on_leave = leaves.get(node_type, every_leave)
+        if on_leave is not None:
+            push((node, on_leave))
         if (on_visit is None or on_visit(node) is not False) and (descend is None or node_type in descend):
             names = fields.get(node_type)
             if names is None:
-                names = fields[node_type] = walked_fields(node_type, entered)
+                names = fields[node_type] = walked_fields(node_type, entered)[::-1]
             for name in names:
                 value = getattr(node, name)
                 value_type = type(value)
                 if value_type in entered:
-                    visit(value)
+                    push(value)
                 elif value_type is tuple or value_type is list:
-                    for child in value:
+                    for child in reversed(value):
                         if type(child) in entered:
-                            visit(child)
-        on_leave = leaves.get(node_type, every_leave)
-        if on_leave is not None:
-            on_leave(node)
-
-    try:
-        visit(root)
-    finally:
-        visit = None  # a recursive closure refers to itself: unlinked, what it holds is freed at once
+                            push(child)
 
 
 class OwnScopeVisitor(cst.CSTVisitor):
