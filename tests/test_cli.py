@@ -3,6 +3,8 @@
 import gc
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -275,3 +277,25 @@ def test_readme_example_output_is_what_torchlint_prints():
     shown = readme.split("$ torchlint fixtures/examples/\n", 1)[1].split("```", 1)[0]
     code, out, _ = run_cli("fixtures/examples/", "--output-format", "concise")
     assert code == 1 and out == shown
+
+
+def test_a_plain_check_leaves_out_the_modules_only_some_runs_need(tmp_path):
+    # `logging` (--verbose), `difflib` (a fix's diff, a config typo's suggestion) and `importlib.resources` (the API
+    # tables are read through pkgutil) are a start-up cost of every run otherwise (docs/performance.md, tenth session).
+    # The file has a finding with a fix, from a rule that reads its API table.
+    (tmp_path / "train.py").write_text("import torch\nfrom torch.autograd import Variable\nx = Variable(torch.zeros(3))\n")
+    program = (
+        "import sys, io, contextlib\n"
+        "from torchlint.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    code = main(sys.argv[1:])\n"
+        "print(code, 'TL6' in out.getvalue(), *(name in sys.modules for name in ('logging', 'difflib', 'importlib.resources')))\n"
+    )
+
+    def run(*options):
+        command = [sys.executable, "-c", program, "check", "--no-cache", *options, "train.py"]
+        return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=True).stdout.split()
+
+    assert run("--output-format", "concise") == ["1", "True", "False", "False", "False"]
+    # What they are there for still works: the fix's diff, and the debug messages under --verbose.
+    assert run("--output-format", "full", "--verbose")[:4] == ["1", "True", "True", "True"]

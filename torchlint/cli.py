@@ -220,8 +220,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 @contextlib.contextmanager
 def _logging_if(verbose: bool) -> Iterator[None]:
-    """`--verbose`: torchlint's debug messages (its logger's, no other library's) on standard error, as ruff's `[time][module][level] message`, for this
-    run only (`main` may be called again in the same process)."""
+    """`--verbose`: torchlint's debug messages (its logger's, no other library's) on standard error, as ruff's
+    `[time][module][level] message`, for this run only (`main` may be called again in the same process)."""
     if not verbose:
         yield
         return

@@ -268,7 +268,8 @@ class _Walker:
 
         A work list, not a recursive function: CPython 3.11 keeps its frames in 16 KB chunks and frees a chunk as
         soon as the frame at its start returns, so a recursion going up and down across a chunk's edge maps and unmaps
-        memory at every crossing (3,337 pairs on the benchmark sample, docs/performance.md)."""
+        memory at every crossing (the recursive walks made 1,659 `munmap` calls on the benchmark sample, the work lists
+        14 in all: docs/performance.md)."""
         ctx = self.ctx
         stack, scope_nodes = ctx.stack, ctx.scope_nodes
         callgraph = ctx.callgraph

@@ -92,7 +92,10 @@ def _snippet(finding: Finding, lines: List[str], colour: bool) -> List[str]:
 
 def _fix_diff(fix: Fix, lines: List[str], colour: bool) -> List[str]:
     """The lines the fix changes: `old-row new-row |-old` and `|+new`, as ruff prints a fix."""
-    # Only `edits` is needed: `torchlint.fixes` loads the rest of the fixing machinery (and libcst) on demand.
+    # Imported here, as difflib is: most runs show no fix. Only `edits` is needed: `torchlint.fixes` loads the rest of
+    # the fixing machinery (and libcst) on demand.
+    import difflib
+
     from torchlint.fixes.edits import apply_fixes
 
     rows = [edit.location.row for edit in fix.edits] + [edit.end_location.row for edit in fix.edits]
@@ -112,8 +115,6 @@ def _fix_diff(fix: Fix, lines: List[str], colour: bool) -> List[str]:
     after = split_lines(applied.text)
     width = len(str(first + max(len(before), len(after))))
     out = []
-    import difflib  # here: only a finding shown with its fix needs it, and most runs show none
-
     for tag, old_start, old_end, new_start, new_end in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
         if tag == "equal":
             continue
