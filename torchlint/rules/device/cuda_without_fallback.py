@@ -137,7 +137,9 @@ class CudaWithoutFallback(Rule):
     whose last dotted part names CUDA or a GPU: `if opt["data.cuda"]:`, as
     `vars(args)` holds `--data.cuda`, or a choice compared with "GPU": `if opt.mode == "GPU":`,
     also through a flag set from such a test, `TEST_MODE = True if opt.test_mode == "GPU"
-    else False`, then `if TEST_MODE:`); `def cuda(...)` methods;
+    else False`, then `if TEST_MODE:`); `def cuda(...)` methods; a `torch.device("cuda")` only
+    compared with another device (`if t.device != torch.device("cuda"):`, which a CPU build runs: the move
+    under it is what is reported);
     `.cuda()` on a module with no parameters or buffers, which moves nothing and runs on
     a CPU build: a torch layer such as `nn.LogSoftmax(dim=1)`, a torch loss given no
     weight (`nn.CrossEntropyLoss().cuda()` or `nn.NLLLoss(None)`: its `weight` buffer is
@@ -392,7 +394,7 @@ class CudaWithoutFallback(Rule):
             self._note_index(call_argument(node, 0, "device"))
         elif name == "torch.device":
             device = call_argument(node, 0, "type")
-            if device is not None and is_cuda_string(device):
+            if device is not None and is_cuda_string(device) and not _compared(self.ctx.stack):
                 self._note_index(device)
                 self._note_index(call_argument(node, 1, "index"))
                 self.device_values.add(id(node))
@@ -669,6 +671,18 @@ class CudaWithoutFallback(Rule):
         build = SUMMARIES.section(module, self.ctx.config, "import-time-build", _import_time_build)
         return (module, build) if build is not None else None
 
+
+
+def _compared(stack) -> bool:
+    """The node at the end of `stack` is an operand of a comparison, alone or in a literal tuple, list or set there
+    (`t.device != torch.device("cuda")`, `x.device in (torch.device("cuda"),)`): the device is built and compared,
+    which needs no GPU (observed on torch 2.13's CPU build), and placed nowhere."""
+    for parent in reversed(stack[:-1]):
+        if type(parent) in (cst.Comparison, cst.ComparisonTarget):
+            return True
+        if type(parent) not in (cst.Element, cst.Tuple, cst.List, cst.Set):
+            return False
+    return False
 
 def _on_self(func: cst.Attribute) -> bool:
     """`self.name(...)`: a method of the class the code is in, whose own code the file shows."""
