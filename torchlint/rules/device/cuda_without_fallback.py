@@ -672,7 +672,6 @@ class CudaWithoutFallback(Rule):
         return (module, build) if build is not None else None
 
 
-
 def _compared(stack) -> bool:
     """The node at the end of `stack` is an operand of a comparison, alone or in a literal tuple, list or set there
     (`t.device != torch.device("cuda")`, `x.device in (torch.device("cuda"),)`): the device is built and compared,
@@ -683,6 +682,7 @@ def _compared(stack) -> bool:
         if type(parent) not in (cst.Element, cst.Tuple, cst.List, cst.Set):
             return False
     return False
+
 
 def _on_self(func: cst.Attribute) -> bool:
     """`self.name(...)`: a method of the class the code is in, whose own code the file shows."""
