@@ -229,6 +229,11 @@ def _handler_names(rule_class: Type[Rule]) -> Tuple[Tuple[str, type, str], ...]:
     return tuple(handlers)
 
 
+# What the walk's work list holds to leave a node that has no leave handlers and is no scope: leaving it is only
+# taking it off the stack, with no tuple made for it.
+_POP = object()
+
+
 class _Walker:
     """One walk over the module that feeds the call graph and every rule."""
 
@@ -282,18 +287,23 @@ class _Walker:
         # whether it is a scope, whether a reference), worked out on first meeting the type: one lookup a node, not one
         # a question.
         plans: Dict[type, tuple] = {}
-        # Nodes to enter, and below the children of each node entered, the tuple that leaves it: (node, its leave
-        # handlers, whether it is a scope). Children go on last first, so that they come off in libcst's order.
+        # Nodes to enter, and below the children of each node entered, what leaves it: `_POP` when leaving is only taking
+        # it off the stack (most nodes), else (node, its leave handlers, whether it is a scope). Children go on last
+        # first, so that they come off in libcst's order.
         pending: list = [module]
         push, take = pending.append, pending.pop
+        pop_stack = stack.pop
         while pending:
             node = take()
+            if node is _POP:
+                pop_stack()
+                continue
             node_type = type(node)
             if node_type is tuple:
                 node, node_leaves, is_scope = node
                 if node_leaves:
                     self.dispatch(node_leaves, node)
-                stack.pop()
+                pop_stack()
                 if is_scope:
                     scope_nodes.pop()
                 continue
@@ -303,15 +313,16 @@ class _Walker:
                     visits.get(node_type), leaves.get(node_type), recognizers.get(node_type),
                     walked_fields(node_type, entered)[::-1], node_type in SCOPE_TYPES,
                     bool(references) and (node_type is cst.Name or node_type is cst.Attribute),
+                    node_type is cst.Call,
                 )
-            node_visits, node_leaves, node_recognizers, names, is_scope, is_reference = plan
+            node_visits, node_leaves, node_recognizers, names, is_scope, is_reference, is_call = plan
             stack.append(node)
             if is_scope:
                 scope_nodes.append(node)
                 if node_type is cst.FunctionDef and callgraph is not None:
                     # Every function is in the call graph, also one that calls nothing and shows no fact.
                     callgraph.key_of(node, scope_nodes)
-            if node_type is cst.Call and call_table is not None:
+            if is_call and call_table is not None:
                 written = callee_names(node.func)
                 for_call = call_table.get(written)
                 if for_call is None:
@@ -322,7 +333,7 @@ class _Walker:
                     fact = recognizer(node, ctx)
                     if fact:
                         callgraph.add_fact(fact, node, scope_nodes)
-            if node_type is cst.Call and callgraph is not None:
+            if is_call and callgraph is not None:
                 callee = callgraph.callee_key(node, stack)
                 if callee:
                     callgraph.add_call(node, callee, stack, scope_nodes)
@@ -337,7 +348,7 @@ class _Walker:
                             self.crashed(rule, error, node)
             if is_reference:
                 self.on_reference(node)
-            push((node, node_leaves, is_scope))
+            push((node, node_leaves, is_scope) if node_leaves or is_scope else _POP)
             for name in names:
                 value = getattr(node, name)
                 value_type = type(value)
