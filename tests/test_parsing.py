@@ -122,6 +122,26 @@ def test_a_file_linted_and_read_through_an_import_is_parsed_once(monkeypatch, tm
     assert sorted(parsed) == sorted((tmp_path / name).read_text() for name in ("train.py", "model.py"))
 
 
+def test_a_file_read_through_an_import_is_not_parsed_again_when_the_budget_let_its_tree_go(monkeypatch, tmp_path):
+    """The project index keeps the modules it read for imports whatever the trees' budget (`parsing.ELSEWHERE`): a
+    file it read is linted with that tree, not parsed a second time."""
+    from conftest import make_config
+    from torchlint.engine.parallel import lint_files
+
+    (tmp_path / "model.py").write_text(
+        "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return x.softmax(1)\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch.nn as nn\nfrom model import Net\n\nmodel = Net()\nloss = nn.CrossEntropyLoss()(model(x), y)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(parsing, "TREES", parsing.ParsedTrees(budget=1))  # keeps no tree of its own
+    parsed = counting_parses(monkeypatch)
+    results = lint_files([(name, name) for name in ("train.py", "model.py")], make_config(), jobs=1)
+    assert [finding.code for finding in results[0].findings] == ["TL401"]  # model.py was read through the import
+    assert sorted(parsed) == sorted((tmp_path / name).read_text() for name in ("train.py", "model.py"))
+
+
 def test_a_kept_tree_serves_only_the_same_text(monkeypatch, tmp_path):
     trees = parsing.ParsedTrees()
     parsed = counting_parses(monkeypatch)

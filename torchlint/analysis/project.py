@@ -66,6 +66,8 @@ from torchlint import source as sources
 from torchlint.engine import parsing
 
 if TYPE_CHECKING:
+    import libcst as cst
+
     from torchlint.config import Config
     from torchlint.engine.context import FileContext
 
@@ -258,6 +260,12 @@ class Project:
         folders = self._folders.search_folders(self._folder_of(path), 0)[:-1]
         own = os.path.abspath(path)
         return [init for init in (os.path.join(folder, "__init__.py") for folder in folders) if init != own]
+
+    def kept_tree(self, path: str, text: str) -> Optional[cst.Module]:
+        """The tree of `text` when it is the text of the module read for an import of `path` (absolute), still held:
+        `parsing.ELSEWHERE`."""
+        module = self._modules.get(path)
+        return module.context.module if module is not None and module.context.text == text else None
 
     def followed_into(self, ctx: "FileContext") -> bool:
         """`ctx` is the context of a project file read for an import (`resolve`), not of a file being linted."""
@@ -655,3 +663,4 @@ class _Folders:
 
 # One per process: the pool's workers each keep their own.
 PROJECT = Project()
+parsing.ELSEWHERE.append(PROJECT.kept_tree)
