@@ -284,8 +284,8 @@ class _Walker:
         # A bare name is a reference to an import only if some import binds it: the other names are not entered.
         imported = ctx.scopes.imported_names() if references and cst.Name not in entered else frozenset()
         # node type -> what its nodes get: (visit handlers, leave handlers, recognizers, the fields to walk, last first,
-        # whether it is a scope, whether a reference), worked out on first meeting the type: one lookup a node, not one
-        # a question.
+        # whether it is a scope, whether a reference, whether a call), worked out on first meeting the type: one lookup a
+        # node, not one a question.
         plans: Dict[type, tuple] = {}
         # Nodes to enter, and below the children of each node entered, what leaves it: `_POP` when leaving is only taking
         # it off the stack (most nodes), else (node, its leave handlers, whether it is a scope). Children go on last
