@@ -37,7 +37,7 @@ RULES: Tuple[RuleEntry, ...] = (
     RuleEntry("TL202", "chained-conversion", False, True),
     RuleEntry("TL203", "label-cast-to-float", False, False),
     RuleEntry("TL204", "float64-from-numpy", False, False),
-    RuleEntry("TL205", "cuda-without-fallback", False, False),
+    RuleEntry("TL205", "cuda-without-fallback", False, True),
     RuleEntry("TL206", "factory-then-move", False, True),
     RuleEntry("TL207", "explicit-float64", True, False),
     RuleEntry("TL208", "discarded-conversion", False, False),

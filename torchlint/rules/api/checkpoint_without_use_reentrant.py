@@ -7,6 +7,12 @@ from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 
 CHECKPOINT_FUNCTIONS = frozenset({"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"})
+# The keywords the two functions take themselves (torch 2.13). The reentrant variant, the default, refuses any other
+# with `ValueError: Unexpected keyword arguments`, and the other variant hands it to the checkpointed function.
+_OWN_KEYWORDS = frozenset({
+    "use_reentrant", "preserve_rng_state", "context_fn", "determinism_check", "debug", "early_stop",
+    "functions", "segments", "input",
+})
 
 
 class CheckpointWithoutUseReentrant(Rule):
@@ -22,6 +28,12 @@ class CheckpointWithoutUseReentrant(Rule):
     recommended, ...`) and runs the legacy reentrant variant, which returns no gradients for
     the checkpointed parameters when none of the inputs requires grad, and does not support
     `torch.autograd.grad`. The default has been announced to become an error.
+
+    Not flagged: a call that passes a keyword the function does not take itself
+    (`checkpoint(custom_forward, hidden, mask, mode=mode)`): the default variant raises
+    `ValueError: Unexpected keyword arguments: mode` before anything runs, and with
+    `use_reentrant=False` the keyword goes to the checkpointed function, so the call fails or
+    changes whatever `use_reentrant` says, and adding it is not the fix the message offers.
 
     ## Fix safety
     Unsafe: adds `use_reentrant=False`, the variant torch recommends. It differs from the
@@ -56,6 +68,8 @@ class CheckpointWithoutUseReentrant(Rule):
         if self.ctx.qualified_name(node.func) not in CHECKPOINT_FUNCTIONS:
             return
         if semantics.keyword(node, "use_reentrant") is not None or semantics.has_star_kwargs(node):
+            return
+        if any(arg.keyword is not None and arg.keyword.value not in _OWN_KEYWORDS for arg in node.args):
             return
         fix = None
         if node.args:
