@@ -250,6 +250,20 @@ def test_fix_is_not_offered_when_it_would_duplicate_a_keyword():
     assert lint("from torch.utils.checkpoint import checkpoint\ncheckpoint(f, x, **kw)\n", select=["TL604"]) == []
 
 
+def test_a_checkpoint_passing_keywords_on_is_reported_with_the_error_torch_raises_and_no_fix():
+    """Keywords for the checkpointed function make the default variant refuse the call: the message quotes torch's
+    error (run here), and no `use_reentrant=False` is offered, as it hands them to a function that may not take them."""
+    code = "from torch.utils.checkpoint import checkpoint\nout = checkpoint(block, hidden, mask=mask, scale=2)\n"
+    [finding] = lint(code, select=["TL604"])
+    assert finding.fix is None
+    import torch.utils.checkpoint
+
+    block = torch.nn.Linear(2, 2)
+    with pytest.warns(UserWarning, match="use_reentrant"), pytest.raises(ValueError) as raised:
+        torch.utils.checkpoint.checkpoint(block, torch.randn(1, 2), mask=None, scale=2)
+    assert f"`{type(raised.value).__name__}: {raised.value}`" in finding.message
+
+
 def test_fix_is_not_offered_when_torch_is_shadowed():
     code = "from torch import log\n\ndef f(torch, x):\n    return log(1 + x)\n"
     findings = lint(code, select=["TL606"])

@@ -301,3 +301,25 @@ def test_import_statements_are_the_regex_own_matches():
     for text in _texts_with_evidence() + crafted:
         expected = [(found.start(), found.end(), found.groups()) for found in intent._IMPORT.finditer(text)]
         assert [(found.start(), found.end(), found.groups()) for found in intent._import_statements(text)] == expected, text[:200]
+
+
+def test_a_storage_moved_by_map_location_is_reported_with_the_error_a_storage_raises():
+    """A `map_location` function's `storage.cuda()` fails otherwise than a tensor's `.cuda()` on a CPU build: the
+    message quotes what torch raises for a storage (run here when torch is installed and finds no GPU)."""
+    path = FIXTURES / "device" / "TL205_map_location_storage.py"
+    config = build({"select": ["TL205"], "preview": True}, root=FIXTURES, path=None, where="test", torch_requirement_from=FIXTURES)
+    storage, tensor = lint_file(str(path), config).findings
+    quoted = "TypeError: '<' not supported between instances of 'NoneType' and 'int'"
+    assert quoted in storage.message and "AssertionError" not in storage.message
+    assert "AssertionError: Torch not compiled with CUDA enabled" in tensor.message
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is there: the load would succeed")
+    import io
+
+    buffer = io.BytesIO()
+    torch.save({"weight": torch.zeros(2)}, buffer)
+    buffer.seek(0)
+    with pytest.raises(TypeError) as raised:
+        torch.load(buffer, map_location=lambda storage, loc: storage.cuda())
+    assert f"{type(raised.value).__name__}: {raised.value}" == quoted

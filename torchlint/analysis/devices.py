@@ -222,3 +222,21 @@ def is_cuda_string(expr: cst.BaseExpression) -> bool:
     """`"cuda"` or `"cuda:N"` written as a string."""
     value = semantics.literal(expr, None) if type(expr) in (cst.SimpleString, cst.ConcatenatedString) else None
     return isinstance(value, str) and bool(CUDA_STRING.fullmatch(value))
+
+
+def moves_a_storage(call: cst.Call, stack: Sequence[cst.CSTNode]) -> bool:
+    """`storage.cuda()` in `torch.load(..., map_location=lambda storage, location: storage.cuda())`: torch calls the
+    function with each storage of the checkpoint, and a storage's `.cuda()` fails otherwise than a tensor's on a CPU
+    build (observed on torch 2.13: `TypeError`, not `AssertionError`). `stack`: the nodes from the module down to `call`.
+    (TL205 quotes that error; its witness moves a storage.)"""
+    receiver = semantics.receiver(call)
+    for depth in range(len(stack) - 2, 0, -1):
+        node = stack[depth]
+        if type(node) is cst.Lambda:
+            parent = stack[depth - 1]
+            params = node.params.params
+            return (
+                type(parent) is cst.Arg and parent.keyword is not None and parent.keyword.value == "map_location"
+                and type(receiver) is cst.Name and bool(params) and params[0].name.value == receiver.value
+            )
+    return False

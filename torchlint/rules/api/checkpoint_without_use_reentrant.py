@@ -7,9 +7,10 @@ from torchlint.rules.base import Rule
 from torchlint.rules.triggers import words
 
 CHECKPOINT_FUNCTIONS = frozenset({"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"})
-# The keywords the two functions take themselves (torch 2.13). The reentrant variant, the default, refuses any other
-# with `ValueError: Unexpected keyword arguments`, and the other variant hands it to the checkpointed function.
-_OWN_KEYWORDS = frozenset({
+# The keywords the two functions take themselves (torch 2.13). `checkpoint`'s reentrant variant, the default, refuses any
+# other with `ValueError: Unexpected keyword arguments`, and its other variant hands it to the checkpointed function;
+# `checkpoint_sequential` refuses it in both.
+OWN_KEYWORDS = frozenset({
     "use_reentrant", "preserve_rng_state", "context_fn", "determinism_check", "debug", "early_stop",
     "functions", "segments", "input",
 })
@@ -29,11 +30,13 @@ class CheckpointWithoutUseReentrant(Rule):
     the checkpointed parameters when none of the inputs requires grad, and does not support
     `torch.autograd.grad`. The default has been announced to become an error.
 
-    Not flagged: a call that passes a keyword the function does not take itself
-    (`checkpoint(custom_forward, hidden, mask, mode=mode)`): the default variant raises
-    `ValueError: Unexpected keyword arguments: mode` before anything runs, and with
-    `use_reentrant=False` the keyword goes to the checkpointed function, so the call fails or
-    changes whatever `use_reentrant` says, and adding it is not the fix the message offers.
+    A `checkpoint` call that also passes keywords for the checkpointed function
+    (`checkpoint(block, hidden, mask=mask)`) does not run at all: the default (reentrant)
+    variant refuses them on every call, `ValueError: Unexpected keyword arguments: mask`
+    (torch 2.13). It is reported with that error and no fix: `use_reentrant=False` passes
+    the keywords on to the function, which is right only where the function takes them
+    (`custom_forward(*inputs)` does not, and fails with `TypeError` instead).
+    `checkpoint_sequential` refuses such keywords whatever `use_reentrant` says: not flagged.
 
     ## Fix safety
     Unsafe: adds `use_reentrant=False`, the variant torch recommends. It differs from the
@@ -53,6 +56,11 @@ class CheckpointWithoutUseReentrant(Rule):
         "`checkpoint` without `use_reentrant=`: torch warns on every call and runs the legacy reentrant "
         "variant (no parameter gradients when no input requires grad); pass `use_reentrant=False`"
     )
+    keywords_message = (
+        "`checkpoint` with keywords for the checkpointed function and no `use_reentrant=`: the default (reentrant) "
+        "variant refuses them on every call, `ValueError: Unexpected keyword arguments: {names}`; "
+        "`use_reentrant=False` passes them on to the function, if it takes them"
+    )
     example = """
     from torch.utils.checkpoint import checkpoint
 
@@ -69,7 +77,12 @@ class CheckpointWithoutUseReentrant(Rule):
             return
         if semantics.keyword(node, "use_reentrant") is not None or semantics.has_star_kwargs(node):
             return
-        if any(arg.keyword is not None and arg.keyword.value not in _OWN_KEYWORDS for arg in node.args):
+        passed_on = [
+            arg.keyword.value for arg in node.args if arg.keyword is not None and arg.keyword.value not in OWN_KEYWORDS
+        ]
+        if passed_on:
+            if self.ctx.qualified_name(node.func) == "torch.utils.checkpoint.checkpoint":
+                self.report(node, self.keywords_message.format(names=",".join(passed_on)))
             return
         fix = None
         if node.args:

@@ -5,7 +5,7 @@ import libcst as cst
 
 from torchlint.analysis import syntax
 from torchlint.analysis.conversions import computed_cuda_device, conversion, implements_method
-from torchlint.analysis.devices import CUDA_STRING, in_a_cuda_branch, is_cuda_string, names_device
+from torchlint.analysis.devices import CUDA_STRING, in_a_cuda_branch, is_cuda_string, moves_a_storage, names_device
 from torchlint.analysis.facts import project_import_names
 from torchlint.analysis.intent import CUDA_ONLY_LIBRARIES, FALLBACK, Sites, names_module, project_intent
 from torchlint.analysis.loops import counters_around
@@ -113,8 +113,11 @@ class CudaWithoutFallback(Rule):
     observed on torch 2.13's CPU build; `torch.device("cuda")` itself builds fine,
     the error comes when it is used); a typed CUDA constructor raises `TypeError: type
     torch.cuda.FloatTensor not available. Torch not compiled with CUDA enabled.` (the
-    same build). A type named without a call (`dtype = torch.cuda.FloatTensor if cuda else
-    torch.FloatTensor`, `x.type(torch.cuda.FloatTensor)`) is not flagged.
+    same build); a storage moved by a `map_location` function (`torch.load(path,
+    map_location=lambda storage, loc: storage.cuda())`) raises `TypeError: '<' not
+    supported between instances of 'NoneType' and 'int'` (the same build). A type named
+    without a call (`dtype = torch.cuda.FloatTensor if cuda else torch.FloatTensor`,
+    `x.type(torch.cuda.FloatTensor)`) is not flagged.
 
     Not flagged: files with any availability check, or that call a function of their
     project that sets the program up for CUDA only (`utils.init_distributed_mode(args)`,
@@ -291,6 +294,12 @@ class CudaWithoutFallback(Rule):
         'choose the device once, `torch.device("cuda" if torch.cuda.is_available() else "cpu")`, and build the '
         "tensor there: `torch.tensor(data, dtype=..., device=device)`"
     )
+    storage_message = (
+        "hard-coded CUDA device and no availability check in this file: a `map_location` that moves each storage "
+        "with `.cuda()` fails without a GPU (`TypeError: '<' not supported between instances of 'NoneType' and 'int'` "
+        'on a CPU build of torch); choose the device once, `torch.device("cuda" if torch.cuda.is_available() else '
+        '"cpu")`, and load with `map_location=device`'
+    )
     generator_message = (
         "hard-coded CUDA device and no availability check in this file: without a GPU this raises `RuntimeError: "
         "Cannot get CUDA generator without ATen_cuda library` (CPU build of torch); choose the device once, "
@@ -326,6 +335,8 @@ class CudaWithoutFallback(Rule):
         self.device_values: Set[int] = set()
         # ids of the "cuda" strings given to `torch.Generator(device=...)`, which fails with its own error
         self.generator_devices: Set[int] = set()
+        # `.cuda()` sites that move a storage: the body of a `map_location=lambda storage, location: ...`.
+        self.storage_moves: Set[int] = set()
         # id of a call of a typed CUDA constructor (`torch.cuda.FloatTensor(...)`), which fails with its own error
         # naming the type -> that type
         self.typed_constructors: Dict[int, str] = {}
@@ -358,6 +369,8 @@ class CudaWithoutFallback(Rule):
             elif read is not None and not self._moves_nothing(node):
                 self._note_index(read.device_node)
                 self._add(node)
+                if moves_a_storage(node, self.ctx.stack):
+                    self.storage_moves.add(id(node))
         elif semantics.method_name(node) == "to":
             device = semantics.positional(node, 0)
             if device is not None and is_cuda_string(device.value):
@@ -568,6 +581,8 @@ class CudaWithoutFallback(Rule):
     def _message_for(self, site: cst.CSTNode) -> str:
         if id(site) in self.generator_devices:
             return self.generator_message
+        if id(site) in self.storage_moves:
+            return self.storage_message
         if id(site) in self.typed_constructors:
             return self.typed_constructor_message.replace("torch.cuda.FloatTensor", self.typed_constructors[id(site)], 1)
         return self.message

@@ -20,6 +20,7 @@ from torchlint import semantics
 from torchlint.engine.scopes import dotted_name
 from torchlint.rules.api._losses import LEGACY_KEYWORDS, legacy_reduction
 from torchlint.rules.api._table import lookup
+from torchlint.rules.api.checkpoint_without_use_reentrant import OWN_KEYWORDS
 from torchlint.rules.api.log1p import is_one, single_argument
 from torchlint.verify.witness import FROM_FINDING, Code, witness
 
@@ -278,6 +279,13 @@ def _assigned_value(site, statement) -> Optional[cst.BaseExpression]:
     block = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))
     hidden = torch.randn(2, 4)  # an input that does not require grad, as after a frozen stem
     shown = $shown
+    # Keywords meant for the checkpointed function: the default variant refuses them before anything runs.
+    passed_on = $passed_on
+    if passed_on:
+        error = raised(lambda: torch.utils.checkpoint.checkpoint(block, hidden, **dict.fromkeys(passed_on)))
+        if type(error) is ValueError and "Unexpected keyword arguments" in str(error):
+            confirmed(f"`{shown}` raises " + describe(error))
+        not_reproduced(f"`{shown}`: " + describe(error))
 
 
     def parameters_with_gradients(run):
@@ -301,12 +309,20 @@ def _assigned_value(site, statement) -> Optional[cst.BaseExpression]:
     call=Code("torch.utils.checkpoint.checkpoint(block, hidden)"),
     explicit=Code("torch.utils.checkpoint.checkpoint(block, hidden, use_reentrant=False)"),
     shown="checkpoint(block, hidden)",
+    passed_on=[],
 )
 def checkpoint_without_use_reentrant(site, entry):
     call = site.node if isinstance(site.node, cst.Call) else None
     name = site.qualified_name(call.func) if call is not None else None
     if name is None or not name.startswith("torch.utils.checkpoint."):
         return entry.canonical("the flagged code is not a checkpoint call", site.device)
+    passed_on = [arg.keyword.value for arg in call.args if arg.keyword is not None and arg.keyword.value not in OWN_KEYWORDS]
+    if passed_on:
+        keywords = ", ".join(f"{keyword}=None" for keyword in passed_on)
+        return entry.witness(
+            FROM_FINDING, "a two-layer block and an input stand in for the file's, None for each keyword", site.device,
+            passed_on=passed_on, shown=f"{site.code(call.func)}(block, hidden, {keywords})",
+        )
     positional = ["block", "hidden"]
     if name.endswith("checkpoint_sequential"):
         segments = semantics.positional(call, 1)

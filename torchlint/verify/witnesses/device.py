@@ -12,6 +12,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.conversions import TORCH_FROM_ARRAY
+from torchlint.analysis.devices import moves_a_storage
 from torchlint.rules.device.float64_from_numpy import DEFAULT_FLOAT64, RANDOM_FLOAT64
 from torchlint.verify.site import is_device_name
 from torchlint.verify.witness import FROM_FINDING, Code, witness
@@ -211,19 +212,26 @@ def _hide_gpus(device: str) -> dict:
     shown = $shown
     error = raised(lambda: $use)
     # A CPU build refuses CUDA by name (a generator: its CUDA library); `.cuda(index)` fails earlier, on the missing
-    # accelerator.
-    if error is not None and ("CUDA" in str(error) or "accelerator" in str(error)):
+    # accelerator; a storage's `.cuda()` with a `TypeError` of its own (the one the message quotes for it).
+    if error is not None and ("CUDA" in str(error) or "accelerator" in str(error) or $storage and type(error) is TypeError):
         confirmed(describe(error) + f" (`{shown}` on a machine without a usable GPU)")
     not_reproduced(f"`{shown}` ran without a GPU: " + describe(error))
     """,
     use=Code('torch.zeros(1, device="cuda")'),
     shown='torch.zeros(1, device="cuda")',
+    storage=Code("False"),
     env=_hide_gpus,
 )
 def cuda_without_fallback(site, entry):
     node = site.node
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "cuda":
         kept, _ = site.literal_arguments(node)
+        if moves_a_storage(node, site.stack(node)):
+            use = f"torch.zeros(1).untyped_storage().cuda({', '.join(kept or [])})"
+            return entry.witness(
+                FROM_FINDING, "a small tensor's storage stands in for the moved one", site.device,
+                use=Code(use), shown=use, storage=Code("True"),
+            )
         use = f"torch.zeros(1).cuda({', '.join(kept or [])})"
         return entry.witness(FROM_FINDING, "a small tensor stands in for the moved value", site.device, use=Code(use), shown=use)
     if isinstance(node, (cst.SimpleString, cst.Call)) and site.blocked_call(node) is None:
