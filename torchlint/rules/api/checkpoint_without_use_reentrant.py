@@ -1,3 +1,5 @@
+from typing import List
+
 import libcst as cst
 
 from torchlint import semantics
@@ -10,10 +12,15 @@ CHECKPOINT_FUNCTIONS = frozenset({"torch.utils.checkpoint.checkpoint", "torch.ut
 # The keywords the two functions take themselves (torch 2.13). `checkpoint`'s reentrant variant, the default, refuses any
 # other with `ValueError: Unexpected keyword arguments`, and its other variant hands it to the checkpointed function;
 # `checkpoint_sequential` refuses it in both.
-OWN_KEYWORDS = frozenset({
+_OWN_KEYWORDS = frozenset({
     "use_reentrant", "preserve_rng_state", "context_fn", "determinism_check", "debug", "early_stop",
     "functions", "segments", "input",
 })
+
+
+def keywords_passed_on(call: cst.Call) -> List[str]:
+    """The keywords of a checkpoint call that are not the checkpoint function's own, in the order written."""
+    return [arg.keyword.value for arg in call.args if arg.keyword is not None and arg.keyword.value not in _OWN_KEYWORDS]
 
 
 class CheckpointWithoutUseReentrant(Rule):
@@ -73,15 +80,14 @@ class CheckpointWithoutUseReentrant(Rule):
     """
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.ctx.qualified_name(node.func) not in CHECKPOINT_FUNCTIONS:
+        name = self.ctx.qualified_name(node.func)
+        if name not in CHECKPOINT_FUNCTIONS:
             return
         if semantics.keyword(node, "use_reentrant") is not None or semantics.has_star_kwargs(node):
             return
-        passed_on = [
-            arg.keyword.value for arg in node.args if arg.keyword is not None and arg.keyword.value not in OWN_KEYWORDS
-        ]
+        passed_on = keywords_passed_on(node)
         if passed_on:
-            if self.ctx.qualified_name(node.func) == "torch.utils.checkpoint.checkpoint":
+            if name == "torch.utils.checkpoint.checkpoint":
                 self.report(node, self.keywords_message.format(names=",".join(passed_on)))
             return
         fix = None

@@ -20,7 +20,7 @@ from torchlint import semantics
 from torchlint.engine.scopes import dotted_name
 from torchlint.rules.api._losses import LEGACY_KEYWORDS, legacy_reduction
 from torchlint.rules.api._table import lookup
-from torchlint.rules.api.checkpoint_without_use_reentrant import OWN_KEYWORDS
+from torchlint.rules.api.checkpoint_without_use_reentrant import keywords_passed_on
 from torchlint.rules.api.log1p import is_one, single_argument
 from torchlint.verify.witness import FROM_FINDING, Code, witness
 
@@ -316,7 +316,7 @@ def checkpoint_without_use_reentrant(site, entry):
     name = site.qualified_name(call.func) if call is not None else None
     if name is None or not name.startswith("torch.utils.checkpoint."):
         return entry.canonical("the flagged code is not a checkpoint call", site.device)
-    passed_on = [arg.keyword.value for arg in call.args if arg.keyword is not None and arg.keyword.value not in OWN_KEYWORDS]
+    passed_on = keywords_passed_on(call)
     if passed_on:
         keywords = ", ".join(f"{keyword}=None" for keyword in passed_on)
         return entry.witness(

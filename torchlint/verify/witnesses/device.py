@@ -226,14 +226,11 @@ def cuda_without_fallback(site, entry):
     node = site.node
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "cuda":
         kept, _ = site.literal_arguments(node)
-        if moves_a_storage(node, site.stack(node)):
-            use = f"torch.zeros(1).untyped_storage().cuda({', '.join(kept or [])})"
-            return entry.witness(
-                FROM_FINDING, "a small tensor's storage stands in for the moved one", site.device,
-                use=Code(use), shown=use, storage=Code("True"),
-            )
-        use = f"torch.zeros(1).cuda({', '.join(kept or [])})"
-        return entry.witness(FROM_FINDING, "a small tensor stands in for the moved value", site.device, use=Code(use), shown=use)
+        storage = moves_a_storage(node, site.stack(node))
+        moved = "torch.zeros(1).untyped_storage()" if storage else "torch.zeros(1)"
+        use = f"{moved}.cuda({', '.join(kept or [])})"
+        note = "a small tensor's storage stands in for the moved one" if storage else "a small tensor stands in for the moved value"
+        return entry.witness(FROM_FINDING, note, site.device, use=Code(use), shown=use, storage=Code(repr(storage)))
     if isinstance(node, (cst.SimpleString, cst.Call)) and site.blocked_call(node) is None:
         # `torch.device("cuda")` alone does not fail: the witness places a tensor there, or builds the generator it
         # is given to (which fails with an error of its own).
