@@ -28,11 +28,11 @@ from torchlint.verify.witness import FROM_FINDING, Code, witness
     loaded = torch.load("checkpoint.pt", $arguments)
     loaded["payload"].close()
     if os.path.exists("marker.txt"):
-        confirmed(f"`torch.load(path, $arguments)` ran code from the checkpoint (it created marker.txt){$note}; the default weights_only=True refuses it: " + describe(refused))
+        confirmed(f"`torch.load(path, $arguments)` ran code from the checkpoint (it created marker.txt){$default_note}; the default weights_only=True refuses it: " + describe(refused))
     not_reproduced(f"`torch.load(path, $arguments)` did not run the checkpoint's code")
     """,
     arguments=Code("weights_only=False"),
-    note="",
+    default_note="",
 )
 def unsafe_torch_load(site, entry):
     call = site.node if isinstance(site.node, cst.Call) else None
@@ -41,7 +41,7 @@ def unsafe_torch_load(site, entry):
     weights_only = semantics.keyword(call, "weights_only")
     if weights_only is None:
         # The finding is about torch < 2.6, whose default was weights_only=False.
-        return entry.witness(FROM_FINDING, "", site.device, note=" (weights_only=False: the default before torch 2.6)")
+        return entry.witness(FROM_FINDING, "", site.device, default_note=" (weights_only=False: the default before torch 2.6)")
     if semantics.literal(weights_only.value) is not False:
         return entry.canonical("weights_only is not a literal", site.device)
     return entry.witness(FROM_FINDING, "", site.device)
