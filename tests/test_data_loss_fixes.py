@@ -169,6 +169,36 @@ def test_the_advice_waits_for_a_torch_with_the_keyword(version, advice_waits):
     assert ("once the project requires torch 1.13" in finding.message) is advice_waits
 
 
+@pytest.mark.parametrize("version", ["1.8", "2.1"])
+@pytest.mark.parametrize(
+    "code",
+    [
+        'model = torch.load("m.pt")\nmodel.eval()\n',
+        'model = torch.load("m.pt", weights_only=False)\nmodel.eval()\n',
+        'def resume(path):\n    ckpt = torch.load(path)\n    return ckpt["model"].float().state_dict()\n',
+    ],
+)
+def test_a_load_used_as_a_whole_module_gets_no_weights_only_fix(code, version):
+    """`weights_only=True` refuses a pickled module (run below), so for a load whose result the code uses as one the
+    message says to save a state dict, and the fix that would break the load is not offered."""
+    assert fixed("import torch\n" + code, "TL501", torch_version=version) is None
+    [finding] = lint("import torch\n" + code, select=["TL501"], torch_version=version)
+    assert "this file holds a whole module" in finding.message and "pass `weights_only=True`" not in finding.message
+
+
+def test_a_whole_module_load_is_refused_under_weights_only(tmp_path):
+    import pickle
+
+    import torch
+
+    torch.save(torch.nn.Linear(2, 2), tmp_path / "m.pt")
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        torch.load(tmp_path / "m.pt", weights_only=True)
+    assert torch.load(tmp_path / "m.pt", weights_only=False).eval().training is False
+    [finding] = lint('import torch\nmodel = torch.load("m.pt")\nmodel.eval()\n', select=["TL502"], torch_version="2.6")
+    assert "`UnpicklingError: Weights only load failed`" in finding.message
+
+
 FAMILY_FIXTURES = sorted(
     path for family in ("data", "loss", "serialization") for path in (FIXTURES / family).glob("*.py")
 )

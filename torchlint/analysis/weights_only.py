@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING, List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -390,3 +390,169 @@ def _key(key: cst.BaseExpression) -> str:
     if isinstance(key, cst.Integer):
         return f"[{key.value}]"
     return "[...]"
+
+
+# Methods of torch's modules (`zero_grad` also of optimizers) that tensors, containers and numbers lack: a loaded value
+# they are called on, or one called like a function, was pickled whole, and the weights-only unpickler refuses its class
+# (`Unsupported global: GLOBAL torch.nn.modules.linear.Linear`, observed on torch 2.13).
+_WHOLE_OBJECT_METHODS = frozenset({
+    "eval", "train", "state_dict", "load_state_dict", "parameters", "named_parameters", "buffers", "named_buffers",
+    "children", "named_children", "modules", "named_modules", "zero_grad", "register_buffer", "register_parameter",
+    "add_module", "get_submodule", "forward",
+})
+# Calls that give back the same kind of value, a module for a module and a tensor for a tensor (`ckpt["model"].float()`),
+# and `get`, an item of the loaded dict.
+_SAME_KIND = frozenset({"float", "half", "double", "bfloat16", "to", "cuda", "cpu", "get"})
+# Tests of what a value is: code that handles a whole module and a state dict alike (`isinstance(ckpt, nn.Module)`).
+_KIND_TESTS = frozenset({"isinstance", "hasattr", "type", "callable"})
+# How many names the loaded value may pass through (`ckpt = torch.load(...)`, `model = ckpt["model"].float()`).
+_MAX_NAMES = 2
+
+
+def whole_object_use(ctx: "FileContext", load: cst.Call, stack: Sequence[cst.CSTNode]) -> Optional[cst.CSTNode]:
+    """The code that uses what `load` (a `torch.load` call, innermost of `stack`) returns, or an item of it, as a whole
+    module (`model.eval()`, `ckpt["model"].float().state_dict()`, `net(x)`), in the scope of the load: a file that holds
+    one was written by `torch.save(model)`, which `weights_only=True` refuses to load. None when nothing shows it, or
+    when the scope tests what a name holding it holds (`isinstance(ckpt, nn.Module)`: code for either kind)."""
+    found = _climb(load, stack)
+    if type(found) is cst.Attribute:
+        return _attribute_use(found, stack)
+    if type(found) is not cst.Name:
+        return found
+    scope = next((node for node in reversed(stack[:-1]) if isinstance(node, (cst.FunctionDef, cst.Lambda))), ctx.module)
+    if isinstance(scope, cst.Lambda):
+        return None
+    scan = _Uses(found.value, _binding_statement(stack), scope, Values.of(ctx).flow(scope))
+    scope.visit(scan)
+    return None if scan.tested else scan.use
+
+
+def _attribute_use(target: cst.Attribute, stack: Sequence[cst.CSTNode]) -> Optional[cst.CSTNode]:
+    """For `self.ckpt = torch.load(...)` in a method: the first use as a whole module of `self.ckpt` in any method of
+    the class (a trainer that loads in `__init__` and resumes in `train`), when no other statement assigns it."""
+    if type(target.value) is not cst.Name or target.value.value != "self":
+        return None
+    methods = [index for index, node in enumerate(stack) if type(node) is cst.FunctionDef]
+    if not methods or methods[-1] < 2 or type(stack[methods[-1] - 2]) is not cst.ClassDef:
+        return None
+    scan = _AttributeUses(target.attr.value)
+    stack[methods[-1] - 2].visit(scan)
+    return None if scan.tested or scan.assigned != 1 else scan.use
+
+
+def _climb(node: cst.CSTNode, stack: Sequence[cst.CSTNode]):
+    """From `node` (innermost of `stack`) up through subscripts and same-kind calls: the call that uses the value as a
+    whole module, the name or attribute an assignment binds it to, or None."""
+    depth = len(stack) - 2
+    while depth >= 0:
+        parent = stack[depth]
+        if type(parent) is cst.Subscript and parent.value is node:
+            node = parent
+        elif type(parent) is cst.Attribute and parent.value is node:
+            call = stack[depth - 1] if depth > 0 else None
+            if type(call) is not cst.Call or call.func is not parent:
+                return None
+            if parent.attr.value in _WHOLE_OBJECT_METHODS:
+                return call
+            if parent.attr.value not in _SAME_KIND:
+                return None
+            node, depth = call, depth - 1
+        elif type(parent) is cst.Call:
+            return parent if parent.func is node else None
+        elif type(parent) is cst.Assign and parent.value is node and len(parent.targets) == 1:
+            target = parent.targets[0].target
+            return target if type(target) in (cst.Name, cst.Attribute) else None
+        elif type(parent) is cst.AnnAssign and parent.value is node and type(parent.target) in (cst.Name, cst.Attribute):
+            return parent.target
+        else:
+            return None
+        depth -= 1
+    return None
+
+
+class _Uses(cst.CSTVisitor):
+    """The first use as a whole module of the names the loaded value is bound to, where only those bindings reach
+    (the scope's flow), in the scope and not in the functions or classes it defines; `tested` once a test of what such
+    a name holds is seen."""
+
+    def __init__(self, name: str, bound_at: cst.CSTNode, scope: cst.CSTNode, flow):
+        self.scope = scope
+        self.flow = flow
+        self.names: Dict[str, cst.CSTNode] = {name: bound_at}  # name -> the statement binding the loaded value to it
+        self.stack: List[cst.CSTNode] = []
+        self.use: Optional[cst.CSTNode] = None
+        self.tested = False
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.stack.append(node)
+        if self.use is not None or self.tested:
+            return False
+        if node is not self.scope and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in _KIND_TESTS:
+            self.tested = any(type(arg.value) is cst.Name and arg.value.value in self.names for arg in node.args)
+        elif type(node) is cst.Name and node.value in self.names and not _is_target(self.stack) and self._holds_load(node):
+            found = _climb(node, self.stack)
+            if type(found) is cst.Name:
+                if len(self.names) < _MAX_NAMES:
+                    self.names.setdefault(found.value, _binding_statement(self.stack))
+            elif type(found) is cst.Call:
+                self.use = found
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
+
+    def _holds_load(self, name: cst.Name) -> bool:
+        """Every binding of `name` that reaches here binds it to the loaded value."""
+        reaching = self.flow.reaching(name.value, self.flow.position(self.stack))
+        tracked = set(map(id, self.names.values()))
+        return bool(reaching) and all(id(binding.statement) in tracked for binding in reaching)
+
+
+class _AttributeUses(cst.CSTVisitor):
+    """In a class, how many statements assign `self.<name>`, and the first use of it as a whole module; `tested` once a
+    test of what it holds is seen."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.stack: List[cst.CSTNode] = []
+        self.assigned = 0
+        self.use: Optional[cst.CSTNode] = None
+        self.tested = False
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.stack.append(node)
+        if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in _KIND_TESTS:
+            self.tested = self.tested or any(self._is_it(arg.value) for arg in node.args)
+        elif self._is_it(node):
+            if _is_target(self.stack):
+                self.assigned += 1
+            elif self.use is None:
+                found = _climb(node, self.stack)
+                if type(found) is cst.Call:
+                    self.use = found
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
+
+    def _is_it(self, node: cst.CSTNode) -> bool:
+        return (
+            type(node) is cst.Attribute and node.attr.value == self.name
+            and type(node.value) is cst.Name and node.value.value == "self"
+        )
+
+
+def _binding_statement(stack: Sequence[cst.CSTNode]) -> cst.CSTNode:
+    """The innermost assignment of `stack`, whose value `_climb` reached."""
+    return next(node for node in reversed(stack) if isinstance(node, (cst.Assign, cst.AnnAssign)))
+
+
+def _is_target(stack: Sequence[cst.CSTNode]) -> bool:
+    """The innermost node of `stack` is a name (or `self.x`) an assignment or a loop binds."""
+    name, parent = stack[-1], stack[-2] if len(stack) > 1 else None
+    return (
+        type(parent) is cst.AssignTarget and parent.target is name
+        or type(parent) in (cst.AugAssign, cst.AnnAssign, cst.For) and parent.target is name
+    )

@@ -120,6 +120,11 @@ class Rule:
         return "\n".join(parts).rstrip() + "\n"
 
 
+def quoted(code: str, limit: int = 40) -> str:
+    """Code to quote in a message: itself when it is short and on one line, else `...`."""
+    return code if len(code) <= limit and "\n" not in code else "..."
+
+
 def strip_expectations(code: str) -> str:
     return "\n".join(EXPECT_COMMENT.sub("", line).rstrip() for line in textwrap.dedent(code).strip("\n").splitlines()) + "\n"
 

@@ -9,7 +9,7 @@ from torchlint.analysis.weights_only import Caller, Leaf, allow_listed_nearby, r
 from torchlint.engine.context import FileContext
 from torchlint.engine.walk import OwnScopeVisitor, walk_visitor
 from torchlint.finding import Fix
-from torchlint.rules.base import Rule
+from torchlint.rules.base import Rule, quoted
 from torchlint.rules.serialization.unsafe_torch_load import SAFE_DEFAULT_SINCE, TORCH_LOAD, TORCH_SAVE
 from torchlint.rules.serialization.whole_object_checkpoint import ALLOW_LISTING, allow_listed, file_key, saved_before
 from torchlint.rules.triggers import fragments
@@ -333,8 +333,7 @@ def _saves_in(context: FileContext, function: cst.FunctionDef, nested: bool, kno
 
 
 def _shown(leaf: Leaf) -> str:
-    code = leaf.context.code(leaf.written)
-    return code if len(code) <= 40 and "\n" not in code else "..."
+    return quoted(leaf.context.code(leaf.written))
 
 
 def _where(leaf: Leaf) -> str:

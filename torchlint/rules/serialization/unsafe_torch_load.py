@@ -9,7 +9,8 @@ from torchlint.analysis.modules import decorator_name
 from torchlint.finding import Edit, Fix
 from torchlint.engine.context import last_parts
 from torchlint.engine.scopes import parameters
-from torchlint.rules.base import Rule
+from torchlint.rules.base import Rule, quoted
+from torchlint.analysis.weights_only import whole_object_use
 from torchlint.rules.triggers import words
 
 TORCH_LOAD = frozenset({"torch.load", "torch.serialization.load"})
@@ -63,6 +64,11 @@ class UnsafeTorchLoad(Rule):
     - it is the fallback in an `except TypeError:` after a load that passes
       `weights_only`, for a torch too old to know the keyword.
 
+    Where the code uses what it loads as a whole module (`model = torch.load(path)`
+    then `model.eval()`, `ckpt["model"].float().state_dict()`: the shapes TL502 reads),
+    `weights_only=True` is no remedy, as it refuses the file: the message says so and
+    asks for a saved `state_dict()` instead, and no fix is offered.
+
     ## Why is this bad?
     A checkpoint loaded with `weights_only=False` is an ordinary pickle: loading it
     runs whatever code the file's author put in it. With `weights_only=True` torch
@@ -79,7 +85,7 @@ class UnsafeTorchLoad(Rule):
     (torch refuses the two together), and where `weights_only=False` looks like the point of the code: in
     a branch whose condition is about `weights_only` or trust (`if not
     weights_only:`, `if trusted:`), or in an `except` handler that falls back after
-    a safe load failed.
+    a safe load failed; nor for a load whose result the code uses as a whole module.
 
     ## Options
     `torch-version` (default: the lowest version the project's own dependency on
@@ -100,13 +106,23 @@ class UnsafeTorchLoad(Rule):
     )
     old_default_message = (
         "`torch.load` without `weights_only`: before torch 2.6 (this project supports {version}) the default is "
-        "`weights_only=False`, which unpickles arbitrary objects and runs a malicious checkpoint's code; pass "
-        "`weights_only=True`{until}"
+        "`weights_only=False`, which unpickles arbitrary objects and runs a malicious checkpoint's code{advice}"
     )
+    weights_only_advice = "; pass `weights_only=True`{until}"
     # Where the project supports a torch whose `torch.load` has no `weights_only`, the advice waits for it.
     before_weights_only = (
         " once the project requires torch 1.13 or later (the keyword raises `TypeError` before it); until then, "
         "load only files you trust"
+    )
+    # Where the code uses what it loads as a whole module, `weights_only=True` is no remedy: it refuses the file.
+    whole_object_message = (
+        "`torch.load(..., weights_only=False)` unpickles arbitrary objects: a malicious checkpoint runs its code on "
+        "load{whole}"
+    )
+    whole_object_advice = (
+        "; this file holds a whole module (`{use}`), which `weights_only=True` (the default since torch 2.6) refuses "
+        "with `UnpicklingError: Weights only load failed`: save the module's `state_dict()` instead and load it into a "
+        "model built first; until then, load only files you trust"
     )
     pickle_module_message = (
         "`torch.load` with `pickle_module` and no `weights_only`: torch then defaults to `weights_only=False` on "
@@ -153,8 +169,12 @@ class UnsafeTorchLoad(Rule):
         if weights_only is not None:
             self._note_try_body()
             if semantics.literal(weights_only.value) is False and not self._reads_back_own_save(node):
-                fixable = pickle_module is None and not self._chosen_deliberately()
-                self.report(node, fix=self._set_true(weights_only) if fixable else None)
+                whole = self._whole_object_advice(node)
+                if whole:
+                    self.report(node, self.whole_object_message.format(whole=whole))
+                else:
+                    fixable = pickle_module is None and not self._chosen_deliberately()
+                    self.report(node, fix=self._set_true(weights_only) if fixable else None)
         elif pickle_module is not None:
             self.report(node, self.pickle_module_message)
         elif self.ctx.config.torch_version < SAFE_DEFAULT_SINCE and not (
@@ -162,7 +182,10 @@ class UnsafeTorchLoad(Rule):
         ):
             version = ".".join(map(str, self.ctx.config.torch_version))
             until = self.before_weights_only if self.ctx.config.torch_version < WEIGHTS_ONLY_SINCE else ""
-            message, fix = self.old_default_message.format(version=version, until=until), self._add_keyword(node)
+            whole = self._whole_object_advice(node)
+            advice = whole or self.weights_only_advice.format(until=until)
+            message = self.old_default_message.format(version=version, advice=advice)
+            fix = None if whole else self._add_keyword(node)
             fixture = self._temporary_fixture_read(node)
             if fixture is None:
                 self.report(node, message, fix)
@@ -173,6 +196,13 @@ class UnsafeTorchLoad(Rule):
         for node, message, fix, fixture in self.fixture_loads:
             if fixture not in self.saving_functions:
                 self.report(node, message, fix)
+
+    def _whole_object_advice(self, node: cst.Call) -> str:
+        """The advice for a load whose result the code uses as a whole module, or ""."""
+        use = whole_object_use(self.ctx, node, self.ctx.stack)
+        if use is None:
+            return ""
+        return self.whole_object_advice.format(use=quoted(self.ctx.code(use), 60))
 
     def _set_true(self, weights_only: cst.Arg) -> Fix:
         return Fix.unsafe("Pass `weights_only=True`", self.ctx.replace(weights_only.value, "True"))

@@ -8,9 +8,10 @@ from torchlint.analysis.models import assigned_a_module_wrapper, picked_from_mod
 from torchlint.analysis.modules import builds_module, names_module_class
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.values import Values
+from torchlint.analysis.weights_only import whole_object_use
 from torchlint.engine.context import last_parts
 from torchlint.finding import Fix
-from torchlint.rules.base import Rule
+from torchlint.rules.base import Rule, quoted
 from torchlint.rules.serialization.unsafe_torch_load import SAFE_DEFAULT_SINCE, TORCH_LOAD, TORCH_SAVE
 from torchlint.rules.triggers import words
 
@@ -64,7 +65,20 @@ class WholeObjectCheckpoint(Rule):
       the builtin `open` stands for the path it opens: `torch.load(open(model_name, "rb"))`
       reads what `with open(model_name, "wb") as f: torch.save(model, f)` wrote (also a name
       assigned `open(path)` once), and two `with open(...) as f` blocks on different paths
-      are different files.
+      are different files;
+    - a load, without `weights_only=False` (under torch 2.6's default, or with `weights_only=True`), whose
+      result the code uses as a whole module, wherever the file came from: a method only modules have is
+      called on it or on an item of it (`model = torch.load(path)` then `model.eval()`, the tutorial's
+      "entire model"; `ckpt["model"].float().state_dict()`, `.parameters()`), or it is called like a
+      function (`net(x)`); followed through subscripts, `.get(...)`, `.float()`, `.half()`, `.to(...)`,
+      `.cuda()`, `.cpu()` and up to two names in the load's function (every binding of the name that reaches
+      the use binds the loaded value), and from `self.ckpt = torch.load(...)` into every method of the
+      class when no other statement assigns `self.ckpt` (a trainer that loads in `__init__` and resumes
+      later). Such a file holds a pickled module, written by `torch.save(model)`. Not when the code tests
+      what it got (`isinstance(ckpt, nn.Module)`, `hasattr`: written for either kind), when the file
+      allow-lists classes (`add_safe_globals`, whatever it names: the module's classes are not known) or
+      sets `TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`. Given up: a loaded value used as a module only in a function
+      it is passed to (`extract_scales(ckpt["model"])`).
 
     Not flagged: `torch.save(model.state_dict(), f)` and dictionaries of state dicts; loads
     passing `weights_only=False` (TL501 reports those that should not); loads in projects that
@@ -111,8 +125,8 @@ class WholeObjectCheckpoint(Rule):
     code = "TL502"
     name = "whole-object-checkpoint"
     fix_safety = "unsafe"
-    # Every finding is a whole-object save or a load of a file one writes: the file calls `torch.save`.
-    triggers = words("save")
+    # Every finding is a whole-object save or a load (of a file one writes, or used as a whole module).
+    triggers = words("save", "load")
     # `order` counts only these calls: what matters is whether a load comes after a save.
     call_parts = last_parts(TORCH_LOAD | TORCH_SAVE | ALLOW_LISTING)
     message = (
@@ -123,6 +137,11 @@ class WholeObjectCheckpoint(Rule):
         "this file is written by `torch.save({saved}, ...)`, a whole module or optimizer: under torch 2.6's default "
         "`weights_only=True` this load raises `UnpicklingError: Weights only load failed`; save and load "
         "`state_dict()`s"
+    )
+    used_message = (
+        "this load gets a whole module back (`{use}`), which only a file written by `torch.save(model)` holds: under "
+        "torch 2.6's default `weights_only=True` it raises `UnpicklingError: Weights only load failed`; save and load "
+        "`state_dict()`s, or pass `weights_only=False` for a file you trust"
     )
     example = """
     import torch
@@ -145,6 +164,8 @@ class WholeObjectCheckpoint(Rule):
         # Per file key, each save in source order: (order, the saved expression if it is a whole object, else None).
         self.saves: Dict[Hashable, List[Tuple[int, Optional[cst.BaseExpression]]]] = {}
         self.loads: List[Tuple[Hashable, int, cst.Call]] = []
+        # Loads whose result the code uses as a whole module (`model = torch.load(path)`, `model.eval()`), with that use.
+        self.used_whole: List[Tuple[cst.Call, cst.CSTNode]] = []
         # Each whole-object save, with the names of the classes it pickles (`Net`, `Sequential`), its fix and its file key.
         self.whole_saves: List[Tuple[cst.Call, List[str], Optional[Fix], Optional[Hashable]]] = []
         # The files the file loads with `weights_only=False`: a whole-object round trip it trusts, which loads.
@@ -177,10 +198,15 @@ class WholeObjectCheckpoint(Rule):
             source = semantics.keyword(node, "f") or semantics.positional(node, 0)
             if weights_only is not None and semantics.literal(weights_only.value, None) is False and source is not None:
                 self.trusted.add(file_key(self.ctx, source.value))
-            if self.ctx.config.torch_version < SAFE_DEFAULT_SINCE or weights_only is not None and semantics.literal(weights_only.value) is not True:
+            # Weights only: asked for, or by default on the torch versions the project supports.
+            asked = weights_only is not None and semantics.literal(weights_only.value) is True
+            if not asked and (weights_only is not None or self.ctx.config.torch_version < SAFE_DEFAULT_SINCE):
                 return
             if source is not None:
                 self.loads.append((file_key(self.ctx, source.value), self.order, node))
+            use = whole_object_use(self.ctx, node, self.ctx.stack)
+            if use is not None:
+                self.used_whole.append((node, use))
 
     def finish(self) -> None:
         # The neighbours are read once for each set of saved classes, not once for each save.
@@ -193,11 +219,19 @@ class WholeObjectCheckpoint(Rule):
                 nearby[key] = _allow_listed_nearby(self.ctx.filename, key)
             if not nearby[key]:
                 self.report(save, fix=fix)
+        reported = set()
         for key, order, load in self.loads:
             saved = saved_before(self.saves.get(key, []), order)
             if saved is not None and not self.allowed.issuperset(self.saved_classes[id(saved)]):
                 shown = self.ctx.code(saved)
-                self.report(load, self.load_message.format(saved=shown if len(shown) <= 40 and "\n" not in shown else "..."))
+                self.report(load, self.load_message.format(saved=quoted(shown)))
+                reported.add(id(load))
+        # Which classes the loaded module has is not known here: a file that allow-lists any may have listed them.
+        if self.allowed or _WEIGHTS_ONLY_FORCED_OFF in self.ctx.text:
+            return
+        for load, use in self.used_whole:
+            if id(load) not in reported:
+                self.report(load, self.used_message.format(use=quoted(self.ctx.code(use), 60)))
 
     def _state_dict_fix(self, saved: cst.BaseExpression) -> Optional[Fix]:
         """Save `x.state_dict()` for each whole object named in the save itself (`torch.save(model, f)`,
@@ -243,6 +277,10 @@ class WholeObjectCheckpoint(Rule):
                 for element in node.elements:
                     found += self._whole_objects(octx, element.value, there, nesting + 1)
         return found
+
+
+# The environment variable that turns the weights-only default off (`os.environ[...] = "1"` in the file itself).
+_WEIGHTS_ONLY_FORCED_OFF = "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"
 
 
 def file_key(ctx, file: cst.BaseExpression) -> Hashable:
