@@ -675,10 +675,11 @@ class Values:
 
     def _method_calls_of(self, method: cst.FunctionDef, around: Tuple[cst.CSTNode, ...]) -> List[Tuple[cst.Call, Place]]:
         """Every call of `method`, a plain method of a class at the top of the module, through the class's instances
-        (`trainer.fit(loader)`), when those are all its calls: the class is only called here (`_only_called_here`:
-        no other file or subclass makes instances), and every use of the method's name in the file is a call whose
-        receiver is an instance of it (`called_method`); else [] (a bound method passed on, `self.fit(...)`, a
-        receiver not followed)."""
+        (`trainer.fit(loader)`) and, in the class's own methods, through `self` (a trainer's `__init__` calling
+        `self.parallel_model(model)`), when those are all its calls: the class is only called here
+        (`_only_called_here`: no other file or subclass makes instances, so `self` is an instance of it), and every
+        use of the method's name in the file is a call whose receiver is an instance of it (`called_method`) or
+        `self`; else [] (a bound method passed on, a receiver not followed)."""
         model_class = around[-1]
         if method.decorators or len(around) != 2 or not self._only_called_here(model_class, around[:-1]):
             return []
@@ -689,6 +690,9 @@ class Values:
         sites = []
         for call, scopes, statement in uses.method_calls.get(name, ()):
             place = Place(self.ctx, scopes, statement)
+            if _on_self(call, scopes, model_class):
+                sites.append((call, place))
+                continue
             found = self.called_method(call, place.stack)
             if found is None:
                 return []
@@ -1478,6 +1482,19 @@ class _Returns(OwnScopeVisitor):
     def visit_Return(self, node: cst.Return) -> None:
         if node.value is not None:
             self.returns.append(node)
+
+
+def _on_self(call: cst.Call, scopes: Tuple[cst.CSTNode, ...], model_class: cst.ClassDef) -> bool:
+    """`call` is `self.name(...)` made in a plain method of `model_class`, `self` being that method's first
+    parameter (a call in a function nested in the method, or through `cls`, is not)."""
+    func = call.func
+    if type(func) is not cst.Attribute or type(func.value) is not cst.Name or len(scopes) < 2 or scopes[-2] is not model_class:
+        return False
+    function = scopes[-1]
+    if type(function) is not cst.FunctionDef or function.decorators:
+        return False
+    positional = list(function.params.posonly_params) + list(function.params.params)
+    return bool(positional) and positional[0].name.value == func.value.value
 
 
 class _NameUses(cst.CSTVisitor):
