@@ -1,5 +1,5 @@
 import re
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -83,6 +83,13 @@ class TensorAttributeNotBuffer(Rule):
     that way), or classes that a file importing them builds and that file sets it
     (`def build(): torch.set_default_device(device); return KVCache(n)` in main.py;
     where not every call of the class is known, any file that may import its module).
+    Nor an attribute that an `_apply(self, fn)` override converts with `fn` (alone or
+    through `map(fn, ...)`), in the file or in one that names the class and may import
+    its module or lies in its folder or a folder above: YOLOv5's and YOLOv6's
+    `Model._apply` runs `self.detect.stride = fn(self.detect.stride)`, so the model's
+    `.to()`, `.cuda()` and `.half()` convert the head's strides too (held-out round 57).
+    The override is matched by the attribute's name: an attribute of the same name in
+    another class of those files is given up.
 
     Nor a tensor made on a device (`torch.arange(n, device=device)`) in a class the file
     builds and never moves or converts: every instance bound to a name that is only
@@ -169,6 +176,8 @@ class TensorAttributeNotBuffer(Rule):
         self._unmoved: Dict[int, bool] = {}
         # class id -> whether a file that imports this one builds the class under another default device.
         self._under_default_device: Dict[int, bool] = {}
+        # class id -> the attribute names an `_apply` override in this file or one importing it converts (`_apply_moves`)
+        self._moved_by_apply: Dict[int, FrozenSet[str]] = {}
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if type(node.value) is not cst.Call:
@@ -208,7 +217,7 @@ class TensorAttributeNotBuffer(Rule):
                 continue
             if self._replaced(target, stack):
                 continue
-            if self._built_under_a_default_device(module):
+            if self._built_under_a_default_device(module) or target.attr.value in self._moved_by_overrides(module):
                 continue
             forwards = self.classes.forward_methods(module)
             kinds = {kind for method, kind in self.reads.get(key, []) if method in forwards}
@@ -291,6 +300,25 @@ class TensorAttributeNotBuffer(Rule):
             )
         return answer
 
+    def _moved_by_overrides(self, module: ModuleClass) -> FrozenSet[str]:
+        """The attribute names that an `_apply(self, fn)` override converts with `fn`, in this file or in one that
+        names the class and may import its module, or lies in its folder or one above (`Project.files_above`: a
+        project too large for its importers to be known): YOLOv5's and YOLOv6's `Model._apply` runs `fn` on its
+        head's `stride` and `grid` (`self.detect.stride = fn(self.detect.stride)`), so `.to()`, `.cuda()` and
+        `.half()` of the model convert those plain tensors too."""
+        answer = self._moved_by_apply.get(id(module.node))
+        if answer is None:
+            names = set(_apply_moves(self.ctx))
+            named = re.compile(rb"\b" + re.escape(module.node.name.value.encode()) + rb"\b")
+            nearby = [
+                path for path in PROJECT.files_above(self.ctx.filename)
+                if b"def _apply(" in (PROJECT.read(path) or (b"",))[0] and named.search(PROJECT.read(path)[0])
+            ]
+            for path in sorted(set(_importers_naming(self.ctx.filename, module.node.name.value) + nearby)):
+                names.update(SUMMARIES.section(path, self.ctx.config, _APPLY_MOVES, _apply_moves) or ())
+            answer = self._moved_by_apply[id(module.node)] = frozenset(names)
+        return answer
+
     def _assigned_elsewhere(self, module: ModuleClass, name: str, init: cst.FunctionDef) -> bool:
         return any(module.assigning_method(value) is not init for value in module.attributes().get(name, []))
 
@@ -318,6 +346,7 @@ class TensorAttributeNotBuffer(Rule):
 
 
 _SETS_DEFAULT_DEVICE = "sets-default-device"
+_APPLY_MOVES = "apply-moves"
 
 
 def _importers_naming(path: str, name: str) -> List[str]:
@@ -340,6 +369,34 @@ def _sets_default_device(ctx) -> bool:
 
     walk(ctx.module, on_visit, lambda node: stack.pop())
     return bool(found)
+
+
+def _apply_moves(ctx) -> Tuple[str, ...]:
+    """The attribute names the file's `_apply(self, fn)` overrides pass to `fn`, alone or through `map(fn, ...)`:
+    `self.detect.stride = fn(self.detect.stride)`, `m.grid = list(map(fn, m.grid))` (a section of its summary)."""
+    names: Set[str] = set()
+    for statement in ctx.module.body:
+        if type(statement) is not cst.ClassDef:
+            continue
+        for method in statement.body.body:
+            params = method.params.params if type(method) is cst.FunctionDef and method.name.value == "_apply" else ()
+            if len(params) < 2:
+                continue
+            applied = params[1].name.value
+
+            def on_visit(node: cst.CSTNode) -> bool:
+                if type(node) is cst.Call and type(node.func) is cst.Name and node.args:
+                    passed = node.args[0].value
+                    if node.func.value == "map" and len(node.args) > 1 and type(passed) is cst.Name and passed.value == applied:
+                        passed = node.args[1].value
+                    elif node.func.value != applied:
+                        return True
+                    if type(passed) is cst.Attribute:
+                        names.add(passed.attr.value)
+                return True
+
+            walk(method.body, on_visit, lambda node: None)
+    return tuple(sorted(names))
 
 
 def _made_on_a_device(value: cst.BaseExpression) -> bool:
