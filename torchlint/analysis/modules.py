@@ -23,7 +23,7 @@ from torchlint.analysis import syntax
 from torchlint.analysis.summaries import no_module_class
 from torchlint.analysis.values import Origin, Values, method_of
 from torchlint.engine.scopes import SCOPE_TYPES, dotted_name, parameters, scope_nodes_of
-from torchlint.engine.walk import walk_visitor
+from torchlint.engine.walk import walk, walk_visitor
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
@@ -517,6 +517,38 @@ def runs_only_while_built(ctx: "FileContext", function: cst.FunctionDef, stack: 
         return False
     sites = ctx.callgraph.call_sites(ctx.callgraph.key_of(function, scope_nodes_of(stack)))
     return bool(sites) and all(runs_in_builder(ctx, site.stack, depth + 1) for site in sites)
+
+
+# The bases of a custom autograd operation.
+_AUTOGRAD_FUNCTIONS = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
+# Random draws an export stand-in makes up its outputs from, by qualified name or its start.
+_RANDOM_DRAWS = ("torch.rand", "torch.randn", "torch.randint", "torch.randperm", "random.", "numpy.random.")
+
+
+def is_export_stand_in(ctx: "FileContext", function_class: cst.ClassDef, around: Sequence[cst.CSTNode]) -> bool:
+    """`function_class` (with `around`, the nodes outside it) is a `torch.autograd.Function` that only stands in for
+    an operator while a model is exported: it defines `symbolic` (what ONNX export writes in its place) and no
+    `backward`, and its `forward` makes its outputs up from random draws (YOLOv6's `ORT_NMS` and `TRT_NMS`:
+    `torch.randint(...)`, `torch.randn(...)` of the output's shape). Its `forward` runs when the model is traced for
+    export, once; a real operator (an NMS kernel with a `symbolic` for export) computes its outputs and is no
+    stand-in."""
+    if method_of(function_class, "symbolic") is None or method_of(function_class, "backward") is not None:
+        return False
+    forward = method_of(function_class, "forward")
+    if forward is None or not any(
+        ctx.qualified_name(base.value, around) in _AUTOGRAD_FUNCTIONS for base in function_class.bases
+    ):
+        return False
+    stack = [*around, function_class, forward]
+    draws = []
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        if type(node) is cst.Call and (ctx.qualified_name(node.func, stack) or "").startswith(_RANDOM_DRAWS):
+            draws.append(node)
+        return not draws
+
+    walk(forward.body, on_visit, lambda node: None)
+    return bool(draws)
 
 
 def runs_in_builder(ctx: "FileContext", stack: Sequence[cst.CSTNode], depth: int = 0) -> bool:

@@ -15,7 +15,7 @@ from torchlint.analysis import syntax
 from torchlint.analysis.conversions import CONVERSION_METHODS
 from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.loops import FUNCTION_BOUNDARIES, iteration, loop_nodes
-from torchlint.analysis.modules import runs_only_while_built
+from torchlint.analysis.modules import is_export_stand_in, runs_only_while_built
 from torchlint.analysis.summaries import CallStack, method_calls_from_importers
 from torchlint.analysis.values import PROGRESS_BARS, Values
 from torchlint.engine.scopes import dotted_name, scope_nodes_of
@@ -248,7 +248,7 @@ def per_step_function(ctx: "FileContext", stack: Sequence[cst.CSTNode], depth: i
         words = name_words(function.name.value)
         key = ctx.callgraph.key_of(function, scope_nodes_of(stack[: index + 1]))
         if words & _STEP_WORDS and not runs_only_while_built(ctx, function, stack[: index + 1]):
-            return True
+            return not _in_export_stand_in(ctx, stack, index)
         loops = bool(Values.of(ctx).flow(function).loop_ends)
         if words & _TRAIN_WORDS and not loops:
             return True
@@ -259,6 +259,16 @@ def per_step_function(ctx: "FileContext", stack: Sequence[cst.CSTNode], depth: i
                 if (not loops and in_a_step_loop(there, site)) or per_step_function(there, site, depth + 1):
                     return True
     return False
+
+
+def _in_export_stand_in(ctx: "FileContext", stack: Sequence[cst.CSTNode], index: int) -> bool:
+    """`stack[index]` is the `forward` of an autograd Function that stands in for an operator at export
+    (`is_export_stand_in`): traced once, not run every step."""
+    owner = stack[index - 2] if index >= 2 else None
+    return (
+        stack[index].name.value == "forward" and type(owner) is cst.ClassDef
+        and is_export_stand_in(ctx, owner, stack[: index - 2])
+    )
 
 
 def _callers(

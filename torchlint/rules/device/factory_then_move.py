@@ -94,7 +94,10 @@ class FactoryThenMove(Rule):
     name a loop of the same function comes back to (an optimizer's `step()` initialising
     its buffers; `if batch_size is None:` on a parameter the branch leaves alone, or
     `if states is None: states = ...` in a `forward` its callers give `None`, builds the
-    tensor on every call); loops in test files (`test_*.py`, `tests/`),
+    tensor on every call); the `forward` of a `torch.autograd.Function` that only stands
+    in for an operator while the model is exported (it defines `symbolic` and no
+    `backward`, and makes its outputs up from random draws: YOLOv6's `ORT_NMS`), which
+    runs when the model is traced, once; loops in test files (`test_*.py`, `tests/`),
     which repeat a test once per parameter. A variable holding a factory's result
     that is read besides its move (the host tensor is used), or made before the loop
     that moves it (TL310's loop-invariant transfer). Factories already given `device=`;
@@ -150,7 +153,8 @@ class FactoryThenMove(Rule):
     preview = (
         "In preview after held-out rounds 52-54 (docs/precision.md): 36 of 41 findings true at first sight. The false "
         "ones ran once, not every step: the `forward` of a `torch.autograd.Function` that only stands in for an ONNX "
-        "operator during export (it has a `symbolic`, and returns placeholder values), a driver loop of one pass "
+        "operator during export (it has a `symbolic`, and returns placeholder values; rounds 54 and 57, fixed in the "
+        "twelfth session), a driver loop of one pass "
         "whose factory sits under a test of a local that is always None, a TensorBoard graph helper a per-batch "
         "callback calls only under `if ni == 0:` (rounds 53 and 54, not fixed), and a 0-element tensor in a rare "
         "early return (round 52, unclear). The rule leaves preview again when two rounds in a row read it at least 9 "

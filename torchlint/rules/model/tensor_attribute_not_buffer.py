@@ -5,7 +5,8 @@ import libcst as cst
 
 from torchlint.analysis import syntax
 from torchlint.analysis.modules import (
-    PARAMETER, ModuleClass, ModuleClasses, builds_module, is_self_attribute, rebound_later, self_name,
+    PARAMETER, ModuleClass, ModuleClasses, builds_module, is_export_stand_in, is_self_attribute, rebound_later,
+    self_name,
 )
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.summaries import SUMMARIES, calls_from_importers
@@ -89,7 +90,11 @@ class TensorAttributeNotBuffer(Rule):
     `Model._apply` runs `self.detect.stride = fn(self.detect.stride)`, so the model's
     `.to()`, `.cuda()` and `.half()` convert the head's strides too (held-out round 57).
     The override is matched by the attribute's name: an attribute of the same name in
-    another class of those files is given up.
+    another class of those files is given up. Nor a read that only hands the tensor to
+    `Op.apply(...)` of an autograd Function that stands in for an operator at export
+    (a `symbolic`, no `backward`, outputs made up from random draws: YOLOv6's
+    `ORT_NMS.apply(boxes, scores, self.max_obj, ...)`), whose `forward` never computes
+    with it.
 
     Nor a tensor made on a device (`torch.arange(n, device=device)`) in a class the file
     builds and never moves or converts: every instance bound to a name that is only
@@ -196,7 +201,23 @@ class TensorAttributeNotBuffer(Rule):
         found = self.classes.enclosing(stack)
         if found is None or not is_self_attribute(node, found[1]):
             return
-        self.reads.setdefault((id(found[0].node), node.attr.value), []).append((id(found[1]), _read_kind(node, stack)))
+        kind = HARMLESS if self._passed_to_export_stand_in(stack) else _read_kind(node, stack)
+        self.reads.setdefault((id(found[0].node), node.attr.value), []).append((id(found[1]), kind))
+
+    def _passed_to_export_stand_in(self, stack) -> bool:
+        """The read (the last of `stack`) is an argument of `Op.apply(...)`, `Op` an autograd Function that only stands
+        in for an operator at export (`is_export_stand_in`): its `forward` makes its outputs up and computes nothing
+        with the tensor, which ONNX export writes into the graph whatever its device (YOLOv6's `ORT_NMS.apply(x,
+        self.max_obj)`)."""
+        if len(stack) < 3 or type(stack[-2]) is not cst.Arg or type(stack[-3]) is not cst.Call:
+            return False
+        func = stack[-3].func
+        if type(func) is not cst.Attribute or func.attr.value != "apply":
+            return False
+        origins = Values.of(self.ctx).origins(func.value, stack)
+        return len(origins) == 1 and type(origins[0].node) is cst.ClassDef and is_export_stand_in(
+            origins[0].place.context, origins[0].node, origins[0].place.stack,
+        )
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.qualified_name_in(node.func, _DEFAULT_DEVICE_SETTERS):
