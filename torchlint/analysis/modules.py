@@ -33,6 +33,11 @@ _NOT_MODULES = frozenset({"Parameter", "UninitializedParameter", "UninitializedB
 _NOT_MODULE_PACKAGES = frozenset({"utils", "functional", "init", "parameter"})
 MODULE_ROOTS = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
 PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+# Methods `nn.Module` has that tensors, optimizers, containers and numbers lack: a value they are called on is a module.
+MODULE_ONLY_METHODS = frozenset({
+    "eval", "train", "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
+    "modules", "named_modules", "register_buffer", "register_parameter", "add_module", "get_submodule", "forward",
+})
 # Containers that register what they hold.
 REGISTERING_CONTAINERS = frozenset({
     "torch.nn.ModuleList", "torch.nn.ModuleDict", "torch.nn.ParameterList", "torch.nn.ParameterDict",
@@ -517,6 +522,41 @@ def runs_only_while_built(ctx: "FileContext", function: cst.FunctionDef, stack: 
         return False
     sites = ctx.callgraph.call_sites(ctx.callgraph.key_of(function, scope_nodes_of(stack)))
     return bool(sites) and all(runs_in_builder(ctx, site.stack, depth + 1) for site in sites)
+
+
+# Types a value tested with `isinstance` is a tensor, not a module, under.
+_TENSOR_CLASSES = PARAMETER | {"torch.Tensor"}
+_MODULE_CLASS = "torch.nn.Module"
+
+
+def tested_as_tensor(ctx: "FileContext", expr: cst.BaseExpression, stack: Sequence[cst.CSTNode]) -> bool:
+    """The innermost point of `stack` runs only where `expr` is a tensor by an `isinstance` test around it, in its
+    function: in the body of `if isinstance(expr, nn.Parameter):` (or `torch.Tensor`, or a tuple of those), or in the
+    `else` of `if isinstance(expr, nn.Module):` (a loop over a mix of modules and parameters)."""
+    written = dotted_name(expr)
+    if written is None:
+        return False
+    for depth in range(len(stack) - 2, -1, -1):
+        branch, arm = stack[depth], stack[depth + 1]
+        if type(branch) in SCOPE_TYPES:
+            return False
+        if type(branch) is not cst.If or arm is branch.test:
+            continue
+        tested = _isinstance_classes(ctx, branch.test, written, stack[:depth + 1])
+        if arm is branch.body and tested and tested <= _TENSOR_CLASSES or arm is branch.orelse and tested == {_MODULE_CLASS}:
+            return True
+    return False
+
+
+def _isinstance_classes(ctx: "FileContext", test: cst.BaseExpression, written: str, stack) -> Optional[Set[str]]:
+    """The qualified names of the classes `isinstance(<written>, ...)` tests, when `test` is that call."""
+    if type(test) is not cst.Call or type(test.func) is not cst.Name or test.func.value != "isinstance" or len(test.args) != 2:
+        return None
+    if dotted_name(test.args[0].value) != written:
+        return None
+    classes = test.args[1].value
+    elements = [element.value for element in classes.elements] if type(classes) is cst.Tuple else [classes]
+    return {ctx.qualified_name(element, stack) or "" for element in elements}
 
 
 # The bases of a custom autograd operation.

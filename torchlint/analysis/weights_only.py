@@ -18,7 +18,7 @@ import libcst as cst
 
 from torchlint import semantics
 from torchlint.analysis.syntax import argument_for
-from torchlint.analysis.modules import names_module_class
+from torchlint.analysis.modules import MODULE_ONLY_METHODS, names_module_class
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.values import Origin, Values
 
@@ -392,14 +392,10 @@ def _key(key: cst.BaseExpression) -> str:
     return "[...]"
 
 
-# Methods of torch's modules (`zero_grad` also of optimizers) that tensors, containers and numbers lack: a loaded value
-# they are called on, or one called like a function, was pickled whole, and the weights-only unpickler refuses its class
+# Methods of torch's modules and optimizers that tensors, containers and numbers lack: a loaded value they are called
+# on, or one called like a function, was pickled whole, and the weights-only unpickler refuses its class
 # (`Unsupported global: GLOBAL torch.nn.modules.linear.Linear`, observed on torch 2.13).
-_WHOLE_OBJECT_METHODS = frozenset({
-    "eval", "train", "state_dict", "load_state_dict", "parameters", "named_parameters", "buffers", "named_buffers",
-    "children", "named_children", "modules", "named_modules", "zero_grad", "register_buffer", "register_parameter",
-    "add_module", "get_submodule", "forward",
-})
+_WHOLE_OBJECT_METHODS = MODULE_ONLY_METHODS | {"state_dict", "load_state_dict", "zero_grad"}
 # Calls that give back the same kind of value, a module for a module and a tensor for a tensor (`ckpt["model"].float()`),
 # and `get`, an item of the loaded dict.
 _SAME_KIND = frozenset({"float", "half", "double", "bfloat16", "to", "cuda", "cpu", "get"})
@@ -416,18 +412,36 @@ def whole_object_use(ctx: "FileContext", load: cst.Call, stack: Sequence[cst.CST
     when the scope tests what a name holding it holds (`isinstance(ckpt, nn.Module)`: code for either kind)."""
     found = _climb(load, stack)
     if type(found) is cst.Attribute:
-        return _attribute_use(found, stack)
+        return _attribute_use(ctx, found, stack)
     if type(found) is not cst.Name:
         return found
     scope = next((node for node in reversed(stack[:-1]) if isinstance(node, (cst.FunctionDef, cst.Lambda))), ctx.module)
     if isinstance(scope, cst.Lambda):
         return None
-    scan = _Uses(found.value, _binding_statement(stack), scope, Values.of(ctx).flow(scope))
-    scope.visit(scan)
-    return None if scan.tested else scan.use
+    reads = ctx.shared(_Reads).of(scope)
+    flow = Values.of(ctx).flow(scope)
+    # name -> the statement binding the loaded value (or what `_climb` reached from it) to the name
+    names: Dict[str, cst.CSTNode] = {found.value: _binding_statement(stack)}
+    pending = [found.value]
+    while pending:
+        name = pending.pop()
+        if name in reads.tested:
+            return None
+        tracked = set(map(id, names.values()))
+        for read, around in reads.names.get(name, ()):
+            reaching = flow.reaching(name, flow.position(around))
+            if not reaching or any(id(binding.statement) not in tracked for binding in reaching):
+                continue
+            used = _climb(read, around)
+            if type(used) is cst.Call:
+                return used
+            if type(used) is cst.Name and len(names) < _MAX_NAMES and used.value not in names:
+                names[used.value] = _binding_statement(around)
+                pending.append(used.value)
+    return None
 
 
-def _attribute_use(target: cst.Attribute, stack: Sequence[cst.CSTNode]) -> Optional[cst.CSTNode]:
+def _attribute_use(ctx: "FileContext", target: cst.Attribute, stack: Sequence[cst.CSTNode]) -> Optional[cst.CSTNode]:
     """For `self.ckpt = torch.load(...)` in a method: the first use as a whole module of `self.ckpt` in any method of
     the class (a trainer that loads in `__init__` and resumes in `train`), when no other statement assigns it."""
     if type(target.value) is not cst.Name or target.value.value != "self":
@@ -435,9 +449,15 @@ def _attribute_use(target: cst.Attribute, stack: Sequence[cst.CSTNode]) -> Optio
     methods = [index for index, node in enumerate(stack) if type(node) is cst.FunctionDef]
     if not methods or methods[-1] < 2 or type(stack[methods[-1] - 2]) is not cst.ClassDef:
         return None
-    scan = _AttributeUses(target.attr.value)
-    stack[methods[-1] - 2].visit(scan)
-    return None if scan.tested or scan.assigned != 1 else scan.use
+    reads = ctx.shared(_Reads).of(stack[methods[-1] - 2])
+    name = target.attr.value
+    if name in reads.tested or reads.assigned.get(name) != 1:
+        return None
+    for read, around in reads.attributes.get(name, ()):
+        used = _climb(read, around)
+        if type(used) is cst.Call:
+            return used
+    return None
 
 
 def _climb(node: cst.CSTNode, stack: Sequence[cst.CSTNode]):
@@ -470,78 +490,77 @@ def _climb(node: cst.CSTNode, stack: Sequence[cst.CSTNode]):
     return None
 
 
-class _Uses(cst.CSTVisitor):
-    """The first use as a whole module of the names the loaded value is bound to, where only those bindings reach
-    (the scope's flow), in the scope and not in the functions or classes it defines; `tested` once a test of what such
-    a name holds is seen."""
+class _ScopeReads(NamedTuple):
+    # name -> each read of it (not an assignment's target), in source order, with the nodes from the scope down to it
+    names: Dict[str, List[Tuple[cst.Name, Tuple[cst.CSTNode, ...]]]]
+    # the same for `self.<name>` (in a class: its methods)
+    attributes: Dict[str, List[Tuple[cst.Attribute, Tuple[cst.CSTNode, ...]]]]
+    # how many statements assign `self.<name>`
+    assigned: Dict[str, int]
+    # names and `self` attributes (by name) a kind test reads (`isinstance(ckpt, nn.Module)`)
+    tested: Set[str]
 
-    def __init__(self, name: str, bound_at: cst.CSTNode, scope: cst.CSTNode, flow):
+
+class _Reads:
+    """Per file, for each scope asked about (a function, the module, or a class with its methods): the reads of each
+    name and `self` attribute, in one walk of the scope, so that every load of the scope is answered from it (a
+    script with a hundred module-level loads walks its module once)."""
+
+    def __init__(self, ctx: "FileContext"):
+        self._scopes: Dict[int, _ScopeReads] = {}
+
+    def of(self, scope: cst.CSTNode) -> _ScopeReads:
+        found = self._scopes.get(id(scope))
+        if found is None:
+            walker = _ReadsWalk(scope)
+            scope.visit(walker)
+            found = self._scopes[id(scope)] = _ScopeReads(walker.names, walker.attributes, walker.assigned, walker.tested)
+        return found
+
+
+class _ReadsWalk(cst.CSTVisitor):
+    """The walk `_Reads` makes: a function's or the module's own code (not the functions and classes it defines), a
+    class's methods."""
+
+    def __init__(self, scope: cst.CSTNode):
         self.scope = scope
-        self.flow = flow
-        self.names: Dict[str, cst.CSTNode] = {name: bound_at}  # name -> the statement binding the loaded value to it
+        self.in_class = type(scope) is cst.ClassDef
         self.stack: List[cst.CSTNode] = []
-        self.use: Optional[cst.CSTNode] = None
-        self.tested = False
+        self.names: Dict[str, list] = {}
+        self.attributes: Dict[str, list] = {}
+        self.assigned: Dict[str, int] = {}
+        self.tested: Set[str] = set()
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         self.stack.append(node)
-        if self.use is not None or self.tested:
+        if node is not self.scope and isinstance(node, (cst.ClassDef, cst.Lambda)):
             return False
-        if node is not self.scope and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            return False
-        if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in _KIND_TESTS:
-            self.tested = any(type(arg.value) is cst.Name and arg.value.value in self.names for arg in node.args)
-        elif type(node) is cst.Name and node.value in self.names and not _is_target(self.stack) and self._holds_load(node):
-            found = _climb(node, self.stack)
-            if type(found) is cst.Name:
-                if len(self.names) < _MAX_NAMES:
-                    self.names.setdefault(found.value, _binding_statement(self.stack))
-            elif type(found) is cst.Call:
-                self.use = found
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self.stack.pop()
-
-    def _holds_load(self, name: cst.Name) -> bool:
-        """Every binding of `name` that reaches here binds it to the loaded value."""
-        reaching = self.flow.reaching(name.value, self.flow.position(self.stack))
-        tracked = set(map(id, self.names.values()))
-        return bool(reaching) and all(id(binding.statement) in tracked for binding in reaching)
-
-
-class _AttributeUses(cst.CSTVisitor):
-    """In a class, how many statements assign `self.<name>`, and the first use of it as a whole module; `tested` once a
-    test of what it holds is seen."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.stack: List[cst.CSTNode] = []
-        self.assigned = 0
-        self.use: Optional[cst.CSTNode] = None
-        self.tested = False
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        self.stack.append(node)
-        if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in _KIND_TESTS:
-            self.tested = self.tested or any(self._is_it(arg.value) for arg in node.args)
-        elif self._is_it(node):
+        if node is not self.scope and type(node) is cst.FunctionDef and not (
+            self.in_class and self.stack[-2] is self.scope.body
+        ):
+            return False  # a method of the class is walked; other functions a scope defines are not
+        node_type = type(node)
+        if node_type is cst.Call and type(node.func) is cst.Name and node.func.value in _KIND_TESTS:
+            for arg in node.args:
+                if type(arg.value) is cst.Name:
+                    self.tested.add(arg.value.value)
+                elif _is_self_attribute(arg.value):
+                    self.tested.add(arg.value.attr.value)
+        elif node_type is cst.Name and not self.in_class and not _is_target(self.stack):
+            self.names.setdefault(node.value, []).append((node, tuple(self.stack)))
+        elif node_type is cst.Attribute and self.in_class and _is_self_attribute(node):
             if _is_target(self.stack):
-                self.assigned += 1
-            elif self.use is None:
-                found = _climb(node, self.stack)
-                if type(found) is cst.Call:
-                    self.use = found
+                self.assigned[node.attr.value] = self.assigned.get(node.attr.value, 0) + 1
+            else:
+                self.attributes.setdefault(node.attr.value, []).append((node, tuple(self.stack)))
         return True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         self.stack.pop()
 
-    def _is_it(self, node: cst.CSTNode) -> bool:
-        return (
-            type(node) is cst.Attribute and node.attr.value == self.name
-            and type(node.value) is cst.Name and node.value.value == "self"
-        )
+
+def _is_self_attribute(node: cst.CSTNode) -> bool:
+    return type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == "self"
 
 
 def _binding_statement(stack: Sequence[cst.CSTNode]) -> cst.CSTNode:

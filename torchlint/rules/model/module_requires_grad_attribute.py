@@ -4,7 +4,7 @@ import libcst as cst
 
 from torchlint.analysis import syntax
 from torchlint.analysis.facts import items_iterated
-from torchlint.analysis.modules import ModuleClasses, self_name
+from torchlint.analysis.modules import MODULE_ONLY_METHODS, ModuleClasses, self_name, tested_as_tensor
 from torchlint.analysis.values import Values
 from torchlint.engine.scopes import dotted_name, scope_nodes_of
 from torchlint.finding import Fix
@@ -12,7 +12,6 @@ from torchlint.rules.base import Rule
 from torchlint.rules.triggers import attributes
 
 # Methods only a Module has (a tensor has none of them): a name they are called on is a model.
-_MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "modules", "named_modules", "children", "named_children", "eval"})
 # Iterating these gives modules (the last element for the named ones).
 _MODULE_ITERATORS = frozenset({"modules", "children", "named_modules", "named_children"})
 
@@ -27,11 +26,16 @@ class ModuleRequiresGradAttribute(Rule):
     method of a Module class; `self.encoder` or `model.encoder` when the class assigns
     that attribute a module; a loop variable over `model.modules()`/`children()`
     (`named_modules()`, `named_children()`); or a name on which the same function calls a
-    method only Modules have (`parameters()`, `modules()`, `children()`, `eval()`, ...).
+    method only Modules have (`parameters()`, `modules()`, `children()`, `eval()`,
+    `register_buffer()`, ...).
 
     Not flagged: `param.requires_grad = False` on tensors and parameters (also in `for p
-    in model.parameters():`), `module.requires_grad_(False)`, and receivers whose origin
-    is not known (a function parameter the function only reads attributes of).
+    in model.parameters():`), `module.requires_grad_(False)`, receivers whose origin
+    is not known (a function parameter the function only reads attributes of), and an
+    assignment that runs only where an `isinstance` test around it makes the receiver a
+    tensor: in the body of `if isinstance(m, nn.Parameter):` (or `torch.Tensor`) or the
+    `else` of `if isinstance(m, nn.Module):`, a loop over a mix of modules and parameters
+    (held-out round 58).
 
     ## Why is this bad?
     `requires_grad` is a tensor attribute. On a module, the assignment only adds a Python
@@ -49,7 +53,7 @@ class ModuleRequiresGradAttribute(Rule):
     code = "TL706"
     name = "module-requires-grad-attribute"
     triggers = attributes("requires_grad")
-    call_parts = _MODULE_ONLY_METHODS
+    call_parts = MODULE_ONLY_METHODS
     fix_safety = "unsafe"
     message = (
         "`requires_grad` is a tensor attribute: set on a module it only adds a Python attribute, and every parameter "
@@ -78,7 +82,7 @@ class ModuleRequiresGradAttribute(Rule):
         self.assignments: List[Tuple[cst.Attribute, cst.Assign, tuple]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
-        if syntax.method_name(node) in _MODULE_ONLY_METHODS:
+        if syntax.method_name(node) in MODULE_ONLY_METHODS:
             written = dotted_name(node.func.value)
             if written is not None:
                 self.module_receivers.add((id(self._scope(self.ctx.stack)), written))
@@ -91,7 +95,7 @@ class ModuleRequiresGradAttribute(Rule):
 
     def finish(self) -> None:
         for target, statement, stack in self.assignments:
-            if self._is_module(target.value, stack):
+            if self._is_module(target.value, stack) and not tested_as_tensor(self.ctx, target.value, stack):
                 value = syntax.literal(statement.value)
                 shown = value if isinstance(value, bool) else False
                 self.report(target, self.message.replace("(False)", f"({shown})"), self._fix(target, statement))
