@@ -1,5 +1,5 @@
 import re
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -64,6 +64,11 @@ class UnsafeTorchLoad(Rule):
     - it is the fallback in an `except TypeError:` after a load that passes
       `weights_only`, for a torch too old to know the keyword.
 
+    A `weights_only=False` load in the `except` handler of a `try` whose load passes
+    `weights_only` is the fallback taken after the weights-only load refused the file: the
+    message says so (the refused file is unpickled anyway) and asks to allow-list what the
+    file needs instead; passing `weights_only=True` there is what failed.
+
     Where the code uses what it loads as a whole module (`model = torch.load(path)`
     then `model.eval()`, `ckpt["model"].float().state_dict()`: the shapes TL502 reads),
     `weights_only=True` is no remedy, as it refuses the file: the message says so and
@@ -102,13 +107,25 @@ class UnsafeTorchLoad(Rule):
     fix_safety = "unsafe"
     message = (
         "`torch.load(..., weights_only=False)` unpickles arbitrary objects: a malicious checkpoint runs its code on "
-        "load; pass `weights_only=True` (state dicts and tensors load fine)"
+        "load; pass `weights_only=True`{refuses}"
     )
     old_default_message = (
         "`torch.load` without `weights_only`: before torch 2.6 (this project supports {version}) the default is "
         "`weights_only=False`, which unpickles arbitrary objects and runs a malicious checkpoint's code{advice}"
     )
-    weights_only_advice = "; pass `weights_only=True`{until}"
+    weights_only_advice = "; pass `weights_only=True`{refuses}{until}"
+    # What the advice holds for: the weights-only unpickler's types (observed on torch 2.13, docs/observed.md).
+    refuses = (
+        " (it loads tensors, numbers, strings and plain containers, a state dict among them, and refuses other objects: "
+        "a whole module, numpy values, an `argparse.Namespace`)"
+    )
+    # `weights_only=False` in the `except` of a `try` whose load passes `weights_only`: the file was refused.
+    fallback_message = (
+        "`torch.load(..., weights_only=False)` after the weights-only load failed: a file that load refused is "
+        "unpickled anyway, running any code it holds; allow-list the classes the file needs "
+        "(`torch.serialization.add_safe_globals([...])`) and drop the fallback, or take it only where the user asks "
+        "for it, for files they trust"
+    )
     # Where the project supports a torch whose `torch.load` has no `weights_only`, the advice waits for it.
     before_weights_only = (
         " once the project requires torch 1.13 or later (the keyword raises `TypeError` before it); until then, "
@@ -172,9 +189,12 @@ class UnsafeTorchLoad(Rule):
                 whole = self._whole_object_advice(node)
                 if whole:
                     self.report(node, self.whole_object_message.format(whole=whole))
+                elif self._in_handler_of(lambda caught: True):
+                    self.report(node, self.fallback_message)
                 else:
                     fixable = pickle_module is None and not self._chosen_deliberately()
-                    self.report(node, fix=self._set_true(weights_only) if fixable else None)
+                    message = self.message.format(refuses=self.refuses)
+                    self.report(node, message, self._set_true(weights_only) if fixable else None)
         elif pickle_module is not None:
             self.report(node, self.pickle_module_message)
         elif self.ctx.config.torch_version < SAFE_DEFAULT_SINCE and not (
@@ -183,7 +203,7 @@ class UnsafeTorchLoad(Rule):
             version = ".".join(map(str, self.ctx.config.torch_version))
             until = self.before_weights_only if self.ctx.config.torch_version < WEIGHTS_ONLY_SINCE else ""
             whole = self._whole_object_advice(node)
-            advice = whole or self.weights_only_advice.format(until=until)
+            advice = whole or self.weights_only_advice.format(refuses=self.refuses, until=until)
             message = self.old_default_message.format(version=version, advice=advice)
             fix = None if whole else self._add_keyword(node)
             fixture = self._temporary_fixture_read(node)
@@ -262,14 +282,19 @@ class UnsafeTorchLoad(Rule):
 
     def _old_torch_fallback(self) -> bool:
         """In `except TypeError:` of a `try` whose body loads with `weights_only`: the retry for old torch."""
+        return self._in_handler_of(lambda caught: "TypeError" in caught)
+
+    def _in_handler_of(self, catches: Callable[[Set[str]], bool]) -> bool:
+        """In an `except` handler, whose caught names `catches` accepts, of a `try` whose body loads with
+        `weights_only` (the load that failed)."""
         for parent, child in zip(reversed(self.ctx.stack[:-1]), reversed(self.ctx.stack)):
             if isinstance(parent, _SCOPES):
                 return False
             if isinstance(parent, cst.Try) and isinstance(child, cst.ExceptHandler):
                 caught = child.type
                 names = [element.value for element in caught.elements] if isinstance(caught, cst.Tuple) else [caught]
-                catches_type_error = any(isinstance(name, cst.Name) and name.value == "TypeError" for name in names)
-                return catches_type_error and id(parent) in self.tries_passing_weights_only
+                caught_names = {name.value for name in names if isinstance(name, cst.Name)}
+                return catches(caught_names) and id(parent) in self.tries_passing_weights_only
         return False
 
     def _add_keyword(self, node: cst.Call) -> Optional[Fix]:
