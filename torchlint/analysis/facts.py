@@ -431,7 +431,8 @@ _TENSOR_DEPTH = 4
 
 def holds_tensor(expr: cst.BaseExpression, ctx: "FileContext", stack=None) -> bool:
     """Every value `expr` may hold at `stack` is a torch tensor: made by a torch function (`torch.zeros`,
-    `F.relu`), by a tensor method of a tensor (`x.view(...)`), unpacked from the batches of a DataLoader
+    `F.relu`), by a tensor method of a tensor (`x.view(...)`), by arithmetic with a tensor (`x + noise`, `-x`),
+    unpacked from the batches of a DataLoader
     (`for images, labels in loader`; a whole batch may be a dict or a `BatchEncoding`, whose `.to()` works in
     place), or a parameter its function calls tensor-only methods on (`x.size(0)`, `x.unsqueeze(1)`)."""
     return _holds_tensor(expr, ctx, ctx.stack if stack is None else stack, 0)
@@ -452,6 +453,11 @@ def _tensor_origin(origin, depth: int) -> bool:
         return False
     if origin.opaque:
         return type(node) is cst.Name and _bound_to_tensors(node, place, ctx)
+    if type(node) is cst.BinaryOperation:
+        # Arithmetic with a tensor on either side gives a tensor (`latent + torch.randn_like(latent) * strength`).
+        return any(_holds_tensor(side, ctx, place.stack, depth + 1) for side in (node.left, node.right))
+    if type(node) is cst.UnaryOperation and type(node.operator) is not cst.Not:
+        return _holds_tensor(node.expression, ctx, place.stack, depth + 1)
     if type(node) is not cst.Call:
         return False
     name = ctx.qualified_name(node.func, place.stack)
