@@ -52,7 +52,7 @@ def test_a_fixture_project_resolves_its_torch_version_and_records_the_source(nam
 @pytest.mark.parametrize("name", sorted(FIXTURE_PROJECTS))
 def test_tl501_follows_the_resolved_torch_version(name, capsys):
     version = FIXTURE_PROJECTS[name][0]
-    code = main(["check", "--no-cache", "--select", "TL501", "--output-format", "concise", "--quiet", str(PROJECTS / name)])
+    code = main(["check", "--no-cache", "--preview", "--select", "TL501", "--output-format", "concise", "--quiet", str(PROJECTS / name)])
     out = capsys.readouterr().out
     expected = [f"{PROJECTS / name / 'train.py'}:5:9: TL501"] if version < (2, 6) else []
     # `path:row:col: CODE`, without the fix marker (none below torch 1.13, which has no `weights_only`) or message

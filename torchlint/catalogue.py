@@ -56,7 +56,7 @@ RULES: Tuple[RuleEntry, ...] = (
     RuleEntry("TL402", "sigmoid-before-bce-with-logits", False, False),
     RuleEntry("TL403", "softmax-into-nll-loss", False, False),
     RuleEntry("TL404", "activation-into-wrong-loss", False, False),
-    RuleEntry("TL501", "unsafe-torch-load", False, False),
+    RuleEntry("TL501", "unsafe-torch-load", False, True),
     RuleEntry("TL502", "whole-object-checkpoint", False, False),
     RuleEntry("TL503", "refused-checkpoint-value", False, False),
     RuleEntry("TL601", "removed-api", False, True),
