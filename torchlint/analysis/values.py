@@ -178,6 +178,7 @@ class Values:
         self._origins: Dict[Tuple[int, int, int, bool], List[Origin]] = {}
         # Set for the duration of one `origins` question.
         self._through_casts = True
+        self._through_copies = True
         # Above 0 while following the receiver of `.module`/`._orig_mod`: the wrapper calls are what is asked about.
         self._keep_wrappers = 0
         # Calls of each name of the file, and names used otherwise (`_calls_of`), gathered on first need.
@@ -200,24 +201,26 @@ class Values:
 
     def origins(
         self, expr: cst.BaseExpression, stack: Optional[Sequence[cst.CSTNode]] = None, through_casts: bool = True,
-        dereferenced: bool = False,
+        dereferenced: bool = False, through_copies: bool = True,
     ) -> List[Origin]:
         """The origins of `expr` evaluated at the innermost point of `stack` (default: the node being visited).
 
         `through_casts=False` stops at `.float()`, `.half()` and the like, for questions about a tensor's dtype.
+        `through_copies=False` stops at `copy.deepcopy(...)`, for questions about the object itself rather than what
+        it holds (a deep copy of the model is another module, which the optimizer does not train).
         `dereferenced=True` for a value the code goes on to index or read an attribute of (`loss.data[0]`): `None`
         has neither, so where the value was `None` the program has already failed, and that origin is left out (a
         helper's early `return None` does not hide the tensor it returns otherwise).
         """
         place = self.place(self.ctx.stack if stack is None else stack)
-        key = (id(expr), id(place.statement), id(place.scopes[-1]), through_casts)
+        key = (id(expr), id(place.statement), id(place.scopes[-1]), through_casts, through_copies)
         found = self._origins.get(key)
         if found is None:
-            self._through_casts = through_casts
+            self._through_casts, self._through_copies = through_casts, through_copies
             try:
                 found = self._origins[key] = _distinct(self._follow(expr, place, 0, frozenset()))
             finally:
-                self._through_casts = True
+                self._through_casts = self._through_copies = True
                 _ANSWERED.clear()
         if dereferenced:
             return [origin for origin in found if not _is_none(origin.node)] or list(found)
@@ -1094,7 +1097,7 @@ class Values:
         method = syntax.method_name(call)
         if method in RETURNING_SELF and (self._through_casts or method not in CASTS):
             return self._follow(func.value, place, depth, seen)
-        if syntax.terminal_name(func) in _COPY_LAST_PARTS and self.ctx.qualified_name_in(func, COPIES, place.stack):
+        if self._through_copies and syntax.terminal_name(func) in _COPY_LAST_PARTS and self.ctx.qualified_name_in(func, COPIES, place.stack):
             copied = syntax.positional(call, 0) or syntax.keyword(call, "x")
             if copied is not None:  # `copy.deepcopy(model)`: another module, built as `model` was, holding its weights
                 return self._follow(copied.value, place, depth, seen)

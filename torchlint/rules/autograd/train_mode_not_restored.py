@@ -165,7 +165,7 @@ class TrainModeNotRestored(Rule):
         """A deep copy or an averaged model (EMA, SWA), or what such a wrapper holds (`self.ema.ema_model`): the
         optimizer does not train it, so its mode is its own."""
         while model is not None:
-            origins = Values.of(self.ctx).origins(model)
+            origins = Values.of(self.ctx).origins(model, through_copies=False)
             if origins and all(
                 type(origin.node) is cst.Call
                 and origin.place.context.qualified_name(origin.node.func, origin.place.stack) in _SHADOW_COPIES
