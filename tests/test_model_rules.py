@@ -128,3 +128,14 @@ def test_dropout_message_states_what_the_call_does_in_eval(rate):
     out = F.dropout(torch.ones(200_000), float(rate))  # `training` left at its default, as in the flagged call
     assert abs((out == 0).float().mean().item() - int(share) / 100) < 0.01
     assert out.max().item() == pytest.approx(float(scale), rel=1e-2)
+
+
+def test_an_override_that_extends_the_modules_method_is_told_to_keep_its_signature_not_to_be_renamed():
+    """Renaming DINOv2's `train()`, which calls `super().train()` and then puts its teacher in eval mode, would drop
+    that from `model.train()`: the message says to keep the signature; a training loop named `train` is told both."""
+    path = FIXTURES / "model" / "TL703_train_signature.py"
+    findings = {finding.location.row: finding.message for finding in lint_file(str(path), make_config(select=["TL703"])).findings}
+    extending = next(row for row, line in enumerate(path.read_text().splitlines(), 1) if "def train(self):" in line)
+    assert "keep the Module signature and pass its arguments on" in findings[extending]
+    assert "rename it" not in findings[extending]
+    assert all("rename it" in message for row, message in findings.items() if row != extending)

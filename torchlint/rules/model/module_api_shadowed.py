@@ -4,7 +4,7 @@ import libcst as cst
 
 from torchlint.analysis import syntax
 from torchlint.analysis.modules import PARAMETER, ModuleClass, ModuleClasses, decorator_name, is_self_attribute
-from torchlint.engine.walk import walk_visitor
+from torchlint.engine.walk import walk, walk_visitor
 from torchlint.finding import Fix
 from torchlint.rules.base import Rule
 from torchlint.rules.model._shared import IN_MODULE_CLASS
@@ -81,7 +81,9 @@ class ModuleApiShadowed(Rule):
     Unsafe, for misspelt names only: renames the method to `__init__` or `forward`,
     which makes code run that did not run before. Signatures and missing `super()`
     calls are left to you: rename the training method (`fit`), or give the override
-    the Module signature.
+    the Module signature. An override that calls `super().train()` (or the method it
+    shadows) extends the Module's and must keep its name: the message then asks only
+    for the signature (`def train(self, mode=True): super().train(mode); ...`).
     """
 
     code = "TL703"
@@ -152,9 +154,14 @@ class ModuleApiShadowed(Rule):
                 problem = _mode_problem(method, static)
             if problem is not None:
                 shown = f"{module.node.name.value}.{name}"
+                advice = (
+                    f"it extends `nn.Module.{name}` (it calls `super().{name}()`), so keep the Module signature and pass "
+                    "its arguments on" if _extends(method, name) else
+                    "rename it (`fit`, `train_model`, ...) or keep the Module signature"
+                )
                 self.report(method.name, (
                     f"`{shown}` shadows `nn.Module.{name}` with an incompatible signature: {callers}, and {problem}; "
-                    "rename it (`fit`, `train_model`, ...) or keep the Module signature"
+                    f"{advice}"
                 ))
                 return
 
@@ -205,6 +212,24 @@ class ModuleApiShadowed(Rule):
                 "missing the required \"forward\" function`; name it `forward`"
             )
         self.report(method.name, message, Fix.unsafe(f"Rename it to `{meant}`", self.ctx.replace(method.name, meant)))
+
+
+def _extends(method: cst.FunctionDef, name: str) -> bool:
+    """`method` calls `super().<name>(...)`: an override that adds to the Module's method, which renaming would drop
+    from `model.train()` (DINOv2's `train()` that also puts its teacher in eval mode)."""
+    found = []
+
+    def on_visit(node: cst.CSTNode) -> bool:
+        if (
+            type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == name
+            and type(node.func.value) is cst.Call and type(node.func.value.func) is cst.Name
+            and node.func.value.func.value == "super"
+        ):
+            found.append(node)
+        return not found
+
+    walk(method.body, on_visit, lambda node: None)
+    return bool(found)
 
 
 class _InitScan(cst.CSTVisitor):
