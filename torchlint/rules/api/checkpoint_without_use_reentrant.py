@@ -30,7 +30,7 @@ class CheckpointWithoutUseReentrant(Rule):
     do not pass `use_reentrant=`.
 
     ## Why is this bad?
-    Without it, torch 2.13 warns on every call (`UserWarning: torch.utils.checkpoint: the
+    Without it, torch 2.13 warns at each call (Python shows it once per line: `UserWarning: torch.utils.checkpoint: the
     use_reentrant parameter should be passed explicitly. Starting in PyTorch 2.9, calling
     checkpoint without use_reentrant will raise an exception. use_reentrant=False is
     recommended, ...`) and runs the legacy reentrant variant, which returns no gradients for
@@ -60,8 +60,8 @@ class CheckpointWithoutUseReentrant(Rule):
     call_parts = last_parts(CHECKPOINT_FUNCTIONS)
     fix_safety = "unsafe"
     message = (
-        "`checkpoint` without `use_reentrant=`: torch warns on every call and runs the legacy reentrant "
-        "variant (no parameter gradients when no input requires grad); pass `use_reentrant=False`"
+        "`checkpoint` without `use_reentrant=`: torch warns that it should be passed explicitly and runs the legacy "
+        "reentrant variant (no parameter gradients when no input requires grad); pass `use_reentrant=False`"
     )
     keywords_message = (
         "`checkpoint` with keywords for the checkpointed function and no `use_reentrant=`: the default (reentrant) "
