@@ -401,6 +401,7 @@ _WHOLE_OBJECT_METHODS = MODULE_ONLY_METHODS | {"state_dict", "load_state_dict", 
 _SAME_KIND = frozenset({"float", "half", "double", "bfloat16", "to", "cuda", "cpu", "get"})
 # Tests of what a value is: code that handles a whole module and a state dict alike (`isinstance(ckpt, nn.Module)`).
 _KIND_TESTS = frozenset({"isinstance", "hasattr", "type", "callable"})
+_MODULE = "torch.nn.Module"
 # How many names the loaded value may pass through (`ckpt = torch.load(...)`, `model = ckpt["model"].float()`).
 _MAX_NAMES = 2
 
@@ -413,20 +414,35 @@ def whole_object_use(ctx: "FileContext", load: cst.Call, stack: Sequence[cst.CST
     found = _climb(load, stack)
     if type(found) is cst.Attribute:
         return _attribute_use(ctx, found, stack)
+    if type(found) is _Passed:
+        return _passed_use(ctx, found, stack)
     if type(found) is not cst.Name:
         return found
     scope = next((node for node in reversed(stack[:-1]) if isinstance(node, (cst.FunctionDef, cst.Lambda))), ctx.module)
     if isinstance(scope, cst.Lambda):
         return None
-    reads = ctx.shared(_Reads).of(scope)
-    flow = Values.of(ctx).flow(scope)
     # name -> the statement binding the loaded value (or what `_climb` reached from it) to the name
-    names: Dict[str, cst.CSTNode] = {found.value: _binding_statement(stack)}
-    pending = [found.value]
+    around = tuple(stack[:stack.index(scope)]) if scope is not ctx.module else ()
+    return _name_use(ctx, scope, around, {found.value: _binding_statement(stack)}, passes=True)
+
+
+def _name_use(
+    ctx: "FileContext", scope: cst.CSTNode, around: Tuple[cst.CSTNode, ...], names: Dict[str, Optional[cst.CSTNode]],
+    passes: bool,
+) -> Optional[cst.CSTNode]:
+    """The first use as a whole module, in `scope` (with `around`, the nodes outside it), of the names `names` binds
+    (each to the statement binding the loaded value to it, None for a parameter holding it), where only those bindings
+    reach; `passes`: a name handed to a function of the project is followed into it, one call deep."""
+    reads = ctx.shared(_Reads).of(scope, around)
+    flow = Values.of(ctx).flow(scope)
+    pending = list(names)
     while pending:
         name = pending.pop()
         if name in reads.tested:
             return None
+        asserted = reads.asserted.get(name)
+        if asserted is not None and ctx.qualified_name(asserted[0].args[1].value, asserted[1]) == _MODULE:
+            return asserted[0]  # `assert isinstance(src_module, torch.nn.Module)`
         tracked = set(map(id, names.values()))
         for read, around in reads.names.get(name, ()):
             reaching = flow.reaching(name, flow.position(around))
@@ -435,10 +451,44 @@ def whole_object_use(ctx: "FileContext", load: cst.Call, stack: Sequence[cst.CST
             used = _climb(read, around)
             if type(used) is cst.Call:
                 return used
+            if type(used) is _Passed and passes:
+                used = _passed_use(ctx, used, around)
+                if used is not None:
+                    return used
             if type(used) is cst.Name and len(names) < _MAX_NAMES and used.value not in names:
                 names[used.value] = _binding_statement(around)
                 pending.append(used.value)
     return None
+
+
+class _Passed(NamedTuple):
+    """A loaded value handed to a call as its argument `arg`."""
+
+    call: cst.Call
+    arg: cst.Arg
+
+
+def _passed_use(ctx: "FileContext", passed: _Passed, stack: Sequence[cst.CSTNode]) -> Optional[cst.CSTNode]:
+    """For a loaded value handed to a function of the file or the project (`extract_scales(ckpt["model"])`,
+    `copy_params_and_buffers(src_module=data["net"], ...)`): its use as a whole module in that function, through the
+    parameter that takes it and not rebound there; None for a method or anything else."""
+    call, arg = passed
+    origins = Values.of(ctx).origins(call.func, stack)
+    if arg.star or len(origins) != 1 or type(origins[0].node) is not cst.FunctionDef:
+        return None
+    function, there = origins[0].node, origins[0].place
+    if type(there.scopes[-1]) is cst.ClassDef:
+        return None  # a method: what its parameters take depends on how it is called
+    params = function.params
+    if arg.keyword is not None:
+        taking = [param for param in (*params.posonly_params, *params.params, *params.kwonly_params) if param.name.value == arg.keyword.value]
+    else:
+        index = next(index for index, each in enumerate(each for each in call.args if each.keyword is None) if each is arg)
+        positional = [*params.posonly_params, *params.params]
+        taking = positional[index:index + 1]
+    if not taking:
+        return None
+    return _name_use(there.context, function, there.scopes, {taking[0].name.value: None}, passes=False)
 
 
 def _attribute_use(ctx: "FileContext", target: cst.Attribute, stack: Sequence[cst.CSTNode]) -> Optional[cst.CSTNode]:
@@ -449,7 +499,7 @@ def _attribute_use(ctx: "FileContext", target: cst.Attribute, stack: Sequence[cs
     methods = [index for index, node in enumerate(stack) if type(node) is cst.FunctionDef]
     if not methods or methods[-1] < 2 or type(stack[methods[-1] - 2]) is not cst.ClassDef:
         return None
-    reads = ctx.shared(_Reads).of(stack[methods[-1] - 2])
+    reads = ctx.shared(_Reads).of(stack[methods[-1] - 2], tuple(stack[:methods[-1] - 2]))
     name = target.attr.value
     if name in reads.tested or reads.assigned.get(name) != 1:
         return None
@@ -462,7 +512,7 @@ def _attribute_use(ctx: "FileContext", target: cst.Attribute, stack: Sequence[cs
 
 def _climb(node: cst.CSTNode, stack: Sequence[cst.CSTNode]):
     """From `node` (innermost of `stack`) up through subscripts and same-kind calls: the call that uses the value as a
-    whole module, the name or attribute an assignment binds it to, or None."""
+    whole module, the name or attribute an assignment binds it to, the call it is handed to (`_Passed`), or None."""
     depth = len(stack) - 2
     while depth >= 0:
         parent = stack[depth]
@@ -479,6 +529,8 @@ def _climb(node: cst.CSTNode, stack: Sequence[cst.CSTNode]):
             node, depth = call, depth - 1
         elif type(parent) is cst.Call:
             return parent if parent.func is node else None
+        elif type(parent) is cst.Arg and parent.value is node and depth > 0 and type(stack[depth - 1]) is cst.Call:
+            return _Passed(stack[depth - 1], parent)
         elif type(parent) is cst.Assign and parent.value is node and len(parent.targets) == 1:
             target = parent.targets[0].target
             return target if type(target) in (cst.Name, cst.Attribute) else None
@@ -499,6 +551,8 @@ class _ScopeReads(NamedTuple):
     assigned: Dict[str, int]
     # names and `self` attributes (by name) a kind test reads (`isinstance(ckpt, nn.Module)`)
     tested: Set[str]
+    # name -> the `isinstance(name, ...)` an `assert` makes, with the nodes around it: what the code requires it to be
+    asserted: Dict[str, Tuple[cst.Call, Tuple[cst.CSTNode, ...]]]
 
 
 class _Reads:
@@ -509,12 +563,15 @@ class _Reads:
     def __init__(self, ctx: "FileContext"):
         self._scopes: Dict[int, _ScopeReads] = {}
 
-    def of(self, scope: cst.CSTNode) -> _ScopeReads:
+    def of(self, scope: cst.CSTNode, around: Tuple[cst.CSTNode, ...]) -> _ScopeReads:
+        """The reads in `scope`, each with the nodes from the module down to it (`around`: those outside `scope`)."""
         found = self._scopes.get(id(scope))
         if found is None:
-            walker = _ReadsWalk(scope)
+            walker = _ReadsWalk(scope, around)
             scope.visit(walker)
-            found = self._scopes[id(scope)] = _ScopeReads(walker.names, walker.attributes, walker.assigned, walker.tested)
+            found = self._scopes[id(scope)] = _ScopeReads(
+                walker.names, walker.attributes, walker.assigned, walker.tested, walker.asserted,
+            )
         return found
 
 
@@ -522,14 +579,15 @@ class _ReadsWalk(cst.CSTVisitor):
     """The walk `_Reads` makes: a function's or the module's own code (not the functions and classes it defines), a
     class's methods."""
 
-    def __init__(self, scope: cst.CSTNode):
+    def __init__(self, scope: cst.CSTNode, around: Tuple[cst.CSTNode, ...]):
         self.scope = scope
         self.in_class = type(scope) is cst.ClassDef
-        self.stack: List[cst.CSTNode] = []
+        self.stack: List[cst.CSTNode] = list(around)
         self.names: Dict[str, list] = {}
         self.attributes: Dict[str, list] = {}
         self.assigned: Dict[str, int] = {}
         self.tested: Set[str] = set()
+        self.asserted: Dict[str, Tuple[cst.Call, Tuple[cst.CSTNode, ...]]] = {}
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         self.stack.append(node)
@@ -541,6 +599,13 @@ class _ReadsWalk(cst.CSTVisitor):
             return False  # a method of the class is walked; other functions a scope defines are not
         node_type = type(node)
         if node_type is cst.Call and type(node.func) is cst.Name and node.func.value in _KIND_TESTS:
+            parent = self.stack[-2] if len(self.stack) > 1 else None
+            if (
+                type(parent) is cst.Assert and parent.test is node and node.func.value == "isinstance"
+                and len(node.args) == 2 and type(node.args[0].value) is cst.Name
+            ):
+                self.asserted.setdefault(node.args[0].value.value, (node, tuple(self.stack)))
+                return True
             for arg in node.args:
                 if type(arg.value) is cst.Name:
                     self.tested.add(arg.value.value)

@@ -77,8 +77,11 @@ class WholeObjectCheckpoint(Rule):
       later). Such a file holds a pickled module, written by `torch.save(model)`. Not when the code tests
       what it got (`isinstance(ckpt, nn.Module)`, `hasattr`: written for either kind), when the file
       allow-lists classes (`add_safe_globals`, whatever it names: the module's classes are not known) or
-      sets `TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`. Given up: a loaded value used as a module only in a function
-      it is passed to (`extract_scales(ckpt["model"])`).
+      sets `TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`. A loaded value handed to a function of the file or the
+      project is followed into it through the parameter that takes it, one call deep: EDM's
+      `copy_params_and_buffers(src_module=data["net"], ...)`, whose body asserts `isinstance(src_module,
+      torch.nn.Module)`. Given up: a value used as a module two calls down (`extract_scales(ckpt)` handing
+      `ckpt["model"]` to another helper) or by a method it is handed to.
 
     Not flagged: `torch.save(model.state_dict(), f)` and dictionaries of state dicts; loads
     passing `weights_only=False` (TL501 reports those that should not); loads in projects that
