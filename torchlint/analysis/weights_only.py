@@ -408,9 +408,11 @@ _MAX_NAMES = 2
 
 def whole_object_use(ctx: "FileContext", load: cst.Call, stack: Sequence[cst.CSTNode]) -> Optional[cst.CSTNode]:
     """The code that uses what `load` (a `torch.load` call, innermost of `stack`) returns, or an item of it, as a whole
-    module (`model.eval()`, `ckpt["model"].float().state_dict()`, `net(x)`), in the scope of the load: a file that holds
-    one was written by `torch.save(model)`, which `weights_only=True` refuses to load. None when nothing shows it, or
-    when the scope tests what a name holding it holds (`isinstance(ckpt, nn.Module)`: code for either kind)."""
+    module (`model.eval()`, `ckpt["model"].float().state_dict()`, `net(x)`), in the scope of the load, in the methods
+    of its class (`self.ckpt = torch.load(...)`) or, one call deep, in a function of the project it is handed to: a file
+    that holds one was written by `torch.save(model)`, which `weights_only=True` refuses to load. None when nothing
+    shows it, or when the scope tests what a name holding it holds (`isinstance(ckpt, nn.Module)`: code for either
+    kind)."""
     found = _climb(load, stack)
     if type(found) is cst.Attribute:
         return _attribute_use(ctx, found, stack)
