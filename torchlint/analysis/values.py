@@ -52,7 +52,7 @@ from torchlint.analysis.file_kind import FileKind
 from torchlint.analysis.flow import Binding, Flow, scan
 from torchlint.analysis.project import PROJECT
 from torchlint.engine.scopes import SCOPE_TYPES, cell_returns, scope_nodes_of
-from torchlint.engine.walk import STATEMENT_TYPES, OwnScopeVisitor, child_nodes, statement_structure, walk_visitor
+from torchlint.engine.walk import STATEMENT_TYPES, OwnScopeVisitor, child_nodes, statement_structure, walk, walk_visitor
 
 if TYPE_CHECKING:
     from torchlint.engine.context import FileContext
@@ -84,6 +84,8 @@ SEQUENTIAL = frozenset({"torch.nn.Sequential", "torch.nn.modules.container.Seque
 CASTS = frozenset({"float", "double", "half", "bfloat16"})
 # Calls whose result is a copy of their first argument: another object, of the same kind and value.
 COPIES = frozenset({"copy.deepcopy", "copy.copy"})
+# `nn.Module` methods that bind a tensor to an attribute name (`self.register_buffer("mask", ...)`).
+_REGISTERING = frozenset({"register_buffer", "register_parameter"})
 _COPY_LAST_PARTS = frozenset(name.rpartition(".")[2] for name in COPIES)
 # `functools.partial(f, *args, **keywords)`: each call of it calls `f` with those arguments first (`partial_call`).
 PARTIAL = frozenset({"functools.partial"})
@@ -192,6 +194,8 @@ class Values:
         # id of a statement -> for each name its comprehensions read that one of their `for` clauses binds, by id: that
         # clause and the name's place in its target (`_comprehension_targets`), found on first need.
         self._comprehension_reads: Dict[int, Dict[int, _ClauseTarget]] = {}
+        # id of a class -> what its methods register by name (`_registered`), read on first need.
+        self._registrations: Dict[int, Dict[str, List[Tuple[cst.BaseExpression, cst.FunctionDef]]]] = {}
 
     @classmethod
     def of(cls, ctx: "FileContext") -> "Values":
@@ -889,8 +893,36 @@ class Values:
             method = scope.attribute_methods.get(id(value))
             if method is not None:
                 found += self._follow(value, Place(self.ctx, around + (model_class, method)), depth, seen)
+        for value, method in self._registered(model_class).get(attribute.attr.value, ()):
+            found += self._follow(value, Place(self.ctx, around + (model_class, method)), depth, seen)
         found += self._class_level(attribute, model_class, around, place, depth, seen)
         return found or [Origin(attribute, place)]
+
+    def _registered(self, model_class: cst.ClassDef) -> Dict[str, List[Tuple[cst.BaseExpression, cst.FunctionDef]]]:
+        """The tensors the class's methods register by name, `self.register_buffer("mask", torch.ones(n, n))` (also
+        `register_parameter`): read as `self.mask` afterwards, like an attribute the method assigns."""
+        found = self._registrations.get(id(model_class))
+        if found is None:
+            found = self._registrations[id(model_class)] = {}
+            for method in model_class.body.body:
+                if type(method) is not cst.FunctionDef or not method.params.params:
+                    continue
+                owner = method.params.params[0].name.value
+
+                def on_visit(node: cst.CSTNode) -> bool:
+                    if (
+                        type(node) is cst.Call and type(node.func) is cst.Attribute
+                        and node.func.attr.value in _REGISTERING and type(node.func.value) is cst.Name
+                        and node.func.value.value == owner
+                    ):
+                        name, value = syntax.positional(node, 0), syntax.positional(node, 1) or syntax.keyword(node, "tensor")
+                        registered = syntax.literal(name.value, None) if name is not None else None
+                        if isinstance(registered, str) and value is not None:
+                            found.setdefault(registered, []).append((value.value, method))
+                    return type(node) not in (cst.FunctionDef, cst.ClassDef, cst.Lambda) or node is method
+
+                walk(method, on_visit, lambda node: None)
+        return found
 
     def _class_level(
         self, attribute: cst.Attribute, model_class: cst.ClassDef, around: Tuple[cst.CSTNode, ...], place: Place,

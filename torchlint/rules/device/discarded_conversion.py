@@ -33,8 +33,9 @@ class DiscardedConversion(Rule):
     The receiver must be known to hold a tensor: made by a torch function
     (`torch.zeros(...)`, `torch.tensor(...)`, `F.relu(...)`) or by a tensor method of
     a tensor, computed by arithmetic with a tensor (`latent + torch.randn_like(latent) *
-    strength`, also returned by a function of the file), unpacked from a DataLoader's
-    batches (`for images, labels in loader:`),
+    strength`, also returned by a function of the file), a buffer or parameter the module
+    registers by name (`self.register_buffer("inv_freq", ...)`, then `self.inv_freq`),
+    unpacked from a DataLoader's batches (`for images, labels in loader:`),
     or a parameter its function calls tensor-only methods on (`x.size(0)`,
     `x.unsqueeze(1)`, `x.detach()`).
 
