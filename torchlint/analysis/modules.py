@@ -550,13 +550,10 @@ def tested_as_tensor(ctx: "FileContext", expr: cst.BaseExpression, stack: Sequen
 
 def _isinstance_classes(ctx: "FileContext", test: cst.BaseExpression, written: str, stack) -> Optional[Set[str]]:
     """The qualified names of the classes `isinstance(<written>, ...)` tests, when `test` is that call."""
-    if type(test) is not cst.Call or type(test.func) is not cst.Name or test.func.value != "isinstance" or len(test.args) != 2:
+    found = syntax.isinstance_test(test)
+    if found is None or dotted_name(found[0]) != written:
         return None
-    if dotted_name(test.args[0].value) != written:
-        return None
-    classes = test.args[1].value
-    elements = [element.value for element in classes.elements] if type(classes) is cst.Tuple else [classes]
-    return {ctx.qualified_name(element, stack) or "" for element in elements}
+    return {ctx.qualified_name(element, stack) or "" for element in found[1]}
 
 
 # The bases of a custom autograd operation.

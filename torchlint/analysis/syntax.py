@@ -6,7 +6,7 @@ Nothing here knows torch or follows a name: each function reads the node it is g
 from __future__ import annotations
 
 import ast
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import libcst as cst
 
@@ -130,6 +130,14 @@ def called_module(call: cst.Call) -> cst.BaseExpression:
     if type(owner) is cst.Call and type(owner.func) is cst.Name and owner.func.value == "super":
         return func
     return owner
+
+
+def isinstance_test(test: cst.BaseExpression) -> Optional[Tuple[cst.BaseExpression, List[cst.BaseExpression]]]:
+    """For `isinstance(x, C)` or `isinstance(x, (C, D))`: the instance tested and the classes."""
+    if type(test) is not cst.Call or type(test.func) is not cst.Name or test.func.value != "isinstance" or len(test.args) != 2:
+        return None
+    classes = test.args[1].value
+    return test.args[0].value, [element.value for element in classes.elements] if type(classes) is cst.Tuple else [classes]
 
 
 def terminal_name(expr: cst.BaseExpression) -> Optional[str]:

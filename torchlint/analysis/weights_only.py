@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Se
 import libcst as cst
 
 from torchlint import semantics
-from torchlint.analysis.syntax import argument_for
+from torchlint.analysis.syntax import argument_for, isinstance_test
 from torchlint.analysis.modules import MODULE_ONLY_METHODS, names_module_class
 from torchlint.analysis.project import PROJECT
 from torchlint.analysis.values import Origin, Values
@@ -413,6 +413,13 @@ def whole_object_use(ctx: "FileContext", load: cst.Call, stack: Sequence[cst.CST
     that holds one was written by `torch.save(model)`, which `weights_only=True` refuses to load. None when nothing
     shows it, or when the scope tests what a name holding it holds (`isinstance(ckpt, nn.Module)`: code for either
     kind)."""
+    answers = ctx.shared(_Reads).answers  # TL501 and TL502 both ask of each load
+    if id(load) not in answers:
+        answers[id(load)] = _whole_object_use(ctx, load, stack)
+    return answers[id(load)]
+
+
+def _whole_object_use(ctx: "FileContext", load: cst.Call, stack: Sequence[cst.CSTNode]) -> Optional[cst.CSTNode]:
     found = _climb(load, stack)
     if type(found) is cst.Attribute:
         return _attribute_use(ctx, found, stack)
@@ -443,8 +450,8 @@ def _name_use(
         if name in reads.tested:
             return None
         asserted = reads.asserted.get(name)
-        if asserted is not None and ctx.qualified_name(asserted[0].args[1].value, asserted[1]) == _MODULE:
-            return asserted[0]  # `assert isinstance(src_module, torch.nn.Module)`
+        if asserted is not None and [ctx.qualified_name(each, asserted[1]) for each in asserted[0]] == [_MODULE]:
+            return asserted[1][-1]  # `assert isinstance(src_module, torch.nn.Module)`
         tracked = set(map(id, names.values()))
         for read, around in reads.names.get(name, ()):
             reaching = flow.reaching(name, flow.position(around))
@@ -553,17 +560,20 @@ class _ScopeReads(NamedTuple):
     assigned: Dict[str, int]
     # names and `self` attributes (by name) a kind test reads (`isinstance(ckpt, nn.Module)`)
     tested: Set[str]
-    # name -> the `isinstance(name, ...)` an `assert` makes, with the nodes around it: what the code requires it to be
-    asserted: Dict[str, Tuple[cst.Call, Tuple[cst.CSTNode, ...]]]
+    # name -> the classes of the `isinstance(name, ...)` an `assert` makes, with the nodes from the module down to that
+    # call: what the code requires the name to be
+    asserted: Dict[str, Tuple[List[cst.BaseExpression], Tuple[cst.CSTNode, ...]]]
 
 
 class _Reads:
     """Per file, for each scope asked about (a function, the module, or a class with its methods): the reads of each
     name and `self` attribute, in one walk of the scope, so that every load of the scope is answered from it (a
-    script with a hundred module-level loads walks its module once)."""
+    script with a hundred module-level loads walks its module once); and the answer for each load asked about."""
 
     def __init__(self, ctx: "FileContext"):
         self._scopes: Dict[int, _ScopeReads] = {}
+        # id of a `torch.load` call -> `whole_object_use`'s answer
+        self.answers: Dict[int, Optional[cst.CSTNode]] = {}
 
     def of(self, scope: cst.CSTNode, around: Tuple[cst.CSTNode, ...]) -> _ScopeReads:
         """The reads in `scope`, each with the nodes from the module down to it (`around`: those outside `scope`)."""
@@ -589,7 +599,7 @@ class _ReadsWalk(cst.CSTVisitor):
         self.attributes: Dict[str, list] = {}
         self.assigned: Dict[str, int] = {}
         self.tested: Set[str] = set()
-        self.asserted: Dict[str, Tuple[cst.Call, Tuple[cst.CSTNode, ...]]] = {}
+        self.asserted: Dict[str, Tuple[List[cst.BaseExpression], Tuple[cst.CSTNode, ...]]] = {}
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         self.stack.append(node)
@@ -602,11 +612,9 @@ class _ReadsWalk(cst.CSTVisitor):
         node_type = type(node)
         if node_type is cst.Call and type(node.func) is cst.Name and node.func.value in _KIND_TESTS:
             parent = self.stack[-2] if len(self.stack) > 1 else None
-            if (
-                type(parent) is cst.Assert and parent.test is node and node.func.value == "isinstance"
-                and len(node.args) == 2 and type(node.args[0].value) is cst.Name
-            ):
-                self.asserted.setdefault(node.args[0].value.value, (node, tuple(self.stack)))
+            tested = isinstance_test(node) if type(parent) is cst.Assert and parent.test is node else None
+            if tested is not None and type(tested[0]) is cst.Name:
+                self.asserted.setdefault(tested[0].value, (tested[1], tuple(self.stack)))
                 return True
             for arg in node.args:
                 if type(arg.value) is cst.Name:

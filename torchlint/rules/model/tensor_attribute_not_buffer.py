@@ -331,10 +331,8 @@ class TensorAttributeNotBuffer(Rule):
         if answer is None:
             names = set(_apply_moves(self.ctx))
             named = re.compile(rb"\b" + re.escape(module.node.name.value.encode()) + rb"\b")
-            nearby = [
-                path for path in PROJECT.files_above(self.ctx.filename)
-                if b"def _apply(" in (PROJECT.read(path) or (b"",))[0] and named.search(PROJECT.read(path)[0])
-            ]
+            texts = ((path, (PROJECT.read(path) or (b"",))[0]) for path in PROJECT.files_above(self.ctx.filename))
+            nearby = [path for path, text in texts if b"def _apply(" in text and named.search(text)]
             for path in sorted(set(_importers_naming(self.ctx.filename, module.node.name.value) + nearby)):
                 names.update(SUMMARIES.section(path, self.ctx.config, _APPLY_MOVES, _apply_moves) or ())
             answer = self._moved_by_apply[id(module.node)] = frozenset(names)

@@ -370,14 +370,11 @@ def _stand_ins(ctx) -> Tuple[Tuple[Tuple[str, str], ...], Tuple[Tuple[str, Tuple
 
 
 def _isinstance_check(test: cst.BaseExpression) -> Optional[Tuple[str, List[cst.BaseExpression]]]:
-    """For `isinstance(m, C)` or `isinstance(m, (C, D))`: the instance's name and the classes."""
-    if type(test) is not cst.Call or type(test.func) is not cst.Name or test.func.value != "isinstance" or len(test.args) != 2:
+    """For `isinstance(m, C)` or `isinstance(m, (C, D))`: the instance's name and the classes written as names."""
+    found = syntax.isinstance_test(test)
+    if found is None or type(found[0]) is not cst.Name:
         return None
-    instance, classes = test.args[0].value, test.args[1].value
-    if type(instance) is not cst.Name:
-        return None
-    listed = [element.value for element in classes.elements] if type(classes) is cst.Tuple else [classes]
-    return instance.value, [each for each in listed if type(each) in (cst.Name, cst.Attribute)]
+    return found[0].value, [each for each in found[1] if type(each) in (cst.Name, cst.Attribute)]
 
 
 def _attributes_initialised(body: cst.CSTNode, instance: str) -> Set[str]:
